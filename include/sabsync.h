@@ -1,0 +1,145 @@
+/*
+ * sabsync core: a parking lot of address-keyed FIFO wait queues.
+ *
+ * This header never includes node_api.h: the core is plain C11 and is built
+ * and tested on its own (test/c/). The Node-API binding (src/napi/) is one
+ * client of it.
+ *
+ * Model. A waiter record is queued on the 4- or 8-byte cell it waits on, in
+ * the bucket its byte address hashes to. Each bucket has one lock and one
+ * FIFO list; records of different addresses that share a bucket are skipped
+ * by address, so every address sees its own FIFO order, blocking and async
+ * waiters alike. A record's state leaves WAITING only under its bucket lock,
+ * which is what makes notify's count exact and a wake racing a timeout
+ * answer one way only.
+ */
+#ifndef SABSYNC_H
+#define SABSYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef SAB_PARKER_UV
+#include <uv.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* log2 of the number of buckets. JS mirrors the hash (lib/lot.js). */
+#define SAB_BUCKET_BITS 10
+#define SAB_BUCKETS (1u << SAB_BUCKET_BITS)
+/* The per-bucket waiter counters are this many int32 apart, one cache line. */
+#define SAB_COUNT_STRIDE 16
+
+/* Results, turned into strings only at the JS edge. */
+typedef enum {
+  SAB_OK = 0,        /* woken by a notify */
+  SAB_NOT_EQUAL = 1, /* the cell did not hold the expected value */
+  SAB_TIMED_OUT = 2, /* the deadline passed while still queued */
+  SAB_CANCELLED = 3, /* taken out of the queue by its owner (abort, teardown) */
+  SAB_PENDING = 4    /* still queued: the caller must park, or settle later */
+} sab_result_t;
+
+typedef enum { SAB_WAITER_BLOCKING = 0, SAB_WAITER_ASYNC = 1 } sab_waiter_kind_t;
+
+typedef struct sab_waiter_s sab_waiter_t;
+
+/*
+ * Called for an async waiter that a notify moved to NOTIFIED, on the
+ * notifier's thread, after the bucket lock is released. From the moment
+ * the state becomes NOTIFIED until this callback returns, the record
+ * belongs to the notifier: its owner must not free it (sab_wait_cancel
+ * answers SAB_OK to tell the owner that a delivery is on its way).
+ */
+typedef void (*sab_wake_cb)(sab_waiter_t *w);
+
+/* Waiter states (the `state` word). */
+enum {
+  SAB_W_WAITING = 0,  /* queued, its thread running (spinning, or async) */
+  SAB_W_PARKED = 1,   /* queued, its thread asleep on `state` (futex) */
+  SAB_W_NOTIFIED = 2, /* dequeued by a notify */
+  SAB_W_TIMED_OUT = 3,/* dequeued by its deadline */
+  SAB_W_CANCELLED = 4 /* dequeued by its owner */
+};
+
+struct sab_waiter_s {
+  /* Guarded by the bucket lock. */
+  sab_waiter_t *next;
+  sab_waiter_t *prev;
+  /* Notify's list of records to wake after unlocking; notifier-private. */
+  sab_waiter_t *wake_next;
+  uintptr_t addr;
+  /*
+   * WAITING/PARKED -> NOTIFIED | TIMED_OUT | CANCELLED only under the bucket
+   * lock. WAITING -> PARKED is the waiter's own (a compare-exchange), and
+   * only tells the notifier that a wake syscall is needed.
+   */
+  uint32_t state;
+  uint8_t kind;
+  sab_wake_cb wake; /* async records only */
+#ifdef SAB_PARKER_UV
+  uv_mutex_t mu; /* blocking records only: the portable parker */
+  uv_cond_t cv;
+#endif
+};
+
+/* Monotonic clock, nanoseconds. */
+uint64_t sab_now(void);
+
+/* Prepare a record. A blocking record lives in its thread's stack frame. */
+void sab_waiter_init_blocking(sab_waiter_t *w);
+void sab_waiter_init_async(sab_waiter_t *w, sab_wake_cb wake);
+/* Release what init acquired (the portable parker's mutex and condvar). */
+void sab_waiter_destroy(sab_waiter_t *w);
+
+/*
+ * Under the bucket lock: load the cell (size 4 or 8, seq-cst), compare with
+ * `expected`, and either answer SAB_NOT_EQUAL or queue `w` at the tail and
+ * answer SAB_PENDING.
+ */
+int sab_wait_enqueue(sab_waiter_t *w, const void *cell, int size, int64_t expected);
+
+/*
+ * Blocking records: spin briefly, then sleep until the record leaves the
+ * queue or `deadline` (sab_now() scale; UINT64_MAX = none) passes. Answers
+ * SAB_OK (notified), SAB_TIMED_OUT / SAB_CANCELLED (dequeued by someone
+ * else), or SAB_PENDING (the deadline passed, still queued: call
+ * sab_wait_cancel, or park again). Spurious wakes are absorbed here.
+ */
+int sab_wait_park(sab_waiter_t *w, uint64_t deadline);
+
+/*
+ * Take `w` out of its queue if it is still there, marking it `why`
+ * (SAB_TIMED_OUT or SAB_CANCELLED), and answer `why`. If it already left,
+ * answer how: SAB_OK when a notify took it (for an async record: its wake
+ * callback runs or has run), or the earlier state.
+ */
+int sab_wait_cancel(sab_waiter_t *w, int why);
+
+/* Blocking wait in one call: enqueue, park until `timeout_ns` has passed
+ * (UINT64_MAX = forever), settle. */
+int sab_wait(const void *cell, int size, int64_t expected, uint64_t timeout_ns);
+
+/* Wake up to `count` waiters on `addr`, oldest first; answer how many. The
+ * address is only a key: it is never dereferenced. */
+uint64_t sab_notify(uintptr_t addr, uint64_t count);
+
+/* How many records are queued on `addr`. */
+uint32_t sab_waiters(uintptr_t addr);
+
+/* Wake every parked blocking waiter without dequeuing it (a spurious wake),
+ * so that each one re-checks why it waits; for process exit. */
+void sab_nudge_all(void);
+
+/* The bucket of an address, and the per-bucket queued-record counters
+ * (SAB_BUCKETS * SAB_COUNT_STRIDE int32, bucket b at b * SAB_COUNT_STRIDE).
+ * A counter is raised before the enqueueing waiter loads its cell. */
+uint32_t sab_bucket_of(uintptr_t addr);
+int32_t *sab_bucket_counts(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SABSYNC_H */

@@ -1,0 +1,65 @@
+/*
+ * Internals shared by the core's files: the atomics we use, the bucket
+ * table, and the parker interface that each platform file implements.
+ */
+#ifndef SAB_INTERNAL_H
+#define SAB_INTERNAL_H
+
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "sabsync.h"
+
+#include <pthread.h>
+
+#define SAB_LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define SAB_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
+#if defined(__x86_64__) || defined(__i386__)
+#define SAB_CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define SAB_CPU_RELAX() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define SAB_CPU_RELAX() __asm__ __volatile__("" ::: "memory")
+#endif
+
+/* How long a blocking waiter spins on its record before it sleeps. A wake
+ * across CPUs then costs a cache-line transfer instead of a syscall pair. */
+#define SAB_SPIN_NS 4000
+
+/*
+ * One bucket: its lock and a FIFO list of the records queued on any
+ * address that hashes here. 64-byte aligned so that two buckets never
+ * share a cache line.
+ */
+typedef struct {
+  pthread_mutex_t mu;
+  sab_waiter_t *head; /* guarded by mu */
+  sab_waiter_t *tail; /* guarded by mu */
+} __attribute__((aligned(64))) sab__bucket_t;
+
+/* Nonzero when spinning can help: more than one CPU is ours to run on. */
+int sab__spin_allowed(void);
+
+/*
+ * The parker. sab__park sleeps while the record is queued and `deadline`
+ * has not passed, and answers the state it last saw (WAITING or PARKED
+ * mean: the deadline passed). sab__unpark_locked, called with the bucket
+ * lock held, stores the record's final state and answers a token for
+ * sab__unpark, called after the lock is released (NULL: nothing to do).
+ */
+void sab__parker_init(sab_waiter_t *w);
+void sab__parker_destroy(sab_waiter_t *w);
+uint32_t sab__park(sab_waiter_t *w, uint64_t deadline);
+void *sab__unpark_locked(sab_waiter_t *w, uint32_t state);
+void sab__unpark(void *token);
+
+/* Raised by sab_nudge_all; a parker that sees it change returns early. */
+extern uint32_t sab__nudges;
+
+/* Spin until the record leaves WAITING or SAB_SPIN_NS pass; answer the
+ * state last seen. Shared by both parkers. */
+uint32_t sab__spin(sab_waiter_t *w);
+
+#endif /* SAB_INTERNAL_H */

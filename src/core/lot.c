@@ -1,0 +1,240 @@
+/*
+ * The parking lot: buckets of FIFO wait queues keyed by byte address.
+ *
+ * Invariants:
+ * - A record is in a bucket's list exactly while its state is WAITING or
+ *   PARKED, and both facts change together under the bucket lock.
+ * - The cell is loaded under the bucket lock, after the record's bucket
+ *   counter was raised; a notify that follows a store to the cell therefore
+ *   either finds the record queued, or the record's load saw the store.
+ * - Wakes (futex syscalls, async delivery) happen after the lock is
+ *   released, and never dereference a blocking record again: once its state
+ *   is final its thread may return and its stack frame be gone.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+static sab__bucket_t buckets[SAB_BUCKETS];
+static int32_t counts[SAB_BUCKETS * SAB_COUNT_STRIDE] __attribute__((aligned(64)));
+static pthread_once_t lot_once = PTHREAD_ONCE_INIT;
+uint32_t sab__nudges;
+
+static void lot_init(void) {
+  for (unsigned i = 0; i < SAB_BUCKETS; i++) {
+    if (pthread_mutex_init(&buckets[i].mu, NULL) != 0) abort();
+  }
+}
+
+uint32_t sab_bucket_of(uintptr_t addr) {
+  /* Fibonacci hashing of the 4-byte word index; lib/lot.js computes the
+   * same with Math.imul, so only the low 32 bits of addr >> 2 count. */
+  return ((uint32_t)(addr >> 2) * 0x9E3779B1u) >> (32 - SAB_BUCKET_BITS);
+}
+
+int32_t *sab_bucket_counts(void) { return counts; }
+
+static sab__bucket_t *lock_bucket(uintptr_t addr, uint32_t *index) {
+  pthread_once(&lot_once, lot_init);
+  uint32_t b = sab_bucket_of(addr);
+  if (index != NULL) *index = b;
+  if (pthread_mutex_lock(&buckets[b].mu) != 0) abort();
+  return &buckets[b];
+}
+
+static void unlock_bucket(sab__bucket_t *b) {
+  if (pthread_mutex_unlock(&b->mu) != 0) abort();
+}
+
+static void unlink_record(sab__bucket_t *b, sab_waiter_t *w) {
+  if (w->prev != NULL) w->prev->next = w->next; else b->head = w->next;
+  if (w->next != NULL) w->next->prev = w->prev; else b->tail = w->prev;
+  w->next = w->prev = NULL;
+  __atomic_fetch_sub(&counts[sab_bucket_of(w->addr) * SAB_COUNT_STRIDE], 1,
+                     __ATOMIC_SEQ_CST);
+}
+
+uint64_t sab_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void sab_waiter_init_blocking(sab_waiter_t *w) {
+  w->next = w->prev = w->wake_next = NULL;
+  w->addr = 0;
+  w->state = SAB_W_WAITING;
+  w->kind = SAB_WAITER_BLOCKING;
+  w->wake = NULL;
+  sab__parker_init(w);
+}
+
+void sab_waiter_init_async(sab_waiter_t *w, sab_wake_cb wake) {
+  w->next = w->prev = w->wake_next = NULL;
+  w->addr = 0;
+  w->state = SAB_W_WAITING;
+  w->kind = SAB_WAITER_ASYNC;
+  w->wake = wake;
+}
+
+void sab_waiter_destroy(sab_waiter_t *w) {
+  if (w->kind == SAB_WAITER_BLOCKING) sab__parker_destroy(w);
+}
+
+static int cell_equals(const void *cell, int size, int64_t expected) {
+  if (size == 8) {
+    return __atomic_load_n((const int64_t *)cell, __ATOMIC_SEQ_CST) == expected;
+  }
+  return __atomic_load_n((const int32_t *)cell, __ATOMIC_SEQ_CST) == (int32_t)expected;
+}
+
+int sab_wait_enqueue(sab_waiter_t *w, const void *cell, int size, int64_t expected) {
+  uint32_t index;
+  uintptr_t addr = (uintptr_t)cell;
+  sab__bucket_t *b = lock_bucket(addr, &index);
+  /* Raise the counter before the load (both seq-cst): a notifier that
+   * stored to the cell and then read the counter as 0 is ordered before
+   * this load, which then sees its store. See lib/lot.js. */
+  __atomic_fetch_add(&counts[index * SAB_COUNT_STRIDE], 1, __ATOMIC_SEQ_CST);
+  if (!cell_equals(cell, size, expected)) {
+    __atomic_fetch_sub(&counts[index * SAB_COUNT_STRIDE], 1, __ATOMIC_SEQ_CST);
+    unlock_bucket(b);
+    return SAB_NOT_EQUAL;
+  }
+  w->addr = addr;
+  w->state = SAB_W_WAITING;
+  w->next = NULL;
+  w->prev = b->tail;
+  if (b->tail != NULL) b->tail->next = w; else b->head = w;
+  b->tail = w;
+  unlock_bucket(b);
+  return SAB_PENDING;
+}
+
+static int result_of(uint32_t state) {
+  switch (state) {
+    case SAB_W_NOTIFIED: return SAB_OK;
+    case SAB_W_TIMED_OUT: return SAB_TIMED_OUT;
+    case SAB_W_CANCELLED: return SAB_CANCELLED;
+    default: return SAB_PENDING;
+  }
+}
+
+int sab_wait_park(sab_waiter_t *w, uint64_t deadline) {
+  return result_of(sab__park(w, deadline));
+}
+
+int sab_wait_cancel(sab_waiter_t *w, int why) {
+  sab__bucket_t *b = lock_bucket(w->addr, NULL);
+  uint32_t s = SAB_LOAD(&w->state);
+  if (s == SAB_W_WAITING || s == SAB_W_PARKED) {
+    unlink_record(b, w);
+    s = why == SAB_TIMED_OUT ? SAB_W_TIMED_OUT : SAB_W_CANCELLED;
+    /* The caller is the record's own thread: nobody sleeps on it. */
+    SAB_STORE(&w->state, s);
+  }
+  unlock_bucket(b);
+  return result_of(s);
+}
+
+int sab_wait(const void *cell, int size, int64_t expected, uint64_t timeout_ns) {
+  sab_waiter_t w;
+  uint64_t deadline = UINT64_MAX;
+  if (timeout_ns != UINT64_MAX) {
+    uint64_t now = sab_now();
+    deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+  }
+  sab_waiter_init_blocking(&w);
+  int r = sab_wait_enqueue(&w, cell, size, expected);
+  if (r == SAB_PENDING) {
+    r = sab_wait_park(&w, deadline);
+    if (r == SAB_PENDING) r = sab_wait_cancel(&w, SAB_TIMED_OUT);
+  }
+  sab_waiter_destroy(&w);
+  return r;
+}
+
+uint64_t sab_notify(uintptr_t addr, uint64_t count) {
+  uint64_t n = 0;
+  sab_waiter_t *async_head = NULL;
+  sab_waiter_t **async_tail = &async_head;
+  /* Futex tokens of parked blocking records, woken after unlocking. A
+   * notify of many parked threads wakes them in batches. */
+  void *tokens[32];
+  unsigned ntokens = 0;
+
+  if (count == 0) return 0;
+  sab__bucket_t *b = lock_bucket(addr, NULL);
+  sab_waiter_t *w = b->head;
+  while (w != NULL && n < count) {
+    sab_waiter_t *next = w->next; /* read before w's state is final */
+    if (w->addr == addr) {
+      unlink_record(b, w);
+      n++;
+      if (w->kind == SAB_WAITER_ASYNC) {
+        w->wake_next = NULL;
+        SAB_STORE(&w->state, SAB_W_NOTIFIED);
+        *async_tail = w;
+        async_tail = &w->wake_next;
+      } else {
+        void *t = sab__unpark_locked(w, SAB_W_NOTIFIED);
+        if (t != NULL) {
+          if (ntokens == sizeof tokens / sizeof tokens[0]) {
+            /* Full: wake these while still holding the lock (rare: more
+             * than 32 parked threads on one address). */
+            for (unsigned i = 0; i < ntokens; i++) sab__unpark(tokens[i]);
+            ntokens = 0;
+          }
+          tokens[ntokens++] = t;
+        }
+      }
+    }
+    w = next;
+  }
+  unlock_bucket(b);
+  for (unsigned i = 0; i < ntokens; i++) sab__unpark(tokens[i]);
+  while (async_head != NULL) {
+    sab_waiter_t *a = async_head;
+    async_head = a->wake_next; /* read before the record is handed on */
+    a->wake(a);
+  }
+  return n;
+}
+
+uint32_t sab_waiters(uintptr_t addr) {
+  uint32_t n = 0;
+  sab__bucket_t *b = lock_bucket(addr, NULL);
+  for (sab_waiter_t *w = b->head; w != NULL; w = w->next) {
+    if (w->addr == addr) n++;
+  }
+  unlock_bucket(b);
+  return n;
+}
+
+void sab_nudge_all(void) {
+  pthread_once(&lot_once, lot_init);
+  __atomic_fetch_add(&sab__nudges, 1, __ATOMIC_SEQ_CST);
+  for (unsigned i = 0; i < SAB_BUCKETS; i++) {
+    sab__bucket_t *b = &buckets[i];
+    if (__atomic_load_n(&counts[i * SAB_COUNT_STRIDE], __ATOMIC_SEQ_CST) == 0) continue;
+    if (pthread_mutex_lock(&b->mu) != 0) abort();
+    for (sab_waiter_t *w = b->head; w != NULL; w = w->next) {
+      /* Wake under the lock: the record cannot leave while we hold it. */
+      if (w->kind == SAB_WAITER_BLOCKING) sab__unpark(sab__unpark_locked(w, SAB_LOAD(&w->state)));
+    }
+    unlock_bucket(b);
+  }
+}
+
+uint32_t sab__spin(sab_waiter_t *w) {
+  uint32_t s = SAB_LOAD(&w->state);
+  if (s != SAB_W_WAITING || !sab__spin_allowed()) return s;
+  uint64_t until = sab_now() + SAB_SPIN_NS;
+  for (unsigned i = 1;; i++) {
+    SAB_CPU_RELAX();
+    s = SAB_LOAD(&w->state);
+    if (s != SAB_W_WAITING) return s;
+    if ((i & 31) == 0 && sab_now() >= until) return s;
+  }
+}

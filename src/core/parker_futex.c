@@ -1,0 +1,78 @@
+/*
+ * Linux parker: the blocking record's own state word is the futex.
+ *
+ * The waiter announces that it sleeps with WAITING -> PARKED (a
+ * compare-exchange), then sleeps while the word reads PARKED. A notifier
+ * exchanges in the final state under the bucket lock and issues the wake
+ * syscall only if it took PARKED out, after unlocking. The waiter may have
+ * returned by then; a FUTEX_WAKE on an address nobody waits on is a no-op,
+ * and one that lands on a later wait at the same stack address is a
+ * spurious wake, which sab__park absorbs by re-reading the state.
+ */
+#ifndef SAB_PARKER_UV
+
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static int spin_allowed = -1;
+
+int sab__spin_allowed(void) {
+  int a = __atomic_load_n(&spin_allowed, __ATOMIC_RELAXED);
+  if (a < 0) {
+    cpu_set_t set;
+    a = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) > 1
+                                                     : sysconf(_SC_NPROCESSORS_ONLN) > 1;
+    __atomic_store_n(&spin_allowed, a, __ATOMIC_RELAXED);
+  }
+  return a;
+}
+
+void sab__parker_init(sab_waiter_t *w) { (void)w; }
+void sab__parker_destroy(sab_waiter_t *w) { (void)w; }
+
+uint32_t sab__park(sab_waiter_t *w, uint64_t deadline) {
+  uint32_t nudges = __atomic_load_n(&sab__nudges, __ATOMIC_ACQUIRE);
+  uint32_t s = sab__spin(w);
+  if (s == SAB_W_WAITING) {
+    uint32_t expected = SAB_W_WAITING;
+    if (!__atomic_compare_exchange_n(&w->state, &expected, SAB_W_PARKED, 0,
+                                     __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
+      return expected; /* a final state arrived meanwhile */
+    }
+  }
+  for (;;) {
+    s = SAB_LOAD(&w->state);
+    if (s != SAB_W_PARKED) return s;
+    if (__atomic_load_n(&sab__nudges, __ATOMIC_ACQUIRE) != nudges) return s;
+    struct timespec ts, *tsp = NULL;
+    if (deadline != UINT64_MAX) {
+      if (sab_now() >= deadline) return s;
+      ts.tv_sec = (time_t)(deadline / 1000000000u);
+      ts.tv_nsec = (long)(deadline % 1000000000u);
+      tsp = &ts;
+    }
+    /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. EINTR,
+     * EAGAIN and ETIMEDOUT all lead back to the state check above. */
+    syscall(SYS_futex, &w->state, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, SAB_W_PARKED, tsp,
+            NULL, FUTEX_BITSET_MATCH_ANY);
+  }
+}
+
+void *sab__unpark_locked(sab_waiter_t *w, uint32_t state) {
+  uint32_t old = __atomic_exchange_n(&w->state, state, __ATOMIC_SEQ_CST);
+  return old == SAB_W_PARKED ? (void *)&w->state : NULL;
+}
+
+void sab__unpark(void *token) {
+  if (token != NULL) syscall(SYS_futex, token, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+}
+
+#endif /* !SAB_PARKER_UV */
