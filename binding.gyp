@@ -1,0 +1,25 @@
+{
+  "variables": {
+    # 1 builds the portable (libuv mutex/condvar) parker instead of the
+    # Linux futex one: `SABSYNC_PARKER=uv npm run build`.
+    "sab_parker_uv%": "0"
+  },
+  "targets": [
+    {
+      "target_name": "sabsync",
+      "sources": [
+        "src/core/lot.c",
+        "src/core/parker_futex.c",
+        "src/core/parker_uv.c",
+        "src/napi/env.c",
+        "src/napi/binding.c"
+      ],
+      "include_dirs": ["include", "src/core"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags_c": ["-std=c11", "-Wall", "-Wextra", "-O2"],
+      "conditions": [
+        ["sab_parker_uv==1 or OS!='linux'", { "defines": ["SAB_PARKER_UV"] }]
+      ]
+    }
+  ]
+}

@@ -1,0 +1,7 @@
+// ESM entry: the same exports as require('sabsync').
+import { createRequire } from 'node:module'
+
+const sabsync = createRequire(import.meta.url)('./lib/index.js')
+
+export const { wait, waitAsync, notify, waiters, SabsyncError } = sabsync
+export default sabsync

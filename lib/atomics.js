@@ -1,0 +1,221 @@
+'use strict'
+// wait / waitAsync / notify / waiters: the Atomics waiting operations, on
+// sabsync's parking lot.
+//
+// The ECMAScript specification is the contract (sections Atomics.wait,
+// Atomics.waitAsync, Atomics.notify, DoWait, ValidateIntegerTypedArray,
+// ValidateAtomicAccess). Each step below is done in the spec's order, with
+// the spec's conversions, so that user code observes the same calls and the
+// same errors. Typed-array facts are read through the intrinsic getters, so
+// an own `buffer` or `length` property on the array cannot fool us.
+
+const { isSharedArrayBuffer } = require('util').types
+const native = require('./native')
+const { invalidType, outOfRange } = require('./errors')
+
+const TypedArrayPrototype = Object.getPrototypeOf(Int32Array.prototype)
+const getter = name => Object.getOwnPropertyDescriptor(TypedArrayPrototype, name).get
+const taTag = getter(Symbol.toStringTag)
+const taBuffer = getter('buffer')
+const taLength = getter('length')
+const taByteOffset = getter('byteOffset')
+const taAt = TypedArrayPrototype.at
+
+const RESULTS = ['ok', 'not-equal', 'timed-out']
+const MAX_SAFE = Number.MAX_SAFE_INTEGER
+
+// SharedArrayBuffer -> address of its byte 0, fetched once per buffer. Only
+// shared buffers are ever keys, so a hit also answers IsSharedArrayBuffer.
+const bases = new WeakMap()
+
+// The lot's per-bucket waiter counters (see include/sabsync.h), or null.
+// notify skips the native call when its bucket has no waiter. Ordering: a
+// waiter raises its bucket's counter (seq-cst) before it loads the cell under
+// the bucket lock. A notifier that stored to the cell reads the counter with
+// a read-modify-write (Atomics.add of 0, a full barrier), so either it sees
+// the raised counter and takes the lock, or the waiter's load sees its store
+// and the waiter never sleeps. The RMW, not a plain load, keeps this true
+// after a plain (non-atomic) store to the cell, as with Atomics.notify.
+const counts = native.counts
+const COUNT_SHIFT = 32 - native.bucketBits
+const COUNT_STRIDE = native.countStride
+const GOLDEN = 0x9E3779B1 | 0
+
+function bucketOf (addr) {
+  // Must match sab_bucket_of(): the low 32 bits of addr / 4, times the
+  // golden ratio, top bits. addr < 2^53 and a multiple of 4: exact.
+  return (Math.imul((addr / 4) >>> 0, GOLDEN) >>> COUNT_SHIFT) * COUNT_STRIDE
+}
+
+// ValidateIntegerTypedArray(typedArray, waitable = true). Answers the
+// element size; leaves the array's length (TypedArrayLength of the record)
+// in `validLength`, read before any user code runs.
+let validLength = 0
+function validateWaitable (typedArray) {
+  const tag = taTag.call(typedArray)
+  if (tag !== 'Int32Array' && tag !== 'BigInt64Array') {
+    throw invalidType('typedArray', 'an Int32Array or BigInt64Array', typedArray)
+  }
+  validLength = taLength.call(typedArray)
+  if (validLength === 0) {
+    // Length 0 is also what a detached or out-of-bounds array reports; the
+    // spec's ValidateTypedArray rejects those with a TypeError. `at` runs
+    // that same validation.
+    try {
+      taAt.call(typedArray, 0)
+    } catch {
+      throw invalidType('typedArray', 'an attached, in-bounds typed array', typedArray)
+    }
+  }
+  return tag === 'Int32Array' ? 4 : 8
+}
+
+function isShared (buffer) {
+  return bases.has(buffer) || isSharedArrayBuffer(buffer)
+}
+
+// ToIndex, then the bounds check of ValidateAtomicAccess.
+function toAccessIndex (index, length) {
+  let n = +index // ToNumber: TypeError for Symbol and BigInt
+  n = n !== n ? 0 : Math.trunc(n)
+  if (n < 0 || n > MAX_SAFE) throw outOfRange('index', `an integer >= 0 and <= ${MAX_SAFE}`, index)
+  if (n >= length) throw outOfRange('index', `< ${length} (the typed array's length)`, index)
+  return n + 0 // -0 -> +0
+}
+
+// ToBigInt64 exactly as a BigInt64Array element store does it.
+const scratch64 = new BigInt64Array(1)
+function toBigInt64 (value) {
+  scratch64[0] = value
+  return scratch64[0]
+}
+
+// Step 9 of DoWait: NaN and +Infinity wait forever; below 0 is 0.
+function toTimeout (timeout) {
+  const q = +timeout
+  if (q !== q) return Infinity
+  return q > 0 ? q : 0
+}
+
+function addressOf (typedArray, buffer, i, size) {
+  let base = bases.get(buffer)
+  if (base === undefined) {
+    base = native.base(typedArray)
+    bases.set(buffer, base)
+  }
+  return base + taByteOffset.call(typedArray) + i * size
+}
+
+// Steps 1-9 of DoWait. Answers [i, v, t, size].
+function doWaitArgs (typedArray, index, value, timeout) {
+  const size = validateWaitable(typedArray)
+  const length = validLength
+  if (!isShared(taBuffer.call(typedArray))) {
+    throw invalidType('typedArray', 'backed by a SharedArrayBuffer', typedArray)
+  }
+  const i = toAccessIndex(index, length)
+  const v = size === 4 ? value | 0 : toBigInt64(value)
+  const t = toTimeout(timeout)
+  return [i, v, t]
+}
+
+function parseWaitAsyncOptions (options) {
+  if (options === undefined) return { signal: undefined, ref: true }
+  if (options === null || typeof options !== 'object') {
+    throw invalidType('options', 'an object', options)
+  }
+  const { signal, ref = true } = options
+  if (signal !== undefined && !isAbortSignal(signal)) {
+    throw invalidType('options.signal', 'an AbortSignal', signal)
+  }
+  if (typeof ref !== 'boolean') throw invalidType('options.ref', 'a boolean', ref)
+  return { signal, ref }
+}
+
+function isAbortSignal (signal) {
+  return signal instanceof AbortSignal ||
+    (signal !== null && typeof signal === 'object' && typeof signal.aborted === 'boolean' &&
+     typeof signal.addEventListener === 'function' && typeof signal.removeEventListener === 'function')
+}
+
+// One 'abort' listener per signal, however many waits it guards.
+const abortables = new WeakMap()
+
+function guard (signal, handle) {
+  let set = abortables.get(signal)
+  if (set === undefined) {
+    set = new Set()
+    abortables.set(signal, set)
+    signal.addEventListener('abort', function onAbort () {
+      abortables.delete(signal)
+      for (const h of set) native.cancel(h, signal.reason)
+      set.clear()
+    }, { once: true })
+  }
+  set.add(handle)
+  return set
+}
+
+const api = {
+  wait (typedArray, index, value, timeout) {
+    const [i, v, t] = doWaitArgs(typedArray, index, value, timeout)
+    return RESULTS[native.wait(typedArray, i, v, t)]
+  },
+
+  waitAsync (typedArray, index, value, timeout) {
+    const [i, v, t] = doWaitArgs(typedArray, index, value, timeout)
+    const { signal, ref } = parseWaitAsyncOptions(arguments[4])
+    // Answered synchronously, as the spec does, when the value differs or
+    // the timeout is 0. Reading here first is one more atomic load: the
+    // answer is one the spec allows (the cell held another value then).
+    if (Atomics.load(typedArray, i) !== v) return { async: false, value: 'not-equal' }
+    if (t === 0) return { async: false, value: 'timed-out' }
+    if (signal !== undefined && signal.aborted) {
+      return { async: true, value: Promise.reject(signal.reason) }
+    }
+    const r = native.waitAsync(typedArray, i, v, t, (ref ? 1 : 0) | (signal !== undefined ? 2 : 0))
+    if (r === 1) return { async: false, value: 'not-equal' }
+    if (signal === undefined) return { async: true, value: r }
+    const promise = r[0]
+    const handle = r[1]
+    const set = guard(signal, handle)
+    const forget = () => { set.delete(handle) }
+    promise.then(forget, forget)
+    return { async: true, value: promise }
+  },
+
+  notify (typedArray, index, count) {
+    const size = validateWaitable(typedArray)
+    const i = toAccessIndex(index, validLength)
+    let c = Infinity
+    if (count !== undefined) {
+      c = +count // ToIntegerOrInfinity
+      c = c !== c ? 0 : Math.trunc(c)
+      if (c < 0) c = 0
+    }
+    const buffer = taBuffer.call(typedArray)
+    if (!isShared(buffer)) return 0
+    const addr = addressOf(typedArray, buffer, i, size)
+    if (counts !== null && Atomics.add(counts, bucketOf(addr), 0) === 0) return 0
+    return native.notify(addr, c)
+  },
+
+  waiters (typedArray, index) {
+    const size = validateWaitable(typedArray)
+    const i = toAccessIndex(index, validLength)
+    const buffer = taBuffer.call(typedArray)
+    if (!isShared(buffer)) return 0
+    return native.waiters(addressOf(typedArray, buffer, i, size))
+  }
+}
+
+module.exports = {
+  wait: api.wait,
+  waitAsync: api.waitAsync,
+  notify: api.notify,
+  waiters: api.waiters,
+  // For the primitives built on the lot.
+  addressOf,
+  bucketOf,
+  counts
+}

@@ -1,0 +1,18 @@
+'use strict'
+const { isMainThread } = require('worker_threads')
+const native = require('./native')
+const { wait, waitAsync, notify, waiters } = require('./atomics')
+const { SabsyncError } = require('./errors')
+
+// A worker parked in native code is not interrupted by the main thread's
+// exit: Node terminates workers and joins them. Tell parked threads to look
+// for their termination right away (see src/napi/binding.c).
+if (isMainThread) process.on('exit', native.shutdown)
+
+module.exports = {
+  wait,
+  waitAsync,
+  notify,
+  waiters,
+  SabsyncError
+}

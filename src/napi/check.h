@@ -1,0 +1,34 @@
+/*
+ * Helpers shared by the binding's files: the checking macro for napi
+ * calls, and argument fetching.
+ */
+#ifndef SAB_NAPI_CHECK_H
+#define SAB_NAPI_CHECK_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* uv.h needs the POSIX types that -std=c11 hides */
+#endif
+
+#define NAPI_VERSION 8
+#include <node_api.h>
+
+/* Throw an Error describing the last napi failure, unless an exception is
+ * already pending (then that one is what JS sees). */
+void sab_napi_throw_last(napi_env env, const char *call);
+
+/* Evaluate a napi call; on failure throw (once) and return `ret`. */
+#define SAB_CALL(env, call, ret)                     \
+  do {                                               \
+    if ((call) != napi_ok) {                         \
+      sab_napi_throw_last((env), #call);             \
+      return ret;                                    \
+    }                                                \
+  } while (0)
+
+/* Fetch exactly `n` arguments (missing ones read as undefined). */
+#define SAB_ARGS(env, info, n, ret)                                          \
+  size_t argc = (n);                                                         \
+  napi_value argv[(n) > 0 ? (n) : 1];                                        \
+  SAB_CALL((env), napi_get_cb_info((env), (info), &argc, argv, NULL, NULL), ret)
+
+#endif /* SAB_NAPI_CHECK_H */

@@ -1,0 +1,353 @@
+/*
+ * Per-env state: async waiters delivered on the env's own loop, their
+ * deadlines on one uv_timer_t, and teardown.
+ *
+ * Threads. A notify on any thread moves a record to NOTIFIED and calls
+ * sab_napi_async_wake, which appends it to the env's delivery queue under
+ * env->mu and sends env->async. Everything else here runs on the env's
+ * thread. uv_async_send coalesces, so the async callback drains the whole
+ * queue each time.
+ *
+ * Teardown (an async cleanup hook): set `closed` under mu, so no notifier
+ * sends to the async handle again; then settle every unsettled record. One
+ * still queued in the lot is cancelled. One that a notify already took was
+ * counted as woken but will never run JS here: its wake is handed on to the
+ * next waiter of its address, once it has reached the delivery queue (the
+ * notifier may still be between its unlock and its append, so we wait on
+ * env->cv for that). Finally the handles close and the state is freed.
+ */
+#include "env.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t next_env_id = 1;
+
+void sab_napi_throw_last(napi_env env, const char *call) {
+  bool pending = false;
+  if (napi_is_exception_pending(env, &pending) == napi_ok && pending) return;
+  const napi_extended_error_info *info = NULL;
+  const char *msg = NULL;
+  if (napi_get_last_error_info(env, &info) == napi_ok && info != NULL) msg = info->error_message;
+  char buf[256];
+  snprintf(buf, sizeof buf, "sabsync: %s failed: %s", call, msg != NULL ? msg : "unknown error");
+  napi_throw_error(env, "ERR_SABSYNC_NAPI", buf);
+}
+
+/* ---- the deadline heap (a binary min-heap on deadline) ---- */
+
+static void heap_swap(sab_env_t *e, size_t i, size_t j) {
+  sab_async_t *t = e->heap[i];
+  e->heap[i] = e->heap[j];
+  e->heap[j] = t;
+  e->heap[i]->heap_index = i;
+  e->heap[j]->heap_index = j;
+}
+
+static void heap_up(sab_env_t *e, size_t i) {
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    if (e->heap[p]->deadline <= e->heap[i]->deadline) break;
+    heap_swap(e, i, p);
+    i = p;
+  }
+}
+
+static void heap_down(sab_env_t *e, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < e->heap_len && e->heap[l]->deadline < e->heap[m]->deadline) m = l;
+    if (r < e->heap_len && e->heap[r]->deadline < e->heap[m]->deadline) m = r;
+    if (m == i) break;
+    heap_swap(e, i, m);
+    i = m;
+  }
+}
+
+static int heap_push(sab_env_t *e, sab_async_t *a) {
+  if (e->heap_len == e->heap_cap) {
+    size_t cap = e->heap_cap != 0 ? e->heap_cap * 2 : 64;
+    sab_async_t **h = realloc(e->heap, cap * sizeof *h);
+    if (h == NULL) return -1;
+    e->heap = h;
+    e->heap_cap = cap;
+  }
+  a->heap_index = e->heap_len;
+  e->heap[e->heap_len++] = a;
+  heap_up(e, a->heap_index);
+  return 0;
+}
+
+static void heap_remove(sab_env_t *e, sab_async_t *a) {
+  size_t i = a->heap_index;
+  if (i == SIZE_MAX) return;
+  a->heap_index = SIZE_MAX;
+  e->heap_len--;
+  if (i == e->heap_len) return;
+  e->heap[i] = e->heap[e->heap_len];
+  e->heap[i]->heap_index = i;
+  heap_down(e, i);
+  heap_up(e, i);
+}
+
+static void timer_cb(uv_timer_t *t);
+
+/* Arm the timer for the earliest deadline. uv timers count whole ms of
+ * loop time, so round up; timer_cb re-arms if it fires early anyway. */
+static void timer_arm(sab_env_t *e) {
+  if (e->heap_len == 0) {
+    uv_timer_stop(&e->timer);
+    return;
+  }
+  uint64_t now = sab_now(), d = e->heap[0]->deadline;
+  uint64_t ms = d > now ? (d - now + 999999) / 1000000 : 0;
+  uv_update_time(e->loop);
+  uv_timer_start(&e->timer, timer_cb, ms, 0);
+}
+
+/* ---- loop liveness: the async handle is ref'd while a ref'd wait is
+ * pending; the timer never keeps the loop alive on its own. ---- */
+
+static void loop_ref_update(sab_env_t *e) {
+  if (e->closed) return;
+  if (e->nref > 0) uv_ref((uv_handle_t *)&e->async);
+  else uv_unref((uv_handle_t *)&e->async);
+}
+
+/* ---- records ---- */
+
+void sab_napi_async_free(sab_env_t *e, sab_async_t *a) {
+  if (a->memory != NULL) napi_delete_reference(e->env, a->memory);
+  a->memory = NULL;
+  a->settled = 1;
+  sab_waiter_destroy(&a->w);
+  if (!a->js_holds) free(a);
+}
+
+static void untrack(sab_env_t *e, sab_async_t *a) {
+  if (a->pprev != NULL) a->pprev->pnext = a->pnext; else e->pending = a->pnext;
+  if (a->pnext != NULL) a->pnext->pprev = a->pprev;
+  a->pnext = a->pprev = NULL;
+  heap_remove(e, a);
+  if (a->keeps_loop) {
+    a->keeps_loop = 0;
+    e->nref--;
+    loop_ref_update(e);
+  }
+}
+
+void sab_napi_async_track(sab_env_t *e, sab_async_t *a) {
+  a->pprev = NULL;
+  a->pnext = e->pending;
+  if (e->pending != NULL) e->pending->pprev = a;
+  e->pending = a;
+  if (a->keeps_loop) {
+    e->nref++;
+    loop_ref_update(e);
+  }
+  if (a->deadline != UINT64_MAX) {
+    if (heap_push(e, a) != 0) {
+      /* Out of memory for the heap: the wait then has no timeout. */
+      a->deadline = UINT64_MAX;
+    } else if (a->heap_index == 0) {
+      timer_arm(e);
+    }
+  }
+}
+
+/* Settle a record that left the lot: resolve its promise, free it. Runs
+ * inside a handle scope and a callback scope. */
+static void settle(sab_env_t *e, sab_async_t *a, const char *result) {
+  napi_value v;
+  untrack(e, a);
+  if (napi_create_string_utf8(e->env, result, NAPI_AUTO_LENGTH, &v) == napi_ok) {
+    napi_resolve_deferred(e->env, a->deferred, v);
+  }
+  sab_napi_async_free(e, a);
+}
+
+void sab_napi_async_wake(sab_waiter_t *w) {
+  sab_async_t *a = (sab_async_t *)w;
+  sab_env_t *e = a->env;
+  uv_mutex_lock(&e->mu);
+  a->qnext = NULL;
+  if (e->qtail != NULL) e->qtail->qnext = a; else e->qhead = a;
+  e->qtail = a;
+  a->queued = 1;
+  if (!e->closed) uv_async_send(&e->async);
+  else uv_cond_broadcast(&e->cv);
+  uv_mutex_unlock(&e->mu);
+}
+
+int sab_napi_async_cancel(sab_env_t *e, sab_async_t *a, napi_value reason) {
+  if (a->settled) return 0;
+  if (sab_wait_cancel(&a->w, SAB_CANCELLED) != SAB_CANCELLED) return 0;
+  untrack(e, a);
+  napi_reject_deferred(e->env, a->deferred, reason);
+  sab_napi_async_free(e, a);
+  return 1;
+}
+
+void sab_napi_async_release_handle(sab_async_t *a) {
+  a->js_holds = 0;
+  if (a->settled) free(a);
+}
+
+/* ---- loop callbacks ---- */
+
+/* Open the scopes in which promise resolution runs microtasks. */
+typedef struct {
+  napi_handle_scope hs;
+  napi_callback_scope cs;
+  int ok;
+} scopes_t;
+
+static void scopes_open(sab_env_t *e, scopes_t *s) {
+  napi_value resource;
+  s->ok = 0;
+  if (napi_open_handle_scope(e->env, &s->hs) != napi_ok) return;
+  if (napi_get_reference_value(e->env, e->resource, &resource) != napi_ok ||
+      napi_open_callback_scope(e->env, resource, e->actx, &s->cs) != napi_ok) {
+    napi_close_handle_scope(e->env, s->hs);
+    return;
+  }
+  s->ok = 1;
+}
+
+static void scopes_close(sab_env_t *e, scopes_t *s) {
+  if (!s->ok) return;
+  napi_close_callback_scope(e->env, s->cs);
+  napi_close_handle_scope(e->env, s->hs);
+}
+
+static void async_cb(uv_async_t *h) {
+  sab_env_t *e = h->data;
+  uv_mutex_lock(&e->mu);
+  sab_async_t *a = e->qhead;
+  e->qhead = e->qtail = NULL;
+  uv_mutex_unlock(&e->mu);
+  if (a == NULL) return;
+  scopes_t s;
+  scopes_open(e, &s);
+  while (a != NULL) {
+    sab_async_t *next = a->qnext;
+    settle(e, a, "ok");
+    a = next;
+  }
+  scopes_close(e, &s);
+}
+
+static void timer_cb(uv_timer_t *t) {
+  sab_env_t *e = t->data;
+  scopes_t s;
+  int opened = 0;
+  uint64_t now = sab_now();
+  while (e->heap_len > 0 && e->heap[0]->deadline <= now) {
+    sab_async_t *a = e->heap[0];
+    heap_remove(e, a);
+    if (sab_wait_cancel(&a->w, SAB_TIMED_OUT) != SAB_TIMED_OUT) {
+      continue; /* a notify won: the record is on its way to async_cb */
+    }
+    if (!opened) {
+      scopes_open(e, &s);
+      opened = 1;
+    }
+    settle(e, a, "timed-out");
+  }
+  if (opened) scopes_close(e, &s);
+  timer_arm(e);
+}
+
+/* ---- teardown ---- */
+
+static void handle_closed(uv_handle_t *h) {
+  sab_env_t *e = h->data;
+  if (--e->open_handles > 0) return;
+  napi_remove_async_cleanup_hook(e->hook);
+  uv_cond_destroy(&e->cv);
+  uv_mutex_destroy(&e->mu);
+  free(e->heap);
+  free(e);
+}
+
+static void env_teardown(napi_async_cleanup_hook_handle handle, void *arg) {
+  sab_env_t *e = arg;
+  e->hook = handle;
+  uv_mutex_lock(&e->mu);
+  e->closed = 1;
+  uv_mutex_unlock(&e->mu);
+
+  while (e->pending != NULL) {
+    sab_async_t *a = e->pending;
+    untrack(e, a);
+    if (sab_wait_cancel(&a->w, SAB_CANCELLED) == SAB_OK) {
+      /* Counted as woken by a notify but never delivered: hand the wake
+       * on, once the notifier has finished with the record. */
+      uv_mutex_lock(&e->mu);
+      while (!a->queued) uv_cond_wait(&e->cv, &e->mu);
+      uv_mutex_unlock(&e->mu);
+      sab_notify(a->w.addr, 1);
+    }
+    /* The promise can no longer settle; its deferred dies with the env. */
+    sab_napi_async_free(e, a);
+  }
+  if (e->noop != NULL) napi_delete_reference(e->env, e->noop);
+  if (e->resource != NULL) napi_delete_reference(e->env, e->resource);
+  if (e->actx != NULL) napi_async_destroy(e->env, e->actx);
+  uv_timer_stop(&e->timer);
+  uv_close((uv_handle_t *)&e->async, handle_closed);
+  uv_close((uv_handle_t *)&e->timer, handle_closed);
+}
+
+/* ---- creation ---- */
+
+static napi_value noop(napi_env env, napi_callback_info info) {
+  (void)env;
+  (void)info;
+  return NULL;
+}
+
+sab_env_t *sab_napi_env_get(napi_env env) {
+  void *data = NULL;
+  if (napi_get_instance_data(env, &data) != napi_ok) return NULL;
+  return data;
+}
+
+int sab_napi_env_terminating(sab_env_t *e) {
+  napi_value fn, recv, result;
+  if (napi_get_reference_value(e->env, e->noop, &fn) != napi_ok || fn == NULL) return 1;
+  if (napi_get_undefined(e->env, &recv) != napi_ok) return 1;
+  return napi_call_function(e->env, recv, fn, 0, NULL, &result) != napi_ok;
+}
+
+sab_env_t *sab_napi_env_create(napi_env env) {
+  sab_env_t *e = calloc(1, sizeof *e);
+  napi_value fn, resource, name;
+  if (e == NULL) {
+    napi_throw_error(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    return NULL;
+  }
+  e->env = env;
+  e->id = __atomic_fetch_add(&next_env_id, 1, __ATOMIC_RELAXED);
+  SAB_CALL(env, napi_get_uv_event_loop(env, &e->loop), (free(e), NULL));
+  SAB_CALL(env, napi_create_function(env, "noop", NAPI_AUTO_LENGTH, noop, NULL, &fn), (free(e), NULL));
+  SAB_CALL(env, napi_create_reference(env, fn, 1, &e->noop), (free(e), NULL));
+  SAB_CALL(env, napi_create_object(env, &resource), (free(e), NULL));
+  SAB_CALL(env, napi_create_reference(env, resource, 1, &e->resource), (free(e), NULL));
+  SAB_CALL(env, napi_create_string_utf8(env, "sabsync:waitAsync", NAPI_AUTO_LENGTH, &name), (free(e), NULL));
+  SAB_CALL(env, napi_async_init(env, resource, name, &e->actx), (free(e), NULL));
+  if (uv_mutex_init(&e->mu) != 0 || uv_cond_init(&e->cv) != 0 ||
+      uv_async_init(e->loop, &e->async, async_cb) != 0 || uv_timer_init(e->loop, &e->timer) != 0) {
+    napi_throw_error(env, "ERR_SABSYNC_UV", "sabsync: could not set up libuv handles");
+    return NULL; /* leaks a little on an impossible path */
+  }
+  e->async.data = e;
+  e->timer.data = e;
+  e->open_handles = 2;
+  uv_unref((uv_handle_t *)&e->async);
+  uv_unref((uv_handle_t *)&e->timer);
+  SAB_CALL(env, napi_set_instance_data(env, e, NULL, NULL), NULL);
+  SAB_CALL(env, napi_add_async_cleanup_hook(env, env_teardown, e, NULL), NULL);
+  return e;
+}

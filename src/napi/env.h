@@ -1,0 +1,83 @@
+/*
+ * Per-env state of the binding: the env's loop, its async delivery queue,
+ * the deadline heap of its async waiters, and teardown.
+ */
+#ifndef SAB_NAPI_ENV_H
+#define SAB_NAPI_ENV_H
+
+#include "check.h"
+#include "sabsync.h"
+
+#include <uv.h>
+
+typedef struct sab_env_s sab_env_t;
+typedef struct sab_async_s sab_async_t;
+
+/*
+ * An async waiter. Owned by its env's thread while queued in the lot; from
+ * NOTIFIED until its wake callback has queued it for delivery, by the
+ * notifier (see sab_wake_cb).
+ */
+struct sab_async_s {
+  sab_waiter_t w; /* first: the core hands us &w */
+  sab_env_t *env;
+  /* Env thread only. */
+  sab_async_t *pnext, *pprev; /* the env's unsettled records */
+  size_t heap_index;          /* in the deadline heap, or SIZE_MAX */
+  uint64_t deadline;          /* sab_now() scale, UINT64_MAX: none */
+  napi_ref memory;            /* keeps the SharedArrayBuffer alive */
+  napi_deferred deferred;
+  uint8_t keeps_loop;         /* counted in env->nref */
+  uint8_t js_holds;           /* a JS handle points here (abort) */
+  uint8_t settled;
+  /* Guarded by env->mu. */
+  uint8_t queued;
+  sab_async_t *qnext;
+};
+
+struct sab_env_s {
+  napi_env env;
+  uv_loop_t *loop;
+  uint32_t id; /* unique for the process's life, never reused */
+  napi_ref noop;     /* called to detect termination */
+  napi_ref resource; /* async resource for callback scopes */
+  napi_async_context actx;
+  napi_async_cleanup_hook_handle hook;
+  uv_async_t async;
+  uv_timer_t timer;
+  int open_handles;
+
+  /* Guarded by mu: the delivery queue, filled from any thread. */
+  uv_mutex_t mu;
+  uv_cond_t cv;
+  int closed;
+  sab_async_t *qhead, *qtail;
+
+  /* Env thread only. */
+  sab_async_t *pending;
+  sab_async_t **heap;
+  size_t heap_len, heap_cap;
+  uint32_t nref;
+};
+
+/* Create the env's state and register its teardown. NULL: an exception is
+ * pending. */
+sab_env_t *sab_napi_env_create(napi_env env);
+sab_env_t *sab_napi_env_get(napi_env env);
+
+/* Nonzero when the env is being torn down (worker.terminate(), exit): JS
+ * can no longer run, and a pending exception says so. */
+int sab_napi_env_terminating(sab_env_t *e);
+
+/* Register a queued async record (its memory and deferred already set). */
+void sab_napi_async_track(sab_env_t *e, sab_async_t *a);
+/* Abort a record from JS: answers 1 if it was still queued (it is then
+ * rejected with `reason`), 0 if it had already settled or been woken. */
+int sab_napi_async_cancel(sab_env_t *e, sab_async_t *a, napi_value reason);
+/* A JS handle to the record was collected. */
+void sab_napi_async_release_handle(sab_async_t *a);
+/* The wake callback given to the core for every async record. */
+void sab_napi_async_wake(sab_waiter_t *w);
+void sab_napi_async_free(sab_env_t *e, sab_async_t *a);
+
+#endif /* SAB_NAPI_ENV_H */
