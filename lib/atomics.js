@@ -9,9 +9,9 @@
 // same errors. Typed-array facts are read through the intrinsic getters, so
 // an own `buffer` or `length` property on the array cannot fool us.
 
-const { isSharedArrayBuffer } = require('util').types
+const { isSharedArrayBuffer, isProxy } = require('util').types
 const native = require('./native')
-const { invalidType, outOfRange } = require('./errors')
+const errors = require('./errors')
 
 const TypedArrayPrototype = Object.getPrototypeOf(Int32Array.prototype)
 const getter = name => Object.getOwnPropertyDescriptor(TypedArrayPrototype, name).get
@@ -20,6 +20,52 @@ const taBuffer = getter('buffer')
 const taLength = getter('length')
 const taByteOffset = getter('byteOffset')
 const taAt = TypedArrayPrototype.at
+
+// The errors name the argument and describe what was received. The spec's
+// algorithms (ValidateTypedArray, ToIndex, ...) never read a property of the
+// argument before they throw, so neither may the description: reading
+// `constructor` would run a getter or a Proxy trap, an observable side effect
+// (and a throwing getter would change the error). `received` hands errors.js
+// a stand-in built from internal slots and plain data properties only.
+function received (value) {
+  if (value === null || typeof value !== 'object') return value
+  let name = taTag.call(value) // a typed array's own kind, whatever its prototype
+  if (name === undefined) name = ownConstructorName(value)
+  return name ? { constructor: { name } } : Object.create(null)
+}
+
+function ownConstructorName (object) {
+  try {
+    for (let o = object, depth = 0; o !== null && depth < 8; depth++) {
+      if (isProxy(o)) return ''
+      const d = Object.getOwnPropertyDescriptor(o, 'constructor')
+      if (d !== undefined) {
+        const c = d.value // undefined for an accessor: not called
+        if (typeof c !== 'function' || isProxy(c)) return ''
+        const n = Object.getOwnPropertyDescriptor(c, 'name')
+        return n !== undefined && typeof n.value === 'string' ? n.value : ''
+      }
+      o = Object.getPrototypeOf(o) // o is no Proxy: runs no user code
+    }
+  } catch {
+    // an exotic object that throws on inspection (a namespace in its TDZ)
+  }
+  return ''
+}
+
+const invalidType = (name, expected, value) => errors.invalidType(name, expected, received(value))
+const outOfRange = (name, expected, value) => errors.outOfRange(name, expected, received(value))
+
+// A Symbol or a BigInt primitive makes ToNumber / ToBigInt throw a TypeError
+// at once, before any user code; throwing it here (same type, same moment)
+// lets the message name the argument. Objects are left to the engine's own
+// conversion, so that valueOf / toString / @@toPrimitive are called exactly
+// as the spec says.
+function notNumber (name, value) {
+  if (typeof value === 'symbol' || typeof value === 'bigint') {
+    throw invalidType(name, 'a number (or convertible to one)', value)
+  }
+}
 
 const RESULTS = ['ok', 'not-equal', 'timed-out']
 const MAX_SAFE = Number.MAX_SAFE_INTEGER
@@ -74,9 +120,13 @@ function isShared (buffer) {
   return bases.has(buffer) || isSharedArrayBuffer(buffer)
 }
 
-// ToIndex, then the bounds check of ValidateAtomicAccess.
+// ToIndex, then the bounds check of ValidateAtomicAccess. `length` is the
+// one read before ToIndex (ValidateAtomicAccess step 1): an index whose
+// valueOf grows, shrinks or detaches the buffer is still checked against it.
+// (V8's built-ins read the length after ToIndex; the spec is the contract.)
 function toAccessIndex (index, length) {
-  let n = +index // ToNumber: TypeError for Symbol and BigInt
+  notNumber('index', index)
+  let n = +index // ToNumber: an object's valueOf / toString run here
   n = n !== n ? 0 : Math.trunc(n)
   if (n < 0 || n > MAX_SAFE) throw outOfRange('index', `an integer >= 0 and <= ${MAX_SAFE}`, index)
   if (n >= length) throw outOfRange('index', `< ${length} (the typed array's length)`, index)
@@ -84,14 +134,21 @@ function toAccessIndex (index, length) {
 }
 
 // ToBigInt64 exactly as a BigInt64Array element store does it.
+// ToBigInt throws a TypeError for these primitives at once (a String that is
+// no BigInt literal is a SyntaxError, left to the engine).
 const scratch64 = new BigInt64Array(1)
 function toBigInt64 (value) {
+  const type = typeof value
+  if (value === undefined || value === null || type === 'number' || type === 'symbol') {
+    throw invalidType('value', 'a BigInt (or convertible to one)', value)
+  }
   scratch64[0] = value
   return scratch64[0]
 }
 
 // Step 9 of DoWait: NaN and +Infinity wait forever; below 0 is 0.
 function toTimeout (timeout) {
+  notNumber('timeout', timeout)
   const q = +timeout
   if (q !== q) return Infinity
   return q > 0 ? q : 0
@@ -114,6 +171,7 @@ function doWaitArgs (typedArray, index, value, timeout) {
     throw invalidType('typedArray', 'backed by a SharedArrayBuffer', typedArray)
   }
   const i = toAccessIndex(index, length)
+  if (size === 4) notNumber('value', value)
   const v = size === 4 ? value | 0 : toBigInt64(value)
   const t = toTimeout(timeout)
   return [i, v, t]
@@ -189,6 +247,7 @@ const api = {
     const i = toAccessIndex(index, validLength)
     let c = Infinity
     if (count !== undefined) {
+      notNumber('count', count)
       c = +count // ToIntegerOrInfinity
       c = c !== c ? 0 : Math.trunc(c)
       if (c < 0) c = 0

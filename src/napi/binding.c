@@ -116,6 +116,12 @@ static napi_value sab_napi_wait(napi_env env, napi_callback_info info) {
     }
   }
   sab_waiter_destroy(&w);
+  if (r == SAB_OK && sab_napi_env_terminating(e)) {
+    /* Woken, but this thread will never run JS again (terminate() arrived
+     * while we slept): the wake would be lost with it, so hand it on. */
+    sab_notify((uintptr_t)c.cell, 1);
+    return NULL;
+  }
   return number(env, r == SAB_OK ? 0 : r == SAB_NOT_EQUAL ? 1 : 2);
 }
 

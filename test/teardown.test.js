@@ -1,0 +1,133 @@
+'use strict'
+// Threads that end while they wait: terminate(), process.exit(), natural
+// exit with unref'd workers, workers that exit with async waits pending,
+// and wakes given to a dying waiter. Each scenario that could hang runs in
+// a child process, so a hang fails the test instead of the suite.
+const t = require('tap')
+const sabsync = require('..')
+const { until, worker, exited, child, root } = require('./helpers')
+
+t.test('terminate() of a worker parked in wait completes, and leaves no waiter', async t => {
+  const sab = new SharedArrayBuffer(8)
+  const ta = new Int32Array(sab)
+  const times = []
+  for (let i = 0; i < 5; i++) {
+    const w = worker('sabsync.wait(new Int32Array(workerData), 0, 0)', sab)
+    await until(() => sabsync.waiters(ta, 0) === 1)
+    const t0 = performance.now()
+    await w.terminate()
+    times.push(performance.now() - t0)
+    t.equal(sabsync.waiters(ta, 0), 0, 'the dead waiter left the queue')
+  }
+  t.comment('terminate latencies (ms): ' + times.map(x => x.toFixed(1)).join(' '))
+})
+
+t.test('a wake counted for a dying waiter is passed on', async t => {
+  const sab = new SharedArrayBuffer(16)
+  const ta = new Int32Array(sab)
+  for (let i = 0; i < 8; i++) {
+    Atomics.store(ta, 1, 0)
+    const dying = worker('sabsync.wait(new Int32Array(workerData), 0, 0)', sab)
+    await until(() => sabsync.waiters(ta, 0) === 1)
+    const survivor = worker(`
+      const ta = new Int32Array(workerData)
+      Atomics.store(ta, 1, sabsync.wait(ta, 0, 0) === 'ok' ? 1 : 2)`, sab)
+    await until(() => sabsync.waiters(ta, 0) === 2)
+    const term = dying.terminate()
+    if (i % 2 === 0) await new Promise(resolve => setImmediate(resolve))
+    t.equal(sabsync.notify(ta, 0, 1), 1, 'one waiter counted')
+    await term
+    await exited(survivor)
+    t.equal(Atomics.load(ta, 1), 1, `round ${i}: the survivor woke`)
+    t.equal(sabsync.waiters(ta, 0), 0)
+  }
+})
+
+t.test('a worker that dies with async waits pending', async t => {
+  const sab = new SharedArrayBuffer(16)
+  const ta = new Int32Array(sab)
+  // terminate() with pending waits, some with timeouts and signals
+  const w = worker(`
+    const ta = new Int32Array(workerData)
+    const ac = new AbortController()
+    for (let i = 0; i < 50; i++) sabsync.waitAsync(ta, 0, 0, i % 2 ? 100000 : Infinity, { signal: i % 3 ? ac.signal : undefined })
+    parentPort.postMessage('ready')`, sab)
+  await new Promise(resolve => w.once('message', resolve))
+  t.equal(sabsync.waiters(ta, 0), 50)
+  await w.terminate()
+  t.equal(sabsync.waiters(ta, 0), 0, 'all its waiters left')
+  t.equal(sabsync.notify(ta, 0), 0, 'a notify after its death reaches nobody')
+
+  // process.exit() inside the worker, with a notify racing it
+  for (let i = 0; i < 5; i++) {
+    const w2 = worker(`
+      const ta = new Int32Array(workerData)
+      for (let i = 0; i < 20; i++) sabsync.waitAsync(ta, 0, 0)
+      Atomics.store(ta, 1, 1)
+      process.exit(0)`, sab)
+    await until(() => Atomics.load(ta, 1) === 1)
+    sabsync.notify(ta, 0, 3)
+    await exited(w2)
+    Atomics.store(ta, 1, 0)
+    t.equal(sabsync.waiters(ta, 0), 0, `exit round ${i}: no waiter left behind`)
+  }
+
+  // A natural end with unref'd waits pending
+  const w3 = worker(`
+    const ta = new Int32Array(workerData)
+    for (let i = 0; i < 10; i++) sabsync.waitAsync(ta, 0, 0, Infinity, { ref: false })`, sab)
+  t.equal(await exited(w3), 0, 'the worker ended on its own')
+  t.equal(sabsync.waiters(ta, 0), 0)
+})
+
+t.test('wakes handed on when async waiters die: nothing lost', async t => {
+  const sab = new SharedArrayBuffer(16)
+  const ta = new Int32Array(sab)
+  for (let i = 0; i < 5; i++) {
+    const dying = worker(`
+      const ta = new Int32Array(workerData)
+      for (let i = 0; i < 5; i++) sabsync.waitAsync(ta, 0, 0)
+      parentPort.postMessage('ready')`, sab)
+    await new Promise(resolve => dying.once('message', resolve))
+    const p = sabsync.waitAsync(ta, 0, 0).value
+    const term = dying.terminate()
+    // Notify one while the worker is being torn down: either it reached a
+    // live waiter of the worker (and the worker's teardown hands it on) or
+    // it was cancelled first; then our waiter is woken by the next notify.
+    const n = sabsync.notify(ta, 0, 1)
+    await term
+    let v = await Promise.race([p, new Promise(resolve => setTimeout(resolve, 50, 'pending'))])
+    if (v === 'pending') {
+      t.equal(sabsync.notify(ta, 0, 1), 1)
+      v = await p
+    }
+    t.equal(v, 'ok', `round ${i} (first notify counted ${n})`)
+    t.equal(sabsync.waiters(ta, 0), 0)
+  }
+})
+
+const PARKED_UNREF = `
+const { Worker } = require('worker_threads')
+const sab = new SharedArrayBuffer(8)
+const ta = new Int32Array(sab)
+const w = new Worker('require(${JSON.stringify(root)}).wait(new Int32Array(require("worker_threads").workerData), 0, 0)',
+  { eval: true, workerData: sab })
+w.unref()
+`
+
+t.test('process.exit() with a parked, unref\'d worker does not hang', async t => {
+  const r = await child(PARKED_UNREF + `
+;(function poll () { if (sabsync.waiters(ta, 0) === 1) { console.log('parked'); process.exit(7) } else setTimeout(poll, 2) })()`)
+  t.equal(r.stdout.trim(), 'parked', r.stderr)
+  t.equal(r.code, 7, 'exited with its code, not killed')
+  t.comment(`child ran ${r.ms.toFixed(0)} ms`)
+})
+
+t.test('a natural exit with a parked, unref\'d worker does not hang', async t => {
+  const r = await child(PARKED_UNREF + `
+const keep = setInterval(() => {}, 1000)
+;(function poll () { if (sabsync.waiters(ta, 0) === 1) { console.log('parked'); clearInterval(keep) } else setTimeout(poll, 2) })()`)
+  t.equal(r.stdout.trim(), 'parked', r.stderr)
+  t.equal(r.code, 0, 'exited by itself')
+  t.comment(`child ran ${r.ms.toFixed(0)} ms`)
+})

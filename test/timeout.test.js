@@ -1,0 +1,84 @@
+'use strict'
+// Timeouts never fire early (against the monotonic clock), on blocking and
+// async waits; odd timeouts behave as the spec says.
+const t = require('tap')
+const sabsync = require('..')
+const { worker, exited } = require('./helpers')
+
+t.test('blocking timeouts are never early', async t => {
+  const ta = new Int32Array(new SharedArrayBuffer(8))
+  for (const ms of [1, 5, 12.5, 30]) {
+    const t0 = performance.now()
+    t.equal(sabsync.wait(ta, 0, 0, ms), 'timed-out')
+    const took = performance.now() - t0
+    t.ok(took >= ms, `wait(${ms}) took ${took.toFixed(2)} ms`)
+  }
+  t.equal(sabsync.wait(ta, 0, 0, 0), 'timed-out', '0 times out at once')
+  t.equal(sabsync.wait(ta, 0, 0, -5), 'timed-out', 'negative is 0')
+  t.equal(sabsync.wait(ta, 0, 0, -Infinity), 'timed-out', '-Infinity is 0')
+  t.equal(sabsync.wait(ta, 0, 1, NaN), 'not-equal', 'NaN (forever) still compares first')
+  t.equal(sabsync.waiters(ta, 0), 0)
+})
+
+t.test('blocking timeouts in a worker', async t => {
+  const sab = new SharedArrayBuffer(8)
+  const w = worker(`
+    const ta = new Int32Array(workerData)
+    const out = []
+    for (const ms of [2, 20, 60]) {
+      const t0 = performance.now()
+      const r = sabsync.wait(ta, 0, 0, ms)
+      out.push([ms, r, performance.now() - t0])
+    }
+    parentPort.postMessage(out)`, sab)
+  const [out] = await Promise.all([new Promise(resolve => w.once('message', resolve)), exited(w)])
+  for (const [ms, r, took] of out) {
+    t.equal(r, 'timed-out')
+    t.ok(took >= ms, `worker wait(${ms}) took ${took.toFixed(2)} ms`)
+  }
+})
+
+t.test('async timeouts are never early and settle in deadline order', async t => {
+  const ta = new Int32Array(new SharedArrayBuffer(8))
+  const order = []
+  const ms = [40, 5, 25, 1, 15, 60, 5.5]
+  const t0 = performance.now()
+  await Promise.all(ms.map(m => {
+    const r = sabsync.waitAsync(ta, 0, 0, m)
+    t.equal(r.async, true)
+    return r.value.then(v => {
+      const took = performance.now() - t0
+      t.equal(v, 'timed-out')
+      t.ok(took >= m, `waitAsync(${m}) settled after ${took.toFixed(2)} ms`)
+      order.push(m)
+    })
+  }))
+  t.same(order, [...ms].sort((a, b) => a - b), 'deadline order')
+  t.equal(sabsync.waiters(ta, 0), 0)
+})
+
+t.test('synchronous answers of waitAsync', async t => {
+  const ta = new Int32Array(new SharedArrayBuffer(8))
+  t.same(sabsync.waitAsync(ta, 0, 1), { async: false, value: 'not-equal' })
+  t.same(sabsync.waitAsync(ta, 0, 0, 0), { async: false, value: 'timed-out' })
+  t.same(sabsync.waitAsync(ta, 0, 0, -1), { async: false, value: 'timed-out' })
+  t.same(sabsync.waitAsync(ta, 0, 1, 0), { async: false, value: 'not-equal' }, 'value compared before the timeout')
+  t.equal(sabsync.waiters(ta, 0), 0)
+})
+
+t.test('a notify racing a timeout: count and result agree', async t => {
+  const ta = new Int32Array(new SharedArrayBuffer(8))
+  let agreed = 0
+  for (let i = 0; i < 200; i++) {
+    const p = sabsync.waitAsync(ta, 0, 0, 1).value
+    const spinUntil = performance.now() + (i % 10) * 0.2
+    while (performance.now() < spinUntil);
+    await new Promise(resolve => setImmediate(resolve))
+    const n = sabsync.notify(ta, 0)
+    const v = await p
+    t.equal(v, n === 1 ? 'ok' : 'timed-out', `round ${i}`)
+    agreed++
+  }
+  t.equal(agreed, 200)
+  t.equal(sabsync.waiters(ta, 0), 0)
+})
