@@ -9,6 +9,7 @@
       "target_name": "sabsync",
       "sources": [
         "src/core/lot.c",
+        "src/core/owner.c",
         "src/core/parker_futex.c",
         "src/core/parker_uv.c",
         "src/napi/env.c",

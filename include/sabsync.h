@@ -39,7 +39,8 @@ typedef enum {
   SAB_NOT_EQUAL = 1, /* the cell did not hold the expected value */
   SAB_TIMED_OUT = 2, /* the deadline passed while still queued */
   SAB_CANCELLED = 3, /* taken out of the queue by its owner (abort, teardown) */
-  SAB_PENDING = 4    /* still queued: the caller must park, or settle later */
+  SAB_PENDING = 4,   /* still queued: the caller must park, or settle later */
+  SAB_OWNER_DEAD = 5 /* not queued: an owner died since the caller looked */
 } sab_result_t;
 
 typedef enum { SAB_WAITER_BLOCKING = 0, SAB_WAITER_ASYNC = 1 } sab_waiter_kind_t;
@@ -78,6 +79,11 @@ struct sab_waiter_s {
    */
   uint32_t state;
   uint8_t kind;
+  /* An owner whose death wakes this record (SAB_WATCH_ANY: any death;
+   * 0: none). Set by sab_wait_enqueue_watch. */
+  uint32_t watch;
+  /* A value handed to the record with its wake (token semaphores). */
+  uint32_t token;
   sab_wake_cb wake; /* async records only */
 #ifdef SAB_PARKER_UV
   uv_mutex_t mu; /* blocking records only: the portable parker */
@@ -100,6 +106,24 @@ void sab_waiter_destroy(sab_waiter_t *w);
  * answer SAB_PENDING.
  */
 int sab_wait_enqueue(sab_waiter_t *w, const void *cell, int size, int64_t expected);
+
+/*
+ * Owners. Lock-like primitives store the id of the thread that holds them
+ * in shared memory; ids come from sab_owner_new, are never reused, and are
+ * marked dead by sab_owner_died when their thread ends. A waiter that saw
+ * a live owner in a word queues with sab_wait_enqueue_watch: the death of
+ * that owner (or of any owner, with SAB_WATCH_ANY) wakes it, so that it can
+ * look again and take over. `epoch` is sab_death_epoch() read before the
+ * caller looked at the owner: if any owner died since, the record is not
+ * queued and SAB_OWNER_DEAD is answered (after SAB_NOT_EQUAL is ruled out).
+ */
+#define SAB_WATCH_ANY 0xFFFFFFFFu
+uint32_t sab_owner_new(void);
+int sab_owner_alive(uint32_t id);
+void sab_owner_died(uint32_t id);
+uint32_t sab_death_epoch(void);
+int sab_wait_enqueue_watch(sab_waiter_t *w, const void *cell, int size, int64_t expected,
+                           uint32_t watch, uint32_t epoch);
 
 /*
  * Blocking records: spin briefly, then sleep until the record leaves the

@@ -190,30 +190,6 @@ function parseWaitAsyncOptions (options) {
   return { signal, ref }
 }
 
-function isAbortSignal (signal) {
-  return signal instanceof AbortSignal ||
-    (signal !== null && typeof signal === 'object' && typeof signal.aborted === 'boolean' &&
-     typeof signal.addEventListener === 'function' && typeof signal.removeEventListener === 'function')
-}
-
-// One 'abort' listener per signal, however many waits it guards.
-const abortables = new WeakMap()
-
-function guard (signal, handle) {
-  let set = abortables.get(signal)
-  if (set === undefined) {
-    set = new Set()
-    abortables.set(signal, set)
-    signal.addEventListener('abort', function onAbort () {
-      abortables.delete(signal)
-      for (const h of set) native.cancel(h, signal.reason)
-      set.clear()
-    }, { once: true })
-  }
-  set.add(handle)
-  return set
-}
-
 const api = {
   wait (typedArray, index, value, timeout) {
     const [i, v, t] = doWaitArgs(typedArray, index, value, timeout)
@@ -234,12 +210,8 @@ const api = {
     const r = native.waitAsync(typedArray, i, v, t, (ref ? 1 : 0) | (signal !== undefined ? 2 : 0))
     if (r === 1) return { async: false, value: 'not-equal' }
     if (signal === undefined) return { async: true, value: r }
-    const promise = r[0]
-    const handle = r[1]
-    const set = guard(signal, handle)
-    const forget = () => { set.delete(handle) }
-    promise.then(forget, forget)
-    return { async: true, value: promise }
+    guard(signal, r[1], r[0])
+    return { async: true, value: r[0] }
   },
 
   notify (typedArray, index, count) {

@@ -39,6 +39,28 @@ typedef struct {
   sab_waiter_t *tail; /* guarded by mu */
 } __attribute__((aligned(64))) sab__bucket_t;
 
+/*
+ * Bucket access for primitives whose state changes under the lock of the
+ * bucket of their address (the token semaphore): lock, find and dequeue the
+ * oldest record queued on an address, wake dequeued records after
+ * unlocking. sab__dequeue_locked stores `state` (a final state) and returns
+ * the record's wake token for sab__wake_unlocked; it must not be touched
+ * after that.
+ */
+sab__bucket_t *sab__lock(uintptr_t addr);
+void sab__unlock(sab__bucket_t *b);
+sab_waiter_t *sab__oldest_locked(sab__bucket_t *b, uintptr_t addr);
+void sab__enqueue_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr);
+typedef struct {
+  void *futex;         /* a parked blocking record's word, or NULL */
+  sab_waiter_t *async; /* an async record to hand to its wake callback */
+} sab__wake_t;
+sab__wake_t sab__dequeue_locked(sab__bucket_t *b, sab_waiter_t *w, uint32_t state);
+void sab__wake_unlocked(sab__wake_t wk);
+
+/* Wake every record watching `owner` or any owner (owner.c, at a death). */
+void sab__wake_watchers(uint32_t owner);
+
 /* Nonzero when spinning can help: more than one CPU is ours to run on. */
 int sab__spin_allowed(void);
 

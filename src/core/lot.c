@@ -47,6 +47,15 @@ static void unlock_bucket(sab__bucket_t *b) {
   if (pthread_mutex_unlock(&b->mu) != 0) abort();
 }
 
+sab__bucket_t *sab__lock(uintptr_t addr) { return lock_bucket(addr, NULL); }
+void sab__unlock(sab__bucket_t *b) { unlock_bucket(b); }
+
+sab_waiter_t *sab__oldest_locked(sab__bucket_t *b, uintptr_t addr) {
+  sab_waiter_t *w = b->head;
+  while (w != NULL && w->addr != addr) w = w->next;
+  return w;
+}
+
 static void unlink_record(sab__bucket_t *b, sab_waiter_t *w) {
   if (w->prev != NULL) w->prev->next = w->next; else b->head = w->next;
   if (w->next != NULL) w->next->prev = w->prev; else b->tail = w->prev;
@@ -66,6 +75,8 @@ void sab_waiter_init_blocking(sab_waiter_t *w) {
   w->addr = 0;
   w->state = SAB_W_WAITING;
   w->kind = SAB_WAITER_BLOCKING;
+  w->watch = 0;
+  w->token = 0;
   w->wake = NULL;
   sab__parker_init(w);
 }
@@ -75,6 +86,8 @@ void sab_waiter_init_async(sab_waiter_t *w, sab_wake_cb wake) {
   w->addr = 0;
   w->state = SAB_W_WAITING;
   w->kind = SAB_WAITER_ASYNC;
+  w->watch = 0;
+  w->token = 0;
   w->wake = wake;
 }
 
@@ -89,27 +102,45 @@ static int cell_equals(const void *cell, int size, int64_t expected) {
   return __atomic_load_n((const int32_t *)cell, __ATOMIC_SEQ_CST) == (int32_t)expected;
 }
 
-int sab_wait_enqueue(sab_waiter_t *w, const void *cell, int size, int64_t expected) {
-  uint32_t index;
-  uintptr_t addr = (uintptr_t)cell;
-  sab__bucket_t *b = lock_bucket(addr, &index);
-  /* Raise the counter before the load (both seq-cst): a notifier that
-   * stored to the cell and then read the counter as 0 is ordered before
-   * this load, which then sees its store. See lib/lot.js. */
-  __atomic_fetch_add(&counts[index * SAB_COUNT_STRIDE], 1, __ATOMIC_SEQ_CST);
-  if (!cell_equals(cell, size, expected)) {
-    __atomic_fetch_sub(&counts[index * SAB_COUNT_STRIDE], 1, __ATOMIC_SEQ_CST);
-    unlock_bucket(b);
-    return SAB_NOT_EQUAL;
-  }
+void sab__enqueue_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr) {
   w->addr = addr;
   w->state = SAB_W_WAITING;
   w->next = NULL;
   w->prev = b->tail;
   if (b->tail != NULL) b->tail->next = w; else b->head = w;
   b->tail = w;
+  __atomic_fetch_add(&counts[sab_bucket_of(addr) * SAB_COUNT_STRIDE], 1, __ATOMIC_SEQ_CST);
+}
+
+int sab_wait_enqueue_watch(sab_waiter_t *w, const void *cell, int size, int64_t expected,
+                           uint32_t watch, uint32_t epoch) {
+  uint32_t index;
+  uintptr_t addr = (uintptr_t)cell;
+  int32_t *count;
+  sab__bucket_t *b = lock_bucket(addr, &index);
+  count = &counts[index * SAB_COUNT_STRIDE];
+  /* Raise the counter before the load (both seq-cst): a notifier that
+   * stored to the cell and then read the counter as 0 is ordered before
+   * this load, which then sees its store. See lib/atomics.js. */
+  __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
+  int r = SAB_PENDING;
+  if (!cell_equals(cell, size, expected)) {
+    r = SAB_NOT_EQUAL;
+  } else if (watch != 0 && sab_death_epoch() != epoch) {
+    /* sab_owner_died raises the epoch before it visits any bucket: either
+     * we see the new epoch here, or its visit to this bucket finds us. */
+    r = SAB_OWNER_DEAD;
+  } else {
+    w->watch = watch;
+    sab__enqueue_locked(b, w, addr);
+  }
+  __atomic_fetch_sub(count, 1, __ATOMIC_SEQ_CST); /* enqueue counted it again */
   unlock_bucket(b);
-  return SAB_PENDING;
+  return r;
+}
+
+int sab_wait_enqueue(sab_waiter_t *w, const void *cell, int size, int64_t expected) {
+  return sab_wait_enqueue_watch(w, cell, size, expected, 0, 0);
 }
 
 static int result_of(uint32_t state) {
@@ -155,51 +186,101 @@ int sab_wait(const void *cell, int size, int64_t expected, uint64_t timeout_ns) 
   return r;
 }
 
+sab__wake_t sab__dequeue_locked(sab__bucket_t *b, sab_waiter_t *w, uint32_t state) {
+  sab__wake_t wk = {NULL, NULL};
+  unlink_record(b, w);
+  if (w->kind == SAB_WAITER_ASYNC) {
+    SAB_STORE(&w->state, state);
+    wk.async = w;
+  } else {
+    wk.futex = sab__unpark_locked(w, state);
+  }
+  return wk;
+}
+
+void sab__wake_unlocked(sab__wake_t wk) {
+  if (wk.futex != NULL) sab__unpark(wk.futex);
+  if (wk.async != NULL) wk.async->wake(wk.async);
+}
+
+/* Wakes collected under a bucket lock, delivered after it is released. */
+typedef struct {
+  sab_waiter_t *async_head;
+  sab_waiter_t **async_tail;
+  void *futex[32];
+  unsigned nfutex;
+} wake_list_t;
+
+static void wake_list_init(wake_list_t *l) {
+  l->async_head = NULL;
+  l->async_tail = &l->async_head;
+  l->nfutex = 0;
+}
+
+static void wake_list_add(wake_list_t *l, sab__wake_t wk) {
+  if (wk.async != NULL) {
+    wk.async->wake_next = NULL;
+    *l->async_tail = wk.async;
+    l->async_tail = &wk.async->wake_next;
+  }
+  if (wk.futex != NULL) {
+    if (l->nfutex == sizeof l->futex / sizeof l->futex[0]) {
+      /* Full: wake these while still holding the lock (rare: more than
+       * 32 parked threads on one bucket). */
+      for (unsigned i = 0; i < l->nfutex; i++) sab__unpark(l->futex[i]);
+      l->nfutex = 0;
+    }
+    l->futex[l->nfutex++] = wk.futex;
+  }
+}
+
+static void wake_list_run(wake_list_t *l) {
+  for (unsigned i = 0; i < l->nfutex; i++) sab__unpark(l->futex[i]);
+  while (l->async_head != NULL) {
+    sab_waiter_t *a = l->async_head;
+    l->async_head = a->wake_next; /* read before the record is handed on */
+    a->wake(a);
+  }
+}
+
 uint64_t sab_notify(uintptr_t addr, uint64_t count) {
   uint64_t n = 0;
-  sab_waiter_t *async_head = NULL;
-  sab_waiter_t **async_tail = &async_head;
-  /* Futex tokens of parked blocking records, woken after unlocking. A
-   * notify of many parked threads wakes them in batches. */
-  void *tokens[32];
-  unsigned ntokens = 0;
-
+  wake_list_t l;
   if (count == 0) return 0;
+  wake_list_init(&l);
   sab__bucket_t *b = lock_bucket(addr, NULL);
   sab_waiter_t *w = b->head;
   while (w != NULL && n < count) {
     sab_waiter_t *next = w->next; /* read before w's state is final */
     if (w->addr == addr) {
-      unlink_record(b, w);
+      wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
       n++;
-      if (w->kind == SAB_WAITER_ASYNC) {
-        w->wake_next = NULL;
-        SAB_STORE(&w->state, SAB_W_NOTIFIED);
-        *async_tail = w;
-        async_tail = &w->wake_next;
-      } else {
-        void *t = sab__unpark_locked(w, SAB_W_NOTIFIED);
-        if (t != NULL) {
-          if (ntokens == sizeof tokens / sizeof tokens[0]) {
-            /* Full: wake these while still holding the lock (rare: more
-             * than 32 parked threads on one address). */
-            for (unsigned i = 0; i < ntokens; i++) sab__unpark(tokens[i]);
-            ntokens = 0;
-          }
-          tokens[ntokens++] = t;
-        }
-      }
     }
     w = next;
   }
   unlock_bucket(b);
-  for (unsigned i = 0; i < ntokens; i++) sab__unpark(tokens[i]);
-  while (async_head != NULL) {
-    sab_waiter_t *a = async_head;
-    async_head = a->wake_next; /* read before the record is handed on */
-    a->wake(a);
-  }
+  wake_list_run(&l);
   return n;
+}
+
+/* Wake every record watching `owner` (or any owner), bucket by bucket. */
+void sab__wake_watchers(uint32_t owner) {
+  pthread_once(&lot_once, lot_init);
+  for (unsigned i = 0; i < SAB_BUCKETS; i++) {
+    sab__bucket_t *b = &buckets[i];
+    wake_list_t l;
+    if (__atomic_load_n(&counts[i * SAB_COUNT_STRIDE], __ATOMIC_SEQ_CST) == 0) continue;
+    wake_list_init(&l);
+    if (pthread_mutex_lock(&b->mu) != 0) abort();
+    for (sab_waiter_t *w = b->head, *next; w != NULL; w = next) {
+      next = w->next;
+      if (w->watch == owner || w->watch == SAB_WATCH_ANY) {
+        wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
+      }
+    }
+    unlock_bucket(b);
+    wake_list_run(&l);
+  }
 }
 
 uint32_t sab_waiters(uintptr_t addr) {

@@ -82,21 +82,45 @@ static napi_value number(napi_env env, double v) {
   return r;
 }
 
-/* wait(ta, index, value, timeoutMs) -> 0 ok | 1 not-equal | 2 timed-out */
+/* Optional (watch, epoch) arguments: see sab_wait_enqueue_watch. */
+static int get_watch(napi_env env, napi_value watch, napi_value epoch, uint32_t *w, uint32_t *ep) {
+  napi_valuetype t;
+  *w = *ep = 0;
+  SAB_CALL(env, napi_typeof(env, watch, &t), -1);
+  if (t == napi_undefined) return 0;
+  SAB_CALL(env, napi_get_value_uint32(env, watch, w), -1);
+  SAB_CALL(env, napi_get_value_uint32(env, epoch, ep), -1);
+  return 0;
+}
+
+/* Result codes shared with lib/: 0 ok, 1 not-equal, 2 timed-out,
+ * 3 owner-dead. */
+static double code_of(int r) {
+  switch (r) {
+    case SAB_OK: return 0;
+    case SAB_NOT_EQUAL: return 1;
+    case SAB_OWNER_DEAD: return 3;
+    default: return 2;
+  }
+}
+
+/* wait(ta, index, value, timeoutMs[, watch, epoch]) -> result code */
 static napi_value sab_napi_wait(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 4, NULL);
+  SAB_ARGS(env, info, 6, NULL);
   sab_env_t *e = sab_napi_env_get(env);
   cell_t c;
   int64_t expected;
   double ms;
+  uint32_t watch, epoch;
   if (e == NULL || get_cell(env, argv[0], argv[1], &c, NULL) != 0) return NULL;
   if (get_expected(env, argv[2], c.size, &expected) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[3], &ms), NULL);
+  if (get_watch(env, argv[4], argv[5], &watch, &epoch) != 0) return NULL;
   uint64_t deadline = deadline_of(ms);
 
   sab_waiter_t w;
   sab_waiter_init_blocking(&w);
-  int r = sab_wait_enqueue(&w, c.cell, c.size, expected);
+  int r = sab_wait_enqueue_watch(&w, c.cell, c.size, expected, watch, epoch);
   while (r == SAB_PENDING) {
     uint64_t now = sab_now();
     if (now >= deadline) {
@@ -122,7 +146,7 @@ static napi_value sab_napi_wait(napi_env env, napi_callback_info info) {
     sab_notify((uintptr_t)c.cell, 1);
     return NULL;
   }
-  return number(env, r == SAB_OK ? 0 : r == SAB_NOT_EQUAL ? 1 : 2);
+  return number(env, code_of(r));
 }
 
 static void handle_finalize(napi_env env, void *data, void *hint) {
@@ -132,22 +156,24 @@ static void handle_finalize(napi_env env, void *data, void *hint) {
 }
 
 /*
- * waitAsync(ta, index, value, timeoutMs, flags) -> 1 (not-equal), or the
- * promise, or [promise, handle] when flags & 2. flags & 1: keep the loop
- * alive. timeoutMs > 0 (JS answers 0 itself).
+ * waitAsync(ta, index, value, timeoutMs, flags[, watch, epoch]) -> 1
+ * (not-equal) or 3 (owner-dead), or the promise, or [promise, handle] when
+ * flags & 2. flags & 1: keep the loop alive. timeoutMs > 0 (JS answers 0
+ * itself). The promise resolves 'ok' or 'timed-out'.
  */
 static napi_value sab_napi_wait_async(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 5, NULL);
+  SAB_ARGS(env, info, 7, NULL);
   sab_env_t *e = sab_napi_env_get(env);
   cell_t c;
   int64_t expected;
   double ms;
-  uint32_t flags;
+  uint32_t flags, watch, epoch;
   napi_value buffer, promise, result;
   if (e == NULL || get_cell(env, argv[0], argv[1], &c, &buffer) != 0) return NULL;
   if (get_expected(env, argv[2], c.size, &expected) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[3], &ms), NULL);
   SAB_CALL(env, napi_get_value_uint32(env, argv[4], &flags), NULL);
+  if (get_watch(env, argv[5], argv[6], &watch, &epoch) != 0) return NULL;
 
   sab_async_t *a = calloc(1, sizeof *a);
   if (a == NULL) {
@@ -180,11 +206,12 @@ static napi_value sab_napi_wait_async(napi_env env, napi_callback_info info) {
     result = promise;
   }
   a->deadline = deadline_of(ms);
-  if (sab_wait_enqueue(&a->w, c.cell, c.size, expected) == SAB_NOT_EQUAL) {
+  int r = sab_wait_enqueue_watch(&a->w, c.cell, c.size, expected, watch, epoch);
+  if (r != SAB_PENDING) {
     napi_value undef;
     if (napi_get_undefined(env, &undef) == napi_ok) napi_resolve_deferred(env, a->deferred, undef);
     sab_napi_async_free(e, a);
-    return number(env, 1);
+    return number(env, code_of(r));
   }
   sab_napi_async_track(e, a);
   return result;
@@ -264,10 +291,27 @@ static napi_value sab_napi_shutdown(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* envId() -> this thread's owner id (unique, never reused). */
 static napi_value sab_napi_env_id(napi_env env, napi_callback_info info) {
   (void)info;
   sab_env_t *e = sab_napi_env_get(env);
   return e != NULL ? number(env, e->id) : NULL;
+}
+
+/* alive(id) -> whether that owner's thread still runs. */
+static napi_value sab_napi_alive(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 1, NULL);
+  uint32_t id;
+  napi_value r;
+  SAB_CALL(env, napi_get_value_uint32(env, argv[0], &id), NULL);
+  SAB_CALL(env, napi_get_boolean(env, sab_owner_alive(id) != 0, &r), NULL);
+  return r;
+}
+
+/* deathEpoch() -> the count of owner deaths so far (mod 2^32). */
+static napi_value sab_napi_death_epoch(napi_env env, napi_callback_info info) {
+  (void)info;
+  return number(env, sab_death_epoch());
 }
 
 static int set_number(napi_env env, napi_value obj, const char *name, double v) {
@@ -303,6 +347,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"cancel", sab_napi_cancel},     {"notify", sab_napi_notify},
       {"waiters", sab_napi_waiters},   {"base", sab_napi_base},
       {"shutdown", sab_napi_shutdown}, {"envId", sab_napi_env_id},
+      {"alive", sab_napi_alive},       {"deathEpoch", sab_napi_death_epoch},
   };
   if (sab_napi_env_create(env) == NULL) return NULL;
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {

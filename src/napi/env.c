@@ -22,8 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t next_env_id = 1;
-
 void sab_napi_throw_last(napi_env env, const char *call) {
   bool pending = false;
   if (napi_is_exception_pending(env, &pending) == napi_ok && pending) return;
@@ -292,6 +290,9 @@ static void env_teardown(napi_async_cleanup_hook_handle handle, void *arg) {
     /* The promise can no longer settle; its deferred dies with the env. */
     sab_napi_async_free(e, a);
   }
+  /* This thread holds nothing from now on: wake whoever waits on a word
+   * that names it, so that they take over (robust locks). */
+  sab_owner_died(e->id);
   if (e->noop != NULL) napi_delete_reference(e->env, e->noop);
   if (e->resource != NULL) napi_delete_reference(e->env, e->resource);
   if (e->actx != NULL) napi_async_destroy(e->env, e->actx);
@@ -329,7 +330,7 @@ sab_env_t *sab_napi_env_create(napi_env env) {
     return NULL;
   }
   e->env = env;
-  e->id = __atomic_fetch_add(&next_env_id, 1, __ATOMIC_RELAXED);
+  e->id = sab_owner_new();
   SAB_CALL(env, napi_get_uv_event_loop(env, &e->loop), (free(e), NULL));
   SAB_CALL(env, napi_create_function(env, "noop", NAPI_AUTO_LENGTH, noop, NULL, &fn), (free(e), NULL));
   SAB_CALL(env, napi_create_reference(env, fn, 1, &e->noop), (free(e), NULL));

@@ -262,6 +262,66 @@ static void test_nudge(void) {
   CHECK(sab_waiters((uintptr_t)&a.cell) == 0);
 }
 
+struct watch_arg {
+  int32_t *word;
+  uint32_t owner;
+  int result;
+};
+
+/* Wait while the word names a live owner; answer how the wait ended. */
+static void *watch_waiter(void *p) {
+  struct watch_arg *a = p;
+  for (;;) {
+    uint32_t epoch = sab_death_epoch();
+    int32_t v = __atomic_load_n(a->word, __ATOMIC_SEQ_CST);
+    if (!sab_owner_alive((uint32_t)v)) {
+      a->result = SAB_OWNER_DEAD;
+      return NULL;
+    }
+    sab_waiter_t w;
+    sab_waiter_init_blocking(&w);
+    int r = sab_wait_enqueue_watch(&w, a->word, 4, v, (uint32_t)v, epoch);
+    if (r == SAB_PENDING) r = sab_wait_park(&w, UINT64_MAX);
+    sab_waiter_destroy(&w);
+    if (r == SAB_NOT_EQUAL) continue;
+    a->result = r;
+    if (r == SAB_OK) continue; /* woken: look again */
+  }
+}
+
+/* The death of an owner wakes those that watch it, and only them. */
+static void test_owner_death(void) {
+  uint32_t a = sab_owner_new(), b = sab_owner_new();
+  CHECK(a != 0 && b != 0 && a != b);
+  CHECK(sab_owner_alive(a) && sab_owner_alive(b));
+  int32_t word_a = (int32_t)a, word_b = (int32_t)b;
+  struct watch_arg wa = {&word_a, a, -1}, wb = {&word_b, b, -1};
+  pthread_t ta, tb;
+  pthread_create(&ta, NULL, watch_waiter, &wa);
+  pthread_create(&tb, NULL, watch_waiter, &wb);
+  await_waiters(&word_a, 1);
+  await_waiters(&word_b, 1);
+  sab_owner_died(a);
+  CHECK(!sab_owner_alive(a) && sab_owner_alive(b));
+  pthread_join(ta, NULL);
+  CHECK(wa.result == SAB_OWNER_DEAD);
+  CHECK(sab_waiters((uintptr_t)&word_b) == 1);
+  sab_owner_died(b);
+  pthread_join(tb, NULL);
+  CHECK(wb.result == SAB_OWNER_DEAD);
+  /* An epoch that moved refuses the enqueue. */
+  uint32_t c = sab_owner_new();
+  int32_t word_c = (int32_t)c;
+  uint32_t epoch = sab_death_epoch();
+  sab_owner_died(sab_owner_new());
+  sab_waiter_t w;
+  sab_waiter_init_blocking(&w);
+  CHECK(sab_wait_enqueue_watch(&w, &word_c, 4, (int32_t)c, c, epoch) == SAB_OWNER_DEAD);
+  CHECK(sab_wait_enqueue_watch(&w, &word_c, 4, 0, c, epoch) == SAB_NOT_EQUAL);
+  sab_waiter_destroy(&w);
+  CHECK(sab_waiters((uintptr_t)&word_c) == 0);
+}
+
 int main(void) {
   test_not_equal_and_zero_timeout();
   test_timeout_never_early();
@@ -271,6 +331,7 @@ int main(void) {
   test_async_records();
   test_lock_storm();
   test_nudge();
+  test_owner_death();
   if (failures != 0) {
     fprintf(stderr, "test_lot: %d check(s) failed\n", failures);
     return 1;
