@@ -12,6 +12,7 @@
 const { isSharedArrayBuffer, isProxy } = require('util').types
 const native = require('./native')
 const errors = require('./errors')
+const { isAbortSignal, guard } = require('./abort')
 
 const TypedArrayPrototype = Object.getPrototypeOf(Int32Array.prototype)
 const getter = name => Object.getOwnPropertyDescriptor(TypedArrayPrototype, name).get
