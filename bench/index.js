@@ -1,0 +1,151 @@
+#!/usr/bin/env node
+'use strict'
+// The benchmark harness. Runs every case in bench/cases/*.js: each subject
+// several times, interleaved, reporting min / median / max and the ratio of
+// medians against the case's comparison, all from one run on one machine.
+//
+//   npm run bench                 the whole suite
+//   npm run bench -- --quick      a short pass
+//   npm run bench -- mutex sema   only cases whose name contains a word
+//
+// A case: { name, unit: 'ns/op' | 'us/op' | 'ops/s', compare, goal,
+//   taskset?, subjects: { sabsync: async ({ quick }) => ({ value, check,
+//   extra? }), [peer]: ... } }. `check` is the subject's own verification of
+// its result: a fast wrong answer is reported as FAIL, not as speed.
+// Cases with `taskset` run in a child process pinned to those CPUs.
+const fs = require('fs')
+const os = require('os')
+const path = require('path')
+const { spawnSync } = require('child_process')
+const { renderSvg } = require('./chart')
+
+const args = process.argv.slice(2)
+const quick = args.includes('--quick')
+const childCase = args.includes('--child') ? args[args.indexOf('--child') + 1] : null
+const repeatsArg = args.includes('--repeats') ? Number(args[args.indexOf('--repeats') + 1]) : 0
+const repeats = repeatsArg > 0 ? repeatsArg : quick ? 3 : 5
+const filters = args.filter((a, i) => !a.startsWith('--') && !['--child', '--repeats'].includes(args[i - 1]))
+
+function loadCases () {
+  const dir = path.join(__dirname, 'cases')
+  const cases = []
+  for (const f of fs.readdirSync(dir).filter(f => f.endsWith('.js')).sort()) {
+    for (const c of require(path.join(dir, f))) cases.push(c)
+  }
+  return cases
+}
+
+const lowerIsBetter = unit => unit !== 'ops/s'
+
+function median (xs) {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
+}
+
+async function runCase (c) {
+  const runs = {}
+  for (const name of Object.keys(c.subjects)) runs[name] = { values: [], check: true, extra: '' }
+  for (let r = 0; r < repeats; r++) {
+    for (const [name, fn] of Object.entries(c.subjects)) {
+      const out = await fn({ quick })
+      runs[name].values.push(out.value)
+      if (out.check !== true) runs[name].check = false
+      if (out.extra) runs[name].extra = out.extra
+    }
+  }
+  return runs
+}
+
+function runPinned (c) {
+  const childArgs = ['-c', c.taskset, process.execPath, '--expose-gc', __filename, '--child', c.name,
+    '--repeats', String(repeats)]
+  if (quick) childArgs.push('--quick')
+  const p = spawnSync('taskset', childArgs, { encoding: 'utf8', maxBuffer: 1 << 24 })
+  if (p.status !== 0) throw new Error(`pinned run of "${c.name}" failed: ${p.stderr || p.error}`)
+  return JSON.parse(p.stdout.trim().split('\n').pop())
+}
+
+function summarize (c, runs) {
+  const rows = []
+  const cmp = runs[c.compare]
+  const cmpMed = cmp ? median(cmp.values) : NaN
+  for (const [name, run] of Object.entries(runs)) {
+    const med = median(run.values)
+    let ratio = null
+    if (cmp && name !== c.compare) ratio = lowerIsBetter(c.unit) ? cmpMed / med : med / cmpMed
+    rows.push({
+      name,
+      min: Math.min(...run.values),
+      median: med,
+      max: Math.max(...run.values),
+      ratio,
+      check: run.check,
+      extra: run.extra
+    })
+  }
+  const own = rows.find(r => r.name === 'sabsync')
+  const met = c.goal == null || own == null || own.ratio == null ? null : own.ratio >= c.goal
+  return { name: c.name, unit: c.unit, compare: c.compare, goal: c.goal, rows, met }
+}
+
+const fmt = v => v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)
+const fmtUnit = (v, unit) => unit === 'ops/s' ? (v / 1e6).toFixed(2) + ' M' : fmt(v)
+
+function table (results) {
+  const lines = [
+    '| case | subject | min | median | max | unit | ratio vs comparison | goal | notes |',
+    '|---|---|---:|---:|---:|---|---:|---|---|'
+  ]
+  for (const r of results) {
+    for (const row of r.rows) {
+      const ratio = row.ratio == null ? '' : row.ratio.toFixed(2) + '×'
+      let goal = ''
+      if (row.name === 'sabsync' && r.goal != null) goal = `≥ ${r.goal.toFixed(2)}× ${r.met ? '**met**' : '**missed**'}`
+      const notes = [row.check ? '' : '**CHECK FAILED**', row.extra].filter(Boolean).join('; ')
+      const unitLabel = r.unit === 'ops/s' ? 'ops/s' : r.unit
+      lines.push(`| ${r.name} | ${row.name} | ${fmtUnit(row.min, r.unit)} | ${fmtUnit(row.median, r.unit)} | ` +
+        `${fmtUnit(row.max, r.unit)} | ${unitLabel} | ${ratio} | ${goal} | ${notes} |`)
+    }
+  }
+  return lines.join('\n')
+}
+
+async function main () {
+  const cases = loadCases()
+  if (childCase) {
+    const c = cases.find(x => x.name === childCase)
+    process.stdout.write('\n' + JSON.stringify(await runCase(c)) + '\n')
+    return
+  }
+  const chosen = cases.filter(c => filters.length === 0 || filters.some(f => c.name.toLowerCase().includes(f.toLowerCase())))
+  const results = []
+  for (const c of chosen) {
+    process.stderr.write(`bench: ${c.name} ...\n`)
+    const runs = c.taskset ? runPinned(c) : await runCase(c)
+    results.push(summarize(c, runs))
+  }
+  const cpus = os.cpus()
+  const header = [
+    `Machine: ${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, ${os.type()} ${os.release()}`,
+    `Node ${process.version}; ${new Date().toISOString().slice(0, 10)}; \`npm run bench${quick ? ' -- --quick' : ''}\`; ${repeats} runs per subject, interleaved.`,
+    'Ratio: the comparison\'s median over sabsync\'s (for times; the inverse for ops/s): above 1 means sabsync is faster.'
+  ].join('\n')
+  const md = table(results)
+  console.log(header + '\n\n' + md)
+  const failed = results.some(r => r.rows.some(row => !row.check))
+  if (filters.length === 0 && !args.includes('--no-write')) {
+    fs.writeFileSync(path.join(__dirname, 'RESULTS.md'), '# Benchmark results\n\n' + header + '\n\n' + md + '\n')
+    fs.writeFileSync(path.join(__dirname, 'results.svg'), renderSvg(results))
+    console.error('bench: wrote bench/RESULTS.md and bench/results.svg')
+  }
+  if (failed) {
+    console.error('bench: a subject failed its own check')
+    process.exitCode = 1
+  }
+}
+
+main().catch(err => {
+  console.error(err)
+  process.exit(1)
+})
