@@ -26,7 +26,9 @@
 
 /* How long a blocking waiter spins on its record before it sleeps. A wake
  * across CPUs then costs a cache-line transfer instead of a syscall pair. */
+#ifndef SAB_SPIN_NS
 #define SAB_SPIN_NS 4000
+#endif
 
 /*
  * One bucket: its lock and a FIFO list of the records queued on any
