@@ -1,0 +1,19 @@
+'use strict'
+// The examples run, end by themselves and print what they promise.
+const t = require('tap')
+const path = require('path')
+const { spawnSync } = require('child_process')
+
+function run (file) {
+  return spawnSync(process.execPath, [path.join(__dirname, '..', 'examples', file)], { encoding: 'utf8', timeout: 60000 })
+}
+
+t.test('npm run demo', async t => {
+  const r = run('demo.js')
+  t.equal(r.status, 0, r.stderr)
+  t.match(r.stdout, /3 workers are parked in sabsync\.wait/)
+  t.match(r.stdout, /all 9 jobs done/)
+  const taken = r.stdout.match(/took job \d+/g) || []
+  t.equal(taken.length, 9, 'every job taken exactly once')
+  t.equal(new Set(taken).size, 9)
+})
