@@ -57,15 +57,45 @@ function ownConstructorName (object) {
 const invalidType = (name, expected, value) => errors.invalidType(name, expected, received(value))
 const outOfRange = (name, expected, value) => errors.outOfRange(name, expected, received(value))
 
-// A Symbol or a BigInt primitive makes ToNumber / ToBigInt throw a TypeError
-// at once, before any user code; throwing it here (same type, same moment)
-// lets the message name the argument. Objects are left to the engine's own
-// conversion, so that valueOf / toString / @@toPrimitive are called exactly
-// as the spec says.
-function notNumber (name, value) {
+// The conversions, done here step by step so that a failing one throws an
+// error that names the argument, while user code (@@toPrimitive, valueOf,
+// toString) is called exactly as the spec's ToPrimitive calls it.
+const { apply } = Reflect
+const TO_PRIMITIVE = Symbol.toPrimitive
+const isObject = value => value !== null && (typeof value === 'object' || typeof value === 'function')
+
+// ToPrimitive(input, number) for an Object input (7.1.1), with
+// OrdinaryToPrimitive (7.1.1.1) for hint number: valueOf, then toString.
+function toPrimitive (name, input) {
+  const exotic = input[TO_PRIMITIVE] // GetMethod: one Get
+  if (exotic !== undefined && exotic !== null) {
+    if (typeof exotic !== 'function') {
+      throw invalidType(name, 'an object whose [Symbol.toPrimitive] is a function', input)
+    }
+    const result = apply(exotic, input, ['number'])
+    if (isObject(result)) throw invalidType(name, 'convertible to a primitive', input)
+    return result
+  }
+  const valueOf = input.valueOf
+  if (typeof valueOf === 'function') {
+    const result = apply(valueOf, input, [])
+    if (!isObject(result)) return result
+  }
+  const toString = input.toString
+  if (typeof toString === 'function') {
+    const result = apply(toString, input, [])
+    if (!isObject(result)) return result
+  }
+  throw invalidType(name, 'convertible to a primitive', input)
+}
+
+// ToNumber (7.1.4): a Symbol or a BigInt is a TypeError.
+function toNumber (name, value) {
+  if (isObject(value)) value = toPrimitive(name, value)
   if (typeof value === 'symbol' || typeof value === 'bigint') {
     throw invalidType(name, 'a number (or convertible to one)', value)
   }
+  return +value
 }
 
 const RESULTS = ['ok', 'not-equal', 'timed-out']
@@ -126,31 +156,31 @@ function isShared (buffer) {
 // valueOf grows, shrinks or detaches the buffer is still checked against it.
 // (V8's built-ins read the length after ToIndex; the spec is the contract.)
 function toAccessIndex (index, length) {
-  notNumber('index', index)
-  let n = +index // ToNumber: an object's valueOf / toString run here
+  let n = toNumber('index', index) // ToIntegerOrInfinity: NaN is 0
   n = n !== n ? 0 : Math.trunc(n)
-  if (n < 0 || n > MAX_SAFE) throw outOfRange('index', `an integer >= 0 and <= ${MAX_SAFE}`, index)
-  if (n >= length) throw outOfRange('index', `< ${length} (the typed array's length)`, index)
+  if (n < 0 || n > MAX_SAFE) throw outOfRange('index', `an integer >= 0 and <= ${MAX_SAFE}`, n)
+  if (n >= length) throw outOfRange('index', `< ${length} (the typed array's length)`, n)
   return n + 0 // -0 -> +0
 }
 
-// ToBigInt64 exactly as a BigInt64Array element store does it.
-// ToBigInt throws a TypeError for these primitives at once (a String that is
-// no BigInt literal is a SyntaxError, left to the engine).
+// ToBigInt64 (7.1.16): ToBigInt (7.1.13), then modulo 2^64, as a
+// BigInt64Array element store does it. ToBigInt: ToPrimitive(number), then
+// undefined, null, a Number or a Symbol is a TypeError; a String that is no
+// StringIntegerLiteral is a SyntaxError (the engine's, from the store).
 const scratch64 = new BigInt64Array(1)
 function toBigInt64 (value) {
+  if (isObject(value)) value = toPrimitive('value', value)
   const type = typeof value
   if (value === undefined || value === null || type === 'number' || type === 'symbol') {
     throw invalidType('value', 'a BigInt (or convertible to one)', value)
   }
-  scratch64[0] = value
+  scratch64[0] = value // a primitive: no user code runs here
   return scratch64[0]
 }
 
 // Step 9 of DoWait: NaN and +Infinity wait forever; below 0 is 0.
 function toTimeout (timeout) {
-  notNumber('timeout', timeout)
-  const q = +timeout
+  const q = toNumber('timeout', timeout)
   if (q !== q) return Infinity
   return q > 0 ? q : 0
 }
@@ -172,8 +202,7 @@ function doWaitArgs (typedArray, index, value, timeout) {
     throw invalidType('typedArray', 'backed by a SharedArrayBuffer', typedArray)
   }
   const i = toAccessIndex(index, length)
-  if (size === 4) notNumber('value', value)
-  const v = size === 4 ? value | 0 : toBigInt64(value)
+  const v = size === 4 ? toNumber('value', value) | 0 : toBigInt64(value) // ToInt32 / ToBigInt64
   const t = toTimeout(timeout)
   return [i, v, t]
 }
@@ -220,8 +249,7 @@ const api = {
     const i = toAccessIndex(index, validLength)
     let c = Infinity
     if (count !== undefined) {
-      notNumber('count', count)
-      c = +count // ToIntegerOrInfinity
+      c = toNumber('count', count) // ToIntegerOrInfinity
       c = c !== c ? 0 : Math.trunc(c)
       if (c < 0) c = 0
     }
