@@ -185,6 +185,28 @@ function toTimeout (timeout) {
   return q > 0 ? q : 0
 }
 
+// A one-entry cache of the last shared array notify saw: a shared array's
+// type, byte offset and buffer never change, so notify on the same array
+// can skip re-validating it and the WeakMap lookup of its base address.
+const sabGrowable = (Object.getOwnPropertyDescriptor(SharedArrayBuffer.prototype, 'growable') || {}).get
+let lastArray = Object.freeze({}) // no caller can pass this object
+let lastSize = 0
+let lastAddr0 = 0
+let lastLength = 0
+let lastTracks = false
+
+function remember (typedArray, buffer, size) {
+  const addr0 = addressOf(typedArray, buffer, 0, size)
+  lastArray = typedArray
+  lastSize = size
+  lastAddr0 = addr0
+  // A fixed-length array's length never changes; one on a growable buffer
+  // may be length-tracking, so its length is read each time.
+  lastTracks = sabGrowable !== undefined && sabGrowable.call(buffer)
+  lastLength = taLength.call(typedArray)
+  return addr0
+}
+
 function addressOf (typedArray, buffer, i, size) {
   let base = bases.get(buffer)
   if (base === undefined) {
@@ -245,17 +267,33 @@ const api = {
   },
 
   notify (typedArray, index, count) {
-    const size = validateWaitable(typedArray)
-    const i = toAccessIndex(index, validLength)
+    let size, length, addr0
+    if (typedArray === lastArray) {
+      // Seen last time: a shared Int32Array/BigInt64Array, which can be
+      // neither detached nor shrunk, so step 1 cannot throw and has no
+      // other effect; only a length-tracking array's length can grow.
+      size = lastSize
+      addr0 = lastAddr0
+      length = lastTracks ? taLength.call(typedArray) : lastLength
+    } else {
+      size = validateWaitable(typedArray)
+      length = validLength
+    }
+    const i = typeof index === 'number' && (index | 0) === index && index >= 0 && index < length
+      ? index + 0
+      : toAccessIndex(index, length)
     let c = Infinity
     if (count !== undefined) {
-      c = toNumber('count', count) // ToIntegerOrInfinity
+      c = typeof count === 'number' ? count : toNumber('count', count) // ToIntegerOrInfinity
       c = c !== c ? 0 : Math.trunc(c)
       if (c < 0) c = 0
     }
-    const buffer = taBuffer.call(typedArray)
-    if (!isShared(buffer)) return 0
-    const addr = addressOf(typedArray, buffer, i, size)
+    if (typedArray !== lastArray) {
+      const buffer = taBuffer.call(typedArray)
+      if (!isShared(buffer)) return 0
+      addr0 = remember(typedArray, buffer, size)
+    }
+    const addr = addr0 + i * size
     if (counts !== null && Atomics.add(counts, bucketOf(addr), 0) === 0) return 0
     return native.notify(addr, c)
   },
