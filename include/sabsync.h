@@ -94,6 +94,13 @@ struct sab_waiter_s {
 /* Monotonic clock, nanoseconds. */
 uint64_t sab_now(void);
 
+/* Spinning helpers for clients that poll briefly before they sleep:
+ * whether spinning can help (more than one CPU is ours), and a CPU pause. */
+int sab_spin_allowed(void);
+void sab_cpu_relax(void);
+/* How long an event loop watches for a wake before it sleeps. */
+#define SAB_LOOP_SPIN_NS 4000
+
 /* Prepare a record. A blocking record lives in its thread's stack frame. */
 void sab_waiter_init_blocking(sab_waiter_t *w);
 void sab_waiter_init_async(sab_waiter_t *w, sab_wake_cb wake);

@@ -308,6 +308,9 @@ void sab_nudge_all(void) {
   }
 }
 
+int sab_spin_allowed(void) { return sab__spin_allowed(); }
+void sab_cpu_relax(void) { SAB_CPU_RELAX(); }
+
 uint32_t sab__spin(sab_waiter_t *w) {
   uint32_t s = SAB_LOAD(&w->state);
   if (s != SAB_W_WAITING || !sab__spin_allowed()) return s;

@@ -45,6 +45,7 @@ struct sab_env_s {
   napi_async_cleanup_hook_handle hook;
   uv_async_t async;
   uv_timer_t timer;
+  uv_prepare_t prepare; /* active while async waits are pending */
   int open_handles;
 
   /* Guarded by mu: the delivery queue, filled from any thread. */
