@@ -1,25 +1,21 @@
 'use strict'
-// Loads the addon: a prebuilt binary for this platform when one ships in
-// prebuilds/, else the one `npm install` built from source.
+// Loads the addon through node-gyp-build: the one `npm install` built from
+// source (build/Release) when there is one, else a prebuilt binary for this
+// platform from prebuilds/ (Node-API: one binary serves every Node version).
 const path = require('path')
 
 const root = path.join(__dirname, '..')
 
 function load () {
-  const tried = []
-  for (const rel of ['build/Release/sabsync.node', 'build/Debug/sabsync.node']) {
-    const file = path.join(root, rel)
-    try {
-      return require(file)
-    } catch (err) {
-      if (err.code !== 'MODULE_NOT_FOUND') throw err
-      tried.push(file)
-    }
+  try {
+    return require('node-gyp-build')(root)
+  } catch (cause) {
+    const err = new Error('sabsync: no native addon for this platform (' + process.platform + '-' + process.arch +
+      '): neither a local build nor a prebuilt binary; run `npm run build` (needs a C compiler and make)')
+    err.code = 'ERR_SABSYNC_NOT_BUILT'
+    err.cause = cause
+    throw err
   }
-  const err = new Error('sabsync: the native addon is not built (looked in ' + tried.join(', ') +
-    '); run `npm run build`')
-  err.code = 'ERR_SABSYNC_NOT_BUILT'
-  throw err
 }
 
 module.exports = load()

@@ -11,6 +11,21 @@ const path = require('path')
 
 const root = path.join(__dirname, '..')
 const prefix = path.join(path.dirname(process.execPath), '..')
+const install = process.argv.includes('--install')
+
+// At install time, a prebuilt binary for this platform makes compiling
+// unnecessary, unless `npm install --build-from-source` asks for it.
+if (install && !/^(true|1|sabsync)$/.test(process.env.npm_config_build_from_source || '')) {
+  try {
+    const found = require('node-gyp-build').path(root)
+    if (found.includes(path.sep + 'prebuilds' + path.sep)) {
+      console.log('sabsync: using the prebuilt binary ' + path.relative(root, found))
+      process.exit(0)
+    }
+  } catch {
+    // no prebuild fits: build from source below
+  }
+}
 const headers = path.join(prefix, 'include', 'node', 'node_api.h')
 
 let gyp = process.env.npm_config_node_gyp
