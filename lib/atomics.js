@@ -157,7 +157,7 @@ function isShared (buffer) {
 // (V8's built-ins read the length after ToIndex; the spec is the contract.)
 function toAccessIndex (index, length) {
   let n = toNumber('index', index) // ToIntegerOrInfinity: NaN is 0
-  n = n !== n ? 0 : Math.trunc(n)
+  n = Number.isNaN(n) ? 0 : Math.trunc(n)
   if (n < 0 || n > MAX_SAFE) throw outOfRange('index', `an integer >= 0 and <= ${MAX_SAFE}`, n)
   if (n >= length) throw outOfRange('index', `< ${length} (the typed array's length)`, n)
   return n + 0 // -0 -> +0
@@ -181,7 +181,7 @@ function toBigInt64 (value) {
 // Step 9 of DoWait: NaN and +Infinity wait forever; below 0 is 0.
 function toTimeout (timeout) {
   const q = toNumber('timeout', timeout)
-  if (q !== q) return Infinity
+  if (Number.isNaN(q)) return Infinity
   return q > 0 ? q : 0
 }
 
@@ -285,7 +285,7 @@ const api = {
     let c = Infinity
     if (count !== undefined) {
       c = typeof count === 'number' ? count : toNumber('count', count) // ToIntegerOrInfinity
-      c = c !== c ? 0 : Math.trunc(c)
+      c = Number.isNaN(c) ? 0 : Math.trunc(c)
       if (c < 0) c = 0
     }
     if (typedArray !== lastArray) {

@@ -65,7 +65,7 @@ function handleOf (who, handle) {
 // A timeout in ms: undefined = forever; NaN is refused (say Infinity).
 function parseTimeout (timeout, name = 'timeout') {
   if (timeout === undefined) return Infinity
-  if (typeof timeout !== 'number' || timeout !== timeout) {
+  if (typeof timeout !== 'number' || Number.isNaN(timeout)) {
     throw invalidType(name, 'a number of milliseconds (or Infinity)', timeout)
   }
   return timeout > 0 ? timeout : 0

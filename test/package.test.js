@@ -69,5 +69,5 @@ t.test('npm pack, install into an empty project, require / import / tsc', async 
   // --build-from-source compiles even though a prebuild fits.
   sh(npm, ['rebuild', 'sabsync', '--build-from-source'], app)
   t.ok(fs.existsSync(path.join(app, 'node_modules', 'sabsync', 'build', 'Release', 'sabsync.node')), '--build-from-source built the addon')
-  t.equal(sh(process.execPath, ['-p', `require('sabsync').wait(new Int32Array(new SharedArrayBuffer(8)), 0, 0, 0)`], app).trim(), 'timed-out')
+  t.equal(sh(process.execPath, ['-p', 'require(\'sabsync\').wait(new Int32Array(new SharedArrayBuffer(8)), 0, 0, 0)'], app).trim(), 'timed-out')
 })
