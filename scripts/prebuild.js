@@ -14,7 +14,9 @@ const env = { ...process.env }
 if (fs.existsSync(path.join(prefix, 'include', 'node', 'node_api.h'))) env.npm_config_nodedir = prefix
 
 const bin = require.resolve('prebuildify/bin.js')
-let r = spawnSync(process.execPath, [bin, '--napi', '--strip'], { cwd: root, stdio: 'inherit', env })
+// Build against the running Node (its headers, above), never a download.
+const target = 'node@' + process.versions.node
+let r = spawnSync(process.execPath, [bin, '--napi', '--strip', '--target', target], { cwd: root, stdio: 'inherit', env })
 if (r.status !== 0) process.exit(r.status === null ? 1 : r.status)
 r = spawnSync(process.execPath, [path.join(__dirname, 'build.js')], { cwd: root, stdio: 'inherit' })
 process.exit(r.status === null ? 1 : r.status)

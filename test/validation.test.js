@@ -17,6 +17,13 @@ const taTag = getter(Symbol.toStringTag)
 const taBuffer = getter('buffer')
 const taLength = getter('length')
 const detach = buf => { structuredClone(buf, { transfer: [buf] }) }
+// Resizable ArrayBuffers and growable SharedArrayBuffers (ES2024) are missing
+// on Node 18, where `maxByteLength` is ignored: the cases, fuzz arrays and
+// fuzz effects that need them are left out there.
+const HAS_RESIZABLE = typeof ArrayBuffer.prototype.resize === 'function'
+const HAS_GROWABLE = typeof SharedArrayBuffer.prototype.grow === 'function'
+if (!HAS_RESIZABLE) t.comment('no resizable ArrayBuffer in this Node: its cases are left out')
+if (!HAS_GROWABLE) t.comment('no growable SharedArrayBuffer in this Node: its cases are left out')
 
 class Poison extends Error {
   constructor (tag) {
@@ -48,18 +55,22 @@ t.test('argument errors name the argument', async t => {
     'plain object': () => ({}),
     array: () => [1, 2],
     SharedArrayBuffer: () => new SharedArrayBuffer(16),
-    'Float64Array': () => new Float64Array(new SharedArrayBuffer(16)),
-    'Uint32Array': () => new Uint32Array(new SharedArrayBuffer(16)),
-    'BigUint64Array': () => new BigUint64Array(new SharedArrayBuffer(16)),
-    'Uint8Array': () => new Uint8Array(new SharedArrayBuffer(16)),
+    Float64Array: () => new Float64Array(new SharedArrayBuffer(16)),
+    Uint32Array: () => new Uint32Array(new SharedArrayBuffer(16)),
+    BigUint64Array: () => new BigUint64Array(new SharedArrayBuffer(16)),
+    Uint8Array: () => new Uint8Array(new SharedArrayBuffer(16)),
     Proxy: () => new Proxy(shared32(), {}),
     'detached Int32Array': () => { const ta = new Int32Array(4); detach(ta.buffer); return ta },
-    'out-of-bounds Int32Array': () => {
-      const rab = new ArrayBuffer(16, { maxByteLength: 32 })
-      const ta = new Int32Array(rab, 8, 2)
-      rab.resize(4)
-      return ta
-    },
+    ...(HAS_RESIZABLE
+      ? {
+          'out-of-bounds Int32Array': () => {
+            const rab = new ArrayBuffer(16, { maxByteLength: 32 })
+            const ta = new Int32Array(rab, 8, 2)
+            rab.resize(4)
+            return ta
+          }
+        }
+      : {}),
     'object whose constructor getter throws': () => ({ get constructor () { throw new Poison('constructor') } })
   }
   for (const [label, make] of Object.entries(badArrays)) {
@@ -68,12 +79,14 @@ t.test('argument errors name the argument', async t => {
     named(t, () => sabsync.notify(make(), 0), TypeError, 'typedArray', `notify(${label})`)
     named(t, () => sabsync.waiters(make(), 0), TypeError, 'typedArray', `waiters(${label})`)
   }
-  for (const make of [() => new Int32Array(4), () => new BigInt64Array(4), () => new Int32Array(new ArrayBuffer(16, { maxByteLength: 32 }))]) {
+  const nonShared = [() => new Int32Array(4), () => new BigInt64Array(4)]
+  if (HAS_RESIZABLE) nonShared.push(() => new Int32Array(new ArrayBuffer(16, { maxByteLength: 32 })))
+  for (const make of nonShared) {
     named(t, () => sabsync.wait(make(), 0, 0, 0), TypeError, 'typedArray', `wait(non-shared ${taTag.call(make())})`)
     named(t, () => sabsync.waitAsync(make(), 0, 0, 0), TypeError, 'typedArray', `waitAsync(non-shared ${taTag.call(make())})`)
   }
 
-  const ranges = { '-1': -1, 4: 4, 100: 100, '2**53': 2 ** 53, Infinity: Infinity, '-Infinity': -Infinity, '-1.5': -1.5, "'4'": '4', 'valueOf -> 9': { valueOf: () => 9 } }
+  const ranges = { '-1': -1, 4: 4, 100: 100, '2**53': 2 ** 53, Infinity, '-Infinity': -Infinity, '-1.5': -1.5, "'4'": '4', 'valueOf -> 9': { valueOf: () => 9 } }
   const indexTypes = { Symbol: Symbol('i'), BigInt: 1n, 'Object(1n)': Object(1n), 'valueOf -> Symbol': { valueOf: () => Symbol('i') }, 'valueOf -> {}, toString -> {}': { valueOf: () => ({}), toString: () => ({}) }, '@@toPrimitive not callable': { [Symbol.toPrimitive]: 1 }, '@@toPrimitive -> {}': { [Symbol.toPrimitive]: () => ({}) } }
   for (const [kind, mk, zero] of [['Int32Array', shared32, 0], ['BigInt64Array', shared64, 0n]]) {
     for (const [label, index] of Object.entries(ranges)) {
@@ -105,7 +118,7 @@ t.test('argument errors name the argument', async t => {
     named(t, () => sabsync.wait(shared32(), 0, value, 0), TypeError, 'value', `Int32Array wait value ${label}`)
     named(t, () => sabsync.waitAsync(shared32(), 0, value, 0), TypeError, 'value', `Int32Array waitAsync value ${label}`)
   }
-  const bigValues = { 0: 0, NaN: NaN, undefined, null: null, Symbol: Symbol('v'), 'valueOf -> 1': { valueOf: () => 1 }, 'Object(1)': Object(1), 'no primitive': { valueOf: () => ({}), toString: () => ({}) } }
+  const bigValues = { 0: 0, NaN, undefined, null: null, Symbol: Symbol('v'), 'valueOf -> 1': { valueOf: () => 1 }, 'Object(1)': Object(1), 'no primitive': { valueOf: () => ({}), toString: () => ({}) } }
   for (const [label, value] of Object.entries(bigValues)) {
     named(t, () => sabsync.wait(shared64(), 0, value, 0), TypeError, 'value', `BigInt64Array wait value ${label}`)
     named(t, () => sabsync.waitAsync(shared64(), 0, value, 0), TypeError, 'value', `BigInt64Array waitAsync value ${label}`)
@@ -125,7 +138,7 @@ t.test('argument errors name the argument', async t => {
   for (const [label, o] of Object.entries(options)) {
     named(t, () => sabsync.waitAsync(shared32(), 0, 1, 0, o), TypeError, 'options', `waitAsync options ${label}`)
   }
-  for (const [label, signal] of Object.entries({ null: null, number: 1, 'plain object': {}, EventTarget: new EventTarget(), 'AbortController': new AbortController() })) {
+  for (const [label, signal] of Object.entries({ null: null, number: 1, 'plain object': {}, EventTarget: new EventTarget(), AbortController: new AbortController() })) {
     named(t, () => sabsync.waitAsync(shared32(), 0, 1, 0, { signal }), TypeError, 'options.signal', `waitAsync options.signal ${label}`)
   }
   for (const [label, ref] of Object.entries({ null: null, number: 1, string: 'true', object: {}, symbol: Symbol('r') })) {
@@ -162,10 +175,24 @@ const COUNTS = [undefined, 0, 1, 2, -1, 0.9, 1.9, NaN, Infinity, -Infinity, '2',
 
 const WRAPPERS = ['valueOf', 'valueOf', 'valueOf', 'toString', 'valueOfObject', 'toPrimitive', 'toPrimitive', 'toPrimitiveNotCallable', 'noPrimitive', 'proxy', 'proxy', 'array']
 const EFFECTS = ['none', 'none', 'throw', 'store', 'grow', 'shrink', 'growRab', 'detach', 'reenter']
+  .filter(e => (HAS_GROWABLE || e !== 'grow') && (HAS_RESIZABLE || (e !== 'shrink' && e !== 'growRab')))
 // Effects that change the array's length while the index is converted: there
 // V8 checks the index against the new length, the spec against the old one
 // (ValidateAtomicAccess step 1), so Atomics is not the reference.
 const LENGTH_EFFECTS = new Set(['grow', 'shrink', 'growRab', 'detach'])
+// The fuzz sees that deviation through a growable or resizable buffer, or
+// through a detach, where V8 has it for detached buffers too (Node 18's V8
+// checks a detached buffer's index against the old length, as the spec does).
+const V8_DEVIATES_ON_DETACH = (() => {
+  const ta = new Int32Array(4)
+  try {
+    Atomics.notify(ta, { valueOf () { detach(ta.buffer); return 0 } }, 0)
+    return false
+  } catch (e) {
+    return e instanceof RangeError
+  }
+})()
+const DEVIATION_SEEABLE = HAS_GROWABLE || HAS_RESIZABLE || V8_DEVIATES_ON_DETACH
 
 const ARRAYS = {
   i32: () => ({ ta: new Int32Array(new SharedArrayBuffer(16)) }),
@@ -194,10 +221,13 @@ const ARRAYS = {
   dv: () => ({ ta: new DataView(new SharedArrayBuffer(16)) }),
   proxy: () => ({ ta: new Int32Array(new SharedArrayBuffer(16)), proxied: true })
 }
-const ARRAY_KINDS = Object.keys(ARRAYS)
+const GROWABLE_ARRAYS = ['gi32fixed', 'gi32track', 'gi64track', 'gi32trackoff']
+const RESIZABLE_ARRAYS = ['ri32track', 'ri32fixed', 'ri64fixedoff']
+const available = k => (HAS_GROWABLE || !GROWABLE_ARRAYS.includes(k)) && (HAS_RESIZABLE || !RESIZABLE_ARRAYS.includes(k))
+const ARRAY_KINDS = Object.keys(ARRAYS).filter(available)
 // Valid arrays more often: most calls should get past the first check.
-const VALID = ['i32', 'i64', 'i32off', 'gi32fixed', 'gi32track', 'gi64track', 'gi32trackoff']
-const NON_SHARED = ['ni32', 'ni64', 'ri32track', 'ri32fixed', 'ri64fixedoff']
+const VALID = ['i32', 'i64', 'i32off', 'gi32fixed', 'gi32track', 'gi64track', 'gi32trackoff'].filter(available)
+const NON_SHARED = ['ni32', 'ni64', 'ri32track', 'ri32fixed', 'ri64fixedoff'].filter(available)
 const BIG = new Set(['i64', 'gi64track', 'ni64', 'ri64fixedoff', 'bu64'])
 const ARRAY_WEIGHTS = ARRAY_KINDS.flatMap(k => VALID.includes(k) ? Array(8).fill(k) : NON_SHARED.includes(k) ? [k, k, k] : [k])
 
@@ -337,13 +367,6 @@ function materialize (p, lib, log) {
 // The reference: Atomics.wait / waitAsync / notify written from the spec's
 // steps, with the engine's own ToNumber / ToBigInt. A timeout here never
 // converts above 0, so no call waits and notify finds no waiter.
-class ArgError extends Error {
-  constructor (Type, arg) {
-    super(arg)
-    this.Type = Type
-    this.arg = arg
-  }
-}
 function as (arg, f) {
   try {
     return f()
@@ -469,7 +492,8 @@ t.test('fuzz: sabsync, Atomics and the spec agree', async t => {
   t.comment(JSON.stringify(tally))
   t.strictSame(failures, [], `no disagreements in ${N} calls (seed ${SEED})`)
   t.ok(agreeWithAtomics > N * 0.9, `Atomics agreed with the model in ${agreeWithAtomics} calls`)
-  t.ok(deviations > 0, `V8's length-after-ToIndex deviation seen ${deviations} times`)
+  t.ok(deviations > 0, `V8's length-after-ToIndex deviation seen ${deviations} times`,
+    { skip: DEVIATION_SEEABLE ? false : 'no growable / resizable buffers, and this V8 follows the spec for detached ones' })
   t.ok(errorsSeen > N / 10, `${errorsSeen} argument errors checked for their message`)
   t.equal(leftWaiting, 0, `no waiter left on ${arrays.size} arrays`)
   // The parking lot's per-bucket waiter counters (see lib/atomics.js).
