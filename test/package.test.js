@@ -20,9 +20,9 @@ function sh (cmd, args, cwd, env = {}) {
 // from the registry's `node` package (the test matrix) has none, and there
 // is no network to fetch them.
 const headers = fs.existsSync(path.join(path.dirname(process.execPath), '..', 'include', 'node', 'node_api.h'))
+const skip = !headers && 'this Node has no headers to build with (offline)'
 
-t.test('npm pack, install into an empty project, require / import / tsc',
-  { skip: !headers && 'this Node has no headers to build with (offline)' }, async t => {
+t.test('npm pack, install into an empty project, require / import / tsc', { skip }, async t => {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'sabsync-pack-'))
   t.teardown(() => fs.rmSync(work, { recursive: true, force: true }))
   // Pack from a copy of the tracked tree, so this test's build never
