@@ -850,11 +850,12 @@ t.test('wait answers ok when another thread notifies', async t => {
     const ta = big ? new BigInt64Array(sab) : new Int32Array(sab)
     const w = new Worker(code, { eval: true, workerData: { sab, big } })
     const message = new Promise(resolve => w.once('message', resolve))
+    const exited = new Promise(resolve => w.once('exit', resolve)) // listen before it can happen
     await new Promise(resolve => w.once('online', resolve))
     const r = sabsync.wait(ta, 1, big ? 0n : 0, 10000)
     t.equal(r, 'ok', `${big ? 'BigInt64Array' : 'Int32Array'}: wait answers ok`)
     t.equal(await message, 1, 'notify counted the one waiter')
-    await new Promise(resolve => w.once('exit', resolve))
+    await exited
   }
 })
 
