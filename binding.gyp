@@ -10,6 +10,8 @@
       "sources": [
         "src/core/lot.c",
         "src/core/owner.c",
+        "src/core/sema.c",
+        "src/core/rate.c",
         "src/core/parker_futex.c",
         "src/core/parker_uv.c",
         "src/napi/env.c",
