@@ -15,7 +15,8 @@
         "src/core/parker_futex.c",
         "src/core/parker_uv.c",
         "src/napi/env.c",
-        "src/napi/binding.c"
+        "src/napi/binding.c",
+        "src/napi/sema.c"
       ],
       "include_dirs": ["include", "src/core"],
       "defines": ["NAPI_VERSION=8"],
