@@ -207,7 +207,10 @@ class Sema {
 
   #acquire ({ timeout, signal, ref }) {
     if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
-    if (timeout === 0) return Promise.resolve(this.tryAcquire())
+    // A free slot needs no native record; semaTry refuses while others
+    // wait, so this overtakes nobody.
+    const now = native.semaTry(this.#i32)
+    if (now >= 0 || timeout === 0) return Promise.resolve(now < 0 ? undefined : this.#got(now))
     const r = native.semaAcquireAsync(this.#i32, timeout, (ref ? 1 : 0) | (signal !== undefined ? 2 : 0))
     if (typeof r === 'number') return Promise.resolve(this.#got(r))
     const local = this.#local
