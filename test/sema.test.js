@@ -4,7 +4,7 @@
 const t = require('tap')
 const sabsync = require('..')
 const { Sema } = sabsync
-const { until, worker, exited } = require('./helpers')
+const { until, worker, exited, child, root } = require('./helpers')
 
 const message = w => new Promise(resolve => w.once('message', resolve))
 
@@ -358,4 +358,17 @@ t.test('a Sema travels by postMessage and lives at an offset of a bigger buffer'
   t.same(await message(w), [3, 0])
   await exited(w)
   t.same(new Int32Array(buffer, 0, 2), new Int32Array(2), 'the bytes before it are untouched')
+})
+
+t.test('process exit with an unref\'d worker parked in acquireSync does not hang', async t => {
+  const r = await child(`
+    const { Worker } = require('worker_threads')
+    const s = new sabsync.Sema(1)
+    s.tryAcquire()
+    const w = new Worker('const { workerData } = require("worker_threads"); require(' + ${JSON.stringify(JSON.stringify(root))} + ').Sema.from(workerData).acquireSync()', { eval: true, workerData: s })
+    w.unref()
+    const poll = setInterval(() => { if (s.nrWaiting() === 1) { clearInterval(poll); console.log('parked') } }, 2)`)
+  t.equal(r.code, 0, r.stderr)
+  t.match(r.stdout, 'parked')
+  t.comment(`exit took ${r.ms.toFixed(0)} ms`)
 })
