@@ -10,10 +10,13 @@
       "sources": [
         "src/core/lot.c",
         "src/core/owner.c",
+        "src/core/sema.c",
+        "src/core/rate.c",
         "src/core/parker_futex.c",
         "src/core/parker_uv.c",
         "src/napi/env.c",
-        "src/napi/binding.c"
+        "src/napi/binding.c",
+        "src/napi/sema.c"
       ],
       "include_dirs": ["include", "src/core"],
       "defines": ["NAPI_VERSION=8"],

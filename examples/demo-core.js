@@ -64,5 +64,7 @@ async function main () {
   log(`all ${TOTAL} jobs done; the main loop ticked ${ticks} times while it waited`)
 }
 
-module.exports = main
-if (require.main === module) main()
+main().catch(err => {
+  console.error(err)
+  process.exit(1)
+})

@@ -84,6 +84,11 @@ struct sab_waiter_s {
   uint32_t watch;
   /* A value handed to the record with its wake (token semaphores). */
   uint32_t token;
+  /* The owner id of the thread the record waits for, and what the record's
+   * primitive needs to find its state (a token semaphore: its sab_sema_t).
+   * Set before the record is queued; read under the bucket lock. */
+  uint32_t owner;
+  const void *ctx;
   sab_wake_cb wake; /* async records only */
 #ifdef SAB_PARKER_UV
   uv_mutex_t mu; /* blocking records only: the portable parker */
@@ -125,6 +130,10 @@ int sab_wait_enqueue(sab_waiter_t *w, const void *cell, int size, int64_t expect
  * queued and SAB_OWNER_DEAD is answered (after SAB_NOT_EQUAL is ruled out).
  */
 #define SAB_WATCH_ANY 0xFFFFFFFFu
+/* A token semaphore's waiter (sab_sema_acquire sets it): a death is not a
+ * wake for it; instead the semaphore's reclaim runs under its bucket lock
+ * (see src/core/sema.c). */
+#define SAB_WATCH_SEMA 0xFFFFFFFEu
 uint32_t sab_owner_new(void);
 int sab_owner_alive(uint32_t id);
 void sab_owner_died(uint32_t id);
@@ -169,6 +178,104 @@ void sab_nudge_all(void);
  * A counter is raised before the enqueueing waiter loads its cell. */
 uint32_t sab_bucket_of(uintptr_t addr);
 int32_t *sab_bucket_counts(void);
+
+/* Errors of the token semaphore and the rate limiter: negative, as libuv's. */
+enum {
+  SAB_E_BAD_TOKEN = -1, /* the slot is not out, or not held by the caller */
+  SAB_E_CORRUPT = -2,   /* the shared memory does not hold a valid state */
+  SAB_E_INVAL = -3      /* an argument out of range */
+};
+
+/*
+ * The token semaphore (src/core/sema.c). Its state lives in caller-provided
+ * shared memory (the layout is in sema.c); its waiters queue in the lot on
+ * the address of its first word, so every change to the pool and the queue
+ * happens under that bucket's lock. Tokens are slot numbers 0 .. nr-1; each
+ * slot out of the pool records the owner id of its holder, so that slots
+ * held by a thread that died come back (reclaimed lazily, see sema.c).
+ *
+ * A sab_sema_t is a checked view of the memory, made per call or kept by a
+ * queued record (w->ctx): nr comes from the view, never again from the
+ * shared memory, so a corrupted word cannot send an index out of bounds.
+ */
+#define SAB_SEMA_MAGIC 0x53454D31  /* "SEM1" */
+#define SAB_SEMA_MAX 0x100000u     /* the most slots */
+#define SAB_SEMA_NO_TOKEN 0xFFFFFFFFu
+#define SAB_SEMA_RECOVERED 0x80000000u /* in a token: its last holder died */
+/* sab_sema_release's *info bits. */
+#define SAB_SEMA_HANDED_SELF 1u /* the slot went to a waiter of the same owner */
+#define SAB_SEMA_POOLED 2u      /* the slot went to the pool (no waiter) */
+
+typedef struct {
+  int32_t *base;
+  uint32_t nr;
+} sab_sema_t;
+
+/* Bytes for nr slots (a multiple of 8), or 0 if nr is 0 or too large. */
+size_t sab_sema_bytes(uint32_t nr);
+/* Initialise `bytes` of 8-aligned memory as a semaphore of nr free slots
+ * (nobody may use it meanwhile), and make the view. 0 or SAB_E_INVAL. */
+int sab_sema_init(sab_sema_t *s, void *mem, size_t bytes, uint32_t nr);
+/* Make a view of a semaphore initialised elsewhere: 0 or SAB_E_CORRUPT. */
+int sab_sema_open(sab_sema_t *s, void *mem, size_t bytes);
+
+/*
+ * Take a slot for `owner`. With w == NULL (try): SAB_OK with *token, or
+ * SAB_TIMED_OUT when none is free or others wait (no barging). With a
+ * record: SAB_OK with *token, or SAB_PENDING with `w` queued; its slot then
+ * arrives with its wake in w->token (SAB_SEMA_NO_TOKEN: woken without one,
+ * by a stray notify: acquire again). SAB_E_CORRUPT on a broken state.
+ * A token is the slot, | SAB_SEMA_RECOVERED if its last holder died.
+ */
+int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint32_t *token);
+
+/*
+ * Give back a slot `owner` holds: to the oldest waiter if any, else to the
+ * pool. slot < 0: the slot `owner` got most recently. Answers the slot, or
+ * SAB_E_BAD_TOKEN (not out, not the owner's, or none held), or
+ * SAB_E_CORRUPT; *info (may be NULL) gets SAB_SEMA_HANDED_SELF/POOLED.
+ */
+int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t *info);
+
+/* A token handed to a record that will never use it (its thread ends, or
+ * it gave up after the handoff): release it if `owner` still holds it. */
+void sab_sema_give_back(const sab_sema_t *s, uint32_t owner, uint32_t token);
+
+/* Queued waiters, all threads. */
+uint32_t sab_sema_waiting(const sab_sema_t *s);
+/* Slots in the pool, after reclaiming those of dead holders. */
+int sab_sema_available(const sab_sema_t *s);
+
+/* Blocking acquire in one call (C callers and tests): SAB_OK with *token,
+ * or SAB_TIMED_OUT after timeout_ns (UINT64_MAX: forever). */
+int sab_sema_wait(const sab_sema_t *s, uint32_t owner, uint64_t timeout_ns, uint32_t *token);
+
+/*
+ * The rate limiter (src/core/rate.c): the times of the last rps grants in a
+ * ring in shared memory, changed under the bucket lock of its first word.
+ * A grant is allowed at `now` when the grant rps places back is at least
+ * unit_ns old (and, uniform, the last one at least unit_ns / rps old); it is
+ * then recorded at `now`, so no window of unit_ns holds more than rps
+ * grants. Nothing is ever handed back: a thread that dies leaks nothing.
+ */
+#define SAB_RATE_MAGIC 0x52415431 /* "RAT1" */
+#define SAB_RATE_MAX 0x100000u
+
+typedef struct {
+  int32_t *base;
+  uint32_t rps;
+} sab_rate_t;
+
+size_t sab_rate_bytes(uint32_t rps);
+int sab_rate_init(sab_rate_t *r, void *mem, size_t bytes, uint32_t rps, uint64_t unit_ns, int uniform);
+int sab_rate_open(sab_rate_t *r, void *mem, size_t bytes);
+/* SAB_OK: granted, recorded at *at (sab_now() scale); SAB_PENDING: try
+ * again in *wait_ns; or SAB_E_CORRUPT. The clock is read under the lock,
+ * so recorded times never go backwards. */
+int sab_rate_take(const sab_rate_t *r, uint64_t *at, uint64_t *wait_ns);
+/* The rate limiter's parameters, as stored. */
+uint64_t sab_rate_unit_ns(const sab_rate_t *r);
+int sab_rate_uniform(const sab_rate_t *r);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,8 @@ const { isMainThread } = require('worker_threads')
 const native = require('./native')
 const { wait, waitAsync, notify, waiters } = require('./atomics')
 const { SabsyncError } = require('./errors')
+const { Sema } = require('./sema')
+const { RateLimit } = require('./rate-limit')
 
 // A worker parked in native code is not interrupted by the main thread's
 // exit: Node terminates workers and joins them. Tell parked threads to look
@@ -14,5 +16,7 @@ module.exports = {
   waitAsync,
   notify,
   waiters,
+  Sema,
+  RateLimit,
   SabsyncError
 }

@@ -60,8 +60,28 @@ typedef struct {
 sab__wake_t sab__dequeue_locked(sab__bucket_t *b, sab_waiter_t *w, uint32_t state);
 void sab__wake_unlocked(sab__wake_t wk);
 
-/* Wake every record watching `owner` or any owner (owner.c, at a death). */
+/* Wakes collected under a bucket lock, delivered after it is released
+ * (sab__wake_list_run): async records in order, futex words in a small
+ * array that is flushed under the lock if it fills. */
+typedef struct {
+  sab_waiter_t *async_head;
+  sab_waiter_t **async_tail;
+  void *futex[32];
+  unsigned nfutex;
+} sab__wake_list_t;
+void sab__wake_list_init(sab__wake_list_t *l);
+void sab__wake_list_add(sab__wake_list_t *l, sab__wake_t wk);
+void sab__wake_list_run(sab__wake_list_t *l);
+
+/* Wake every record watching `owner` or any owner (owner.c, at a death);
+ * for records watching SAB_WATCH_SEMA, run sab__sema_on_death instead. */
 void sab__wake_watchers(uint32_t owner);
+
+/* A death happened and records are queued on the semaphore at `addr`
+ * (bucket `b`, locked): reclaim slots of dead holders and hand them to the
+ * oldest waiters. Touches the semaphore's memory only while a record is
+ * queued on it (that record keeps the memory alive). */
+void sab__sema_on_death(sab__bucket_t *b, uintptr_t addr, sab__wake_list_t *l);
 
 /* Nonzero when spinning can help: more than one CPU is ours to run on. */
 int sab__spin_allowed(void);

@@ -77,6 +77,8 @@ void sab_waiter_init_blocking(sab_waiter_t *w) {
   w->kind = SAB_WAITER_BLOCKING;
   w->watch = 0;
   w->token = 0;
+  w->owner = 0;
+  w->ctx = NULL;
   w->wake = NULL;
   sab__parker_init(w);
 }
@@ -88,6 +90,8 @@ void sab_waiter_init_async(sab_waiter_t *w, sab_wake_cb wake) {
   w->kind = SAB_WAITER_ASYNC;
   w->watch = 0;
   w->token = 0;
+  w->owner = 0;
+  w->ctx = NULL;
   w->wake = wake;
 }
 
@@ -203,21 +207,13 @@ void sab__wake_unlocked(sab__wake_t wk) {
   if (wk.async != NULL) wk.async->wake(wk.async);
 }
 
-/* Wakes collected under a bucket lock, delivered after it is released. */
-typedef struct {
-  sab_waiter_t *async_head;
-  sab_waiter_t **async_tail;
-  void *futex[32];
-  unsigned nfutex;
-} wake_list_t;
-
-static void wake_list_init(wake_list_t *l) {
+void sab__wake_list_init(sab__wake_list_t *l) {
   l->async_head = NULL;
   l->async_tail = &l->async_head;
   l->nfutex = 0;
 }
 
-static void wake_list_add(wake_list_t *l, sab__wake_t wk) {
+void sab__wake_list_add(sab__wake_list_t *l, sab__wake_t wk) {
   if (wk.async != NULL) {
     wk.async->wake_next = NULL;
     *l->async_tail = wk.async;
@@ -234,7 +230,7 @@ static void wake_list_add(wake_list_t *l, sab__wake_t wk) {
   }
 }
 
-static void wake_list_run(wake_list_t *l) {
+void sab__wake_list_run(sab__wake_list_t *l) {
   for (unsigned i = 0; i < l->nfutex; i++) sab__unpark(l->futex[i]);
   while (l->async_head != NULL) {
     sab_waiter_t *a = l->async_head;
@@ -245,21 +241,21 @@ static void wake_list_run(wake_list_t *l) {
 
 uint64_t sab_notify(uintptr_t addr, uint64_t count) {
   uint64_t n = 0;
-  wake_list_t l;
+  sab__wake_list_t l;
   if (count == 0) return 0;
-  wake_list_init(&l);
+  sab__wake_list_init(&l);
   sab__bucket_t *b = lock_bucket(addr, NULL);
   sab_waiter_t *w = b->head;
   while (w != NULL && n < count) {
     sab_waiter_t *next = w->next; /* read before w's state is final */
     if (w->addr == addr) {
-      wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
+      sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
       n++;
     }
     w = next;
   }
   unlock_bucket(b);
-  wake_list_run(&l);
+  sab__wake_list_run(&l);
   return n;
 }
 
@@ -268,18 +264,32 @@ void sab__wake_watchers(uint32_t owner) {
   pthread_once(&lot_once, lot_init);
   for (unsigned i = 0; i < SAB_BUCKETS; i++) {
     sab__bucket_t *b = &buckets[i];
-    wake_list_t l;
+    sab__wake_list_t l;
     if (__atomic_load_n(&counts[i * SAB_COUNT_STRIDE], __ATOMIC_SEQ_CST) == 0) continue;
-    wake_list_init(&l);
+    sab__wake_list_init(&l);
     if (pthread_mutex_lock(&b->mu) != 0) abort();
+    uintptr_t semas[8];
+    unsigned nsemas = 0;
     for (sab_waiter_t *w = b->head, *next; w != NULL; w = next) {
       next = w->next;
-      if (w->watch == owner || w->watch == SAB_WATCH_ANY) {
-        wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
+      if (w->watch == SAB_WATCH_SEMA) {
+        /* The reclaim dequeues records of this address only: step past
+         * them first, so that `next` stays queued. Each semaphore runs
+         * once per visit (again only if `semas` overflows: harmless, the
+         * reclaim is idempotent). */
+        uintptr_t addr = w->addr;
+        unsigned i = 0;
+        while (i < nsemas && semas[i] != addr) i++;
+        if (i < nsemas) continue;
+        if (nsemas < sizeof semas / sizeof semas[0]) semas[nsemas++] = addr;
+        while (next != NULL && next->addr == addr) next = next->next;
+        sab__sema_on_death(b, addr, &l);
+      } else if (w->watch == owner || w->watch == SAB_WATCH_ANY) {
+        sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
       }
     }
     unlock_bucket(b);
-    wake_list_run(&l);
+    sab__wake_list_run(&l);
   }
 }
 

@@ -22,6 +22,10 @@
  * termination more often from then on. */
 static int exiting;
 
+uint64_t sab_napi_slice_ns(void) {
+  return __atomic_load_n(&exiting, __ATOMIC_RELAXED) ? EXIT_SLICE_NS : SLICE_NS;
+}
+
 /* A validated cell: its address and size. */
 typedef struct {
   void *cell;
@@ -127,7 +131,7 @@ static napi_value sab_napi_wait(napi_env env, napi_callback_info info) {
       r = sab_wait_cancel(&w, SAB_TIMED_OUT);
       break;
     }
-    uint64_t slice = __atomic_load_n(&exiting, __ATOMIC_RELAXED) ? EXIT_SLICE_NS : SLICE_NS;
+    uint64_t slice = sab_napi_slice_ns();
     uint64_t until = deadline - now > slice ? now + slice : deadline;
     r = sab_wait_park(&w, until);
     if (r == SAB_PENDING && sab_napi_env_terminating(e)) {
@@ -355,6 +359,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
     SAB_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].cb, NULL, &fn), NULL);
     SAB_CALL(env, napi_set_named_property(env, exports, fns[i].name, fn), NULL);
   }
+  if (sab_napi_sema_register(env, exports) != 0) return NULL;
   if (set_number(env, exports, "bucketBits", SAB_BUCKET_BITS) != 0 ||
       set_number(env, exports, "countStride", SAB_COUNT_STRIDE) != 0 ||
       set_counts(env, exports) != 0) {

@@ -12,7 +12,8 @@
  * sends to the async handle again; then settle every unsettled record. One
  * still queued in the lot is cancelled. One that a notify already took was
  * counted as woken but will never run JS here: its wake is handed on to the
- * next waiter of its address, once it has reached the delivery queue (the
+ * next waiter of its address (a token semaphore's record gives its slot
+ * back instead: a->unconsumed), once it has reached the delivery queue (the
  * notifier may still be between its unlock and its append, so we wait on
  * env->cv for that). Finally the handles close and the state is freed.
  */
@@ -161,10 +162,15 @@ void sab_napi_async_track(sab_env_t *e, sab_async_t *a) {
  * inside a handle scope and a callback scope. */
 static void settle(sab_env_t *e, sab_async_t *a, const char *result) {
   napi_value v;
+  napi_status st;
   untrack(e, a);
-  if (napi_create_string_utf8(e->env, result, NAPI_AUTO_LENGTH, &v) == napi_ok) {
-    napi_resolve_deferred(e->env, a->deferred, v);
+  if (a->yields_token) {
+    double token = result[0] != 'o' ? -1 : a->w.token == SAB_SEMA_NO_TOKEN ? -2 : (double)a->w.token;
+    st = napi_create_double(e->env, token, &v);
+  } else {
+    st = napi_create_string_utf8(e->env, result, NAPI_AUTO_LENGTH, &v);
   }
+  if (st == napi_ok) napi_resolve_deferred(e->env, a->deferred, v);
   sab_napi_async_free(e, a);
 }
 
@@ -313,7 +319,8 @@ static void env_teardown(napi_async_cleanup_hook_handle handle, void *arg) {
       uv_mutex_lock(&e->mu);
       while (!a->queued) uv_cond_wait(&e->cv, &e->mu);
       uv_mutex_unlock(&e->mu);
-      sab_notify(a->w.addr, 1);
+      if (a->unconsumed != NULL) a->unconsumed(a);
+      else sab_notify(a->w.addr, 1);
     }
     /* The promise can no longer settle; its deferred dies with the env. */
     sab_napi_async_free(e, a);

@@ -30,6 +30,13 @@ struct sab_async_s {
   uint8_t keeps_loop;         /* counted in env->nref */
   uint8_t js_holds;           /* a JS handle points here (abort) */
   uint8_t settled;
+  /* Resolve with the record's token (a number; -1 timed out, -2 woken
+   * without one) instead of 'ok' / 'timed-out' (token semaphores). */
+  uint8_t yields_token;
+  /* A wake this record was counted for but will never deliver (its env is
+   * torn down): hand it on. NULL: sab_notify(addr, 1), the plain waiters'
+   * way; a token semaphore gives its slot back instead. Env thread only. */
+  void (*unconsumed)(sab_async_t *a);
   /* Guarded by env->mu. */
   uint8_t queued;
   sab_async_t *qnext;
@@ -80,5 +87,12 @@ void sab_napi_async_release_handle(sab_async_t *a);
 /* The wake callback given to the core for every async record. */
 void sab_napi_async_wake(sab_waiter_t *w);
 void sab_napi_async_free(sab_env_t *e, sab_async_t *a);
+
+/* How long a blocking wait sleeps between checks for termination (shorter
+ * once the main thread is exiting). binding.c. */
+uint64_t sab_napi_slice_ns(void);
+/* Add the token semaphore's and rate limiter's functions to `exports`:
+ * 0, or -1 with an exception pending. sema.c. */
+int sab_napi_sema_register(napi_env env, napi_value exports);
 
 #endif /* SAB_NAPI_ENV_H */

@@ -1,0 +1,134 @@
+'use strict'
+// RateLimit: at most `rps` grants in any window of `timeUnit` ms, across
+// every thread attached to it. The times of the last rps grants live in
+// shared memory and change only under a native lock (src/core/rate.c): a
+// caller either is granted (its time recorded) or learns how long to wait
+// before it asks again. Nothing is ever handed back, so a thread that ends
+// at any point leaks no capacity.
+
+const native = require('./native')
+const { memoryOf, handleOf, parseTimeout, isAbortSignal, SabsyncError, invalidType, outOfRange } = require('./shared')
+
+const MAX = 0x100000 // SAB_RATE_MAX
+const MAGIC = 0x52415431 // SAB_RATE_MAGIC
+const HEADER_BYTES = 32
+
+function checkRps (rps) {
+  if (typeof rps !== 'number') throw invalidType('rps', 'a positive integer', rps)
+  if (!Number.isInteger(rps) || rps < 1 || rps > MAX) {
+    throw outOfRange('rps', `an integer >= 1 and <= ${MAX}`, rps)
+  }
+}
+
+function parseOptions (options) {
+  if (options === undefined || options === null) return { timeUnit: 1000, uniformDistribution: false }
+  if (typeof options !== 'object') throw invalidType('options', 'an object', options)
+  const { timeUnit = 1000, uniformDistribution = false } = options
+  if (typeof timeUnit !== 'number') throw invalidType('options.timeUnit', 'a positive number of milliseconds', timeUnit)
+  if (!(timeUnit > 0 && timeUnit < 1e12)) {
+    throw outOfRange('options.timeUnit', 'a number of milliseconds > 0 and < 1e12', timeUnit)
+  }
+  if (typeof uniformDistribution !== 'boolean') {
+    throw invalidType('options.uniformDistribution', 'a boolean', uniformDistribution)
+  }
+  return { timeUnit, uniformDistribution }
+}
+
+// Blocking sleep for .sync(): Atomics.wait on a cell nobody notifies.
+const sleeper = new Int32Array(new SharedArrayBuffer(4))
+
+function limiterOver (mem) {
+  const i32 = mem.i32
+
+  /**
+   * Resolves when a call may proceed, with the grant's time (ms on the
+   * monotonic clock of process.hrtime). options.signal: an abort rejects
+   * with signal.reason (nothing was recorded for that caller).
+   */
+  async function limit (options) {
+    let signal
+    if (options !== undefined) {
+      if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options)
+      signal = options.signal
+      if (signal !== undefined && !isAbortSignal(signal)) throw invalidType('options.signal', 'an AbortSignal', signal)
+    }
+    for (;;) {
+      if (signal !== undefined && signal.aborted) throw signal.reason
+      const r = native.rateTake(i32)
+      if (r > 0) return r
+      await sleep(-r, signal)
+    }
+  }
+
+  /** Blocks this thread until a call may proceed (for workers). */
+  function sync (timeout) {
+    const ms = parseTimeout(timeout)
+    const end = ms === Infinity ? Infinity : native.now() + ms
+    for (;;) {
+      const r = native.rateTake(i32)
+      if (r > 0) return r
+      const left = end - native.now()
+      if (left <= 0) return undefined
+      Atomics.wait(sleeper, 0, 0, Math.min(-r, left))
+    }
+  }
+
+  Object.defineProperty(limit, 'sync', { value: sync, writable: true, configurable: true })
+  // Own enumerable, as on every primitive: { buffer, byteOffset } is the
+  // handle another thread passes to RateLimit.from().
+  Object.defineProperty(limit, 'buffer', { value: mem.buffer, enumerable: true })
+  Object.defineProperty(limit, 'byteOffset', { value: mem.byteOffset, enumerable: true })
+  const [rps, timeUnit, uniformDistribution] = native.rateOpen(i32)
+  Object.defineProperty(limit, 'rps', { value: rps })
+  Object.defineProperty(limit, 'timeUnit', { value: timeUnit })
+  Object.defineProperty(limit, 'uniformDistribution', { value: uniformDistribution })
+  return limit
+}
+
+// Timers may fire a little early (Node measures from the loop's cached
+// time); rateTake says so and the loop above sleeps the rest.
+function sleep (ms, signal) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(done, Math.max(1, Math.ceil(ms)))
+    function done () {
+      if (signal !== undefined) signal.removeEventListener('abort', aborted)
+      resolve()
+    }
+    function aborted () {
+      clearTimeout(timer)
+      reject(signal.reason)
+    }
+    if (signal !== undefined) signal.addEventListener('abort', aborted, { once: true })
+  })
+}
+
+/**
+ * A rate limiter shared by every thread that attaches to it: `await limit()`
+ * resolves when a call may proceed, at most `rps` per `timeUnit` ms.
+ */
+function RateLimit (rps, options) {
+  checkRps(rps)
+  const { timeUnit, uniformDistribution } = parseOptions(options)
+  const mem = memoryOf('RateLimit', native.rateBytes(rps), options)
+  native.rateInit(mem.i32, rps, timeUnit, uniformDistribution)
+  return limiterOver(mem)
+}
+
+/** Bytes a RateLimit of `rps` needs in shared memory (8-byte aligned). */
+RateLimit.byteLength = function byteLength (rps) {
+  checkRps(rps)
+  return native.rateBytes(rps)
+}
+
+/** Attach to a RateLimit made in another thread (or its { buffer, byteOffset }). */
+RateLimit.from = function from (handle) {
+  const { buffer, byteOffset } = handleOf('RateLimit', handle)
+  const head = memoryOf('RateLimit', HEADER_BYTES, { buffer, byteOffset })
+  const rps = Atomics.load(head.i32, 1)
+  if (Atomics.load(head.i32, 0) !== MAGIC || !(rps >= 1 && rps <= MAX)) {
+    throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `sabsync: no RateLimit at byteOffset ${head.byteOffset} of this buffer`)
+  }
+  return limiterOver(memoryOf('RateLimit', native.rateBytes(rps), { buffer, byteOffset }))
+}
+
+module.exports = { RateLimit }

@@ -1,0 +1,374 @@
+'use strict'
+// Sema: a token semaphore shared by every thread, with async-sema's
+// meanings. The pool and the queue are native (src/core/sema.c); this file
+// validates, maps slots to this thread's token values, and keeps this
+// thread's bookkeeping: which slots it got (for release() without a token
+// and for `recovered`), how many of its acquires are queued, and pauseFn /
+// resumeFn.
+
+const native = require('./native')
+const {
+  memoryOf, handleOf, parseTimeout, parseAsyncOptions, deathEpoch, parkAsync,
+  WATCH_ANY, SabsyncError, invalidType, outOfRange
+} = require('./shared')
+const { describe } = require('./errors')
+const { guard } = require('./abort')
+
+const MAX = 0x100000 // SAB_SEMA_MAX
+const RECOVERED = 0x80000000 // SAB_SEMA_RECOVERED, in a native token
+const HANDED_SELF = 1 // semaRelease's info bits
+const POOLED = 2
+const MAGIC = 0x53454D31 // SAB_SEMA_MAGIC
+const W_AVAIL = 1 // the pool's size; its address keys refill watchers
+const W_NR = 2
+const HEADER_BYTES = 32
+const ATTACH = Symbol('attach') // Sema.from's way through the constructor
+
+let pausedOf, resume // set in Sema's static block
+
+function checkNr (nr, name = 'nr') {
+  if (typeof nr !== 'number') throw invalidType(name, 'a positive integer', nr)
+  if (!Number.isInteger(nr) || nr < 1 || nr > MAX) {
+    throw outOfRange(name, `an integer >= 1 and <= ${MAX}`, nr)
+  }
+}
+
+function optionalFunction (name, value) {
+  if (value !== undefined && typeof value !== 'function') throw invalidType(name, 'a function', value)
+  return value
+}
+
+// { initFn, pauseFn, resumeFn } of new Sema() and Sema.from(); capacity
+// only for the constructor.
+function parseOptions (options, ctor) {
+  if (options === undefined || options === null) return {}
+  if (typeof options !== 'object') throw invalidType('options', 'an object', options)
+  const initFn = optionalFunction('options.initFn', options.initFn)
+  const pauseFn = optionalFunction('options.pauseFn', options.pauseFn)
+  const resumeFn = optionalFunction('options.resumeFn', options.resumeFn)
+  if ((pauseFn === undefined) !== (resumeFn === undefined)) {
+    const [given, missing] = pauseFn === undefined ? ['resumeFn', 'pauseFn'] : ['pauseFn', 'resumeFn']
+    throw invalidType(`options.${missing}`, `a function when options.${given} is given (pausing needs both)`, options[missing])
+  }
+  if (ctor && options.capacity !== undefined) {
+    // async-sema preallocates its waiting list with it; here waiters are
+    // list nodes in the native queue, so it is only checked.
+    const c = options.capacity
+    if (typeof c !== 'number') throw invalidType('options.capacity', 'a positive integer', c)
+    if (!Number.isInteger(c) || c < 1) throw outOfRange('options.capacity', 'a positive integer', c)
+  }
+  return { initFn, pauseFn, resumeFn }
+}
+
+function badToken (message) {
+  return new SabsyncError('ERR_SABSYNC_BAD_TOKEN', message)
+}
+
+// What this thread knows about one Sema's memory, shared by every Sema
+// object of this thread over it (so release() without a token means "the
+// token this thread got most recently", whichever object it came through).
+//   held:      slots delivered to JS here, oldest first
+//   recovered: those of them whose last holder had died
+//   queued:    this thread's acquires still in the native queue, as far as
+//              this thread can tell (one handed over by another thread
+//              counts until its promise settles)
+//   early:     acquires of ours that our own release handed a slot to,
+//              counted off `queued` already, whose promises have not settled
+//   pausers:   objects with pauseFn/resumeFn
+const locals = new WeakMap() // SharedArrayBuffer -> Map(byteOffset -> local)
+
+function localOf (buffer, byteOffset) {
+  let byOffset = locals.get(buffer)
+  if (byOffset === undefined) locals.set(buffer, byOffset = new Map())
+  let local = byOffset.get(byteOffset)
+  if (local === undefined) {
+    local = { held: [], recovered: new Set(), queued: 0, early: 0, pausers: new Set(), watching: false }
+    byOffset.set(byteOffset, local)
+  }
+  return local
+}
+
+class Sema {
+  #i32
+  #nr
+  #local
+  #values // slot -> this thread's token value, or null: tokens are slots
+  #slots // value -> [slot, ...] (with initFn)
+  #pauseFn
+  #resumeFn
+  #paused = false
+
+  /**
+   * @param {number} nr tokens (slots 0 … nr-1)
+   * @param {object} [options] { initFn, pauseFn, resumeFn, capacity, buffer, byteOffset }
+   */
+  constructor (nr, options) {
+    if (nr === ATTACH) {
+      this.#setup(options.mem, options.nr, options.opts)
+      return
+    }
+    checkNr(nr)
+    const opts = parseOptions(options, true)
+    const mem = memoryOf('Sema', native.semaBytes(nr), options)
+    native.semaInit(mem.i32, nr)
+    this.#setup(mem, nr, opts)
+  }
+
+  /** Bytes a Sema of `nr` tokens needs in shared memory (8-byte aligned). */
+  static byteLength (nr) {
+    checkNr(nr)
+    return native.semaBytes(nr)
+  }
+
+  /** Attach to a Sema made in another thread (or its { buffer, byteOffset }). */
+  static from (handle, options) {
+    const { buffer, byteOffset } = handleOf('Sema', handle)
+    const opts = parseOptions(options, false)
+    const head = memoryOf('Sema', HEADER_BYTES, { buffer, byteOffset })
+    const nr = Atomics.load(head.i32, W_NR)
+    if (Atomics.load(head.i32, 0) !== MAGIC || !(nr >= 1 && nr <= MAX)) {
+      throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `sabsync: no Sema at byteOffset ${head.byteOffset} of this buffer`)
+    }
+    const mem = memoryOf('Sema', native.semaBytes(nr), { buffer, byteOffset })
+    native.semaOpen(mem.i32) // checks it all again, natively
+    return new Sema(ATTACH, { mem, nr, opts })
+  }
+
+  #setup (mem, nr, { initFn, pauseFn, resumeFn }) {
+    // Own enumerable data: what postMessage copies, and Sema.from reads.
+    Object.defineProperty(this, 'buffer', { value: mem.buffer, enumerable: true })
+    Object.defineProperty(this, 'byteOffset', { value: mem.byteOffset, enumerable: true })
+    this.#i32 = mem.i32
+    this.#nr = nr
+    this.#local = localOf(mem.buffer, mem.byteOffset)
+    this.#values = null
+    if (initFn !== undefined) {
+      this.#values = new Array(nr)
+      this.#slots = new Map()
+      for (let slot = 0; slot < nr; slot++) {
+        const value = initFn(slot)
+        this.#values[slot] = value
+        const list = this.#slots.get(value)
+        if (list === undefined) this.#slots.set(value, [slot])
+        else list.push(slot)
+      }
+    }
+    if (pauseFn !== undefined) {
+      this.#pauseFn = pauseFn
+      this.#resumeFn = resumeFn
+      this.#local.pausers.add(this)
+    }
+  }
+
+  /** The number of tokens. */
+  get nr () { return this.#nr }
+
+  // A native token (slot | RECOVERED) became this thread's.
+  #got (t) {
+    const recovered = t >= RECOVERED
+    const slot = recovered ? t - RECOVERED : t
+    const local = this.#local
+    local.held.push(slot)
+    if (recovered) local.recovered.add(slot)
+    else local.recovered.delete(slot)
+    return this.#values === null ? slot : this.#values[slot]
+  }
+
+  /** A token if one is free and nobody waits for one, else undefined. */
+  tryAcquire () {
+    const t = native.semaTry(this.#i32)
+    return t < 0 ? undefined : this.#got(t)
+  }
+
+  /**
+   * Block this thread until a token is free (for workers; allowed on the
+   * main thread, as Atomics.wait is in Node). undefined after `timeout` ms.
+   */
+  acquireSync (timeout) {
+    const ms = parseTimeout(timeout)
+    const t = ms === 0 ? native.semaTry(this.#i32) : native.semaAcquire(this.#i32, ms)
+    return t < 0 ? undefined : this.#got(t)
+  }
+
+  /**
+   * A promise of a token: at once if one is free, else when a release
+   * hands one over (oldest waiter first, across threads). Resolves
+   * undefined after options.timeout ms; rejects with signal.reason on abort.
+   */
+  acquire (options) {
+    let opts
+    try {
+      opts = parseAsyncOptions(options)
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    return this.#acquire(opts)
+  }
+
+  #acquire ({ timeout, signal, ref }) {
+    if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
+    // A free slot needs no native record; semaTry refuses while others
+    // wait, so this overtakes nobody.
+    const now = native.semaTry(this.#i32)
+    if (now >= 0 || timeout === 0) return Promise.resolve(now < 0 ? undefined : this.#got(now))
+    const r = native.semaAcquireAsync(this.#i32, timeout, (ref ? 1 : 0) | (signal !== undefined ? 2 : 0))
+    if (typeof r === 'number') return Promise.resolve(this.#got(r))
+    const local = this.#local
+    local.queued++
+    if (this.#pauseFn !== undefined && !this.#paused) {
+      this.#paused = true
+      this.#pauseFn()
+    }
+    let promise = r
+    if (signal !== undefined) {
+      promise = r[0]
+      guard(signal, r[1], promise)
+    }
+    return promise.then(t => {
+      if (t >= 0 && local.early > 0) local.early--
+      else local.queued--
+      const value = t >= 0 ? this.#got(t) : undefined
+      if (local.queued === 0) resumeCheck(this.#i32, local)
+      // -2: woken without a token by a stray notify on our word: queue again.
+      return t === -2 ? this.#acquire({ timeout, signal, ref }) : value
+    }, err => {
+      local.queued--
+      if (local.queued === 0) resumeCheck(this.#i32, local)
+      throw err
+    })
+  }
+
+  /**
+   * Give a token back: to the longest waiter of any thread, else to the
+   * pool. Without one: the token this thread got most recently.
+   * A token this thread does not hold throws ERR_SABSYNC_BAD_TOKEN.
+   */
+  release (token) {
+    const local = this.#local
+    let r
+    if (token === undefined) {
+      const held = local.held
+      while (held.length > 0) {
+        const slot = held.pop()
+        local.recovered.delete(slot)
+        r = native.semaRelease(this.#i32, slot)
+        if (r >= 0) return this.#released(r)
+        // Not ours any more: a release() below gave it back before its
+        // promise delivered it. Try the next.
+      }
+      // Nothing delivered is held; one may be on its way to an acquire of
+      // ours (handed over, its promise not settled yet): the native side
+      // knows, and gives back the newest.
+      r = native.semaRelease(this.#i32, -1)
+      if (r < 0) throw badToken('release() without a token, but this thread holds no token of this Sema')
+      return this.#released(r)
+    }
+    for (const slot of this.#slotsOf(token)) {
+      r = native.semaRelease(this.#i32, slot)
+      if (r >= 0) {
+        const i = local.held.lastIndexOf(slot)
+        if (i >= 0) local.held.splice(i, 1)
+        local.recovered.delete(slot)
+        return this.#released(r)
+      }
+    }
+    throw badToken(`The "token" argument is not a token this thread holds (released twice, never acquired, or another thread's). Received ${describe(token)}`)
+  }
+
+  // Candidate slots for a token value, the likeliest first.
+  #slotsOf (token) {
+    if (this.#values === null) {
+      return Number.isInteger(token) && token >= 0 && token < this.#nr ? [token] : []
+    }
+    const list = this.#slots.get(token)
+    if (list === undefined || list.length === 1) return list || []
+    // initFn gave equal values to several slots: the newest held first.
+    const held = this.#local.held
+    const order = []
+    for (let i = held.length - 1; i >= 0; i--) {
+      if (list.includes(held[i]) && !order.includes(held[i])) order.push(held[i])
+    }
+    for (const slot of list) if (!order.includes(slot)) order.push(slot)
+    return order
+  }
+
+  #released (r) {
+    const info = r & 3
+    const local = this.#local
+    if (info & HANDED_SELF) {
+      // To an acquire of this thread: it no longer waits, though its promise
+      // settles later.
+      local.queued--
+      local.early++
+    }
+    if ((info & POOLED) || local.queued === 0) resumeCheck(this.#i32, local)
+  }
+
+  /**
+   * Whether this thread's hold of `token` (default: the token it got most
+   * recently) came from a thread that died holding it: whatever the token
+   * guards may be half-done.
+   */
+  recovered (token) {
+    const local = this.#local
+    if (token === undefined) {
+      const held = local.held
+      return held.length > 0 && local.recovered.has(held[held.length - 1])
+    }
+    for (const slot of this.#slotsOf(token)) if (local.recovered.has(slot)) return true
+    return false
+  }
+
+  /** Acquire every token (waiting as acquire does); resolves to them all. */
+  drain (options) {
+    const all = []
+    for (let i = 0; i < this.#nr; i++) all.push(this.acquire(options))
+    return Promise.all(all)
+  }
+
+  /** How many acquires wait, on every thread (blocking and async). */
+  nrWaiting () {
+    return native.semaWaiting(this.#i32)
+  }
+
+  static {
+    // For resumeCheck, which serves every object of a thread's memory.
+    pausedOf = sema => sema.#paused
+    resume = sema => {
+      if (!sema.#paused) return
+      sema.#paused = false
+      sema.#resumeFn()
+    }
+  }
+}
+
+// resumeFn: called when tokens are free again and nobody on this thread
+// waits (as async-sema calls it when a release finds nobody waiting). When
+// no token is free, watch the pool's size word until a release refills it
+// (or a death, whose slots the next look reclaims), without keeping the
+// loop alive.
+function resumeCheck (i32, local) {
+  if (local.pausers.size === 0 || local.queued !== 0) return
+  let anyPaused = false
+  for (const s of local.pausers) if (pausedOf(s)) anyPaused = true
+  if (!anyPaused) return
+  const epoch = deathEpoch()
+  if (native.semaAvailable(i32) > 0) {
+    for (const s of local.pausers) resume(s)
+    return
+  }
+  if (local.watching) return
+  const r = parkAsync(i32, W_AVAIL, 0, Infinity, undefined, false, WATCH_ANY, epoch)
+  if (typeof r === 'number') {
+    // Refilled, or a death, since we looked: look again.
+    queueMicrotask(() => resumeCheck(i32, local))
+    return
+  }
+  local.watching = true
+  r.then(() => {
+    local.watching = false
+    resumeCheck(i32, local)
+  })
+}
+
+module.exports = { Sema }

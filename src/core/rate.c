@@ -1,0 +1,112 @@
+/*
+ * The rate limiter: the times of the last rps grants, in shared memory.
+ *
+ * Layout: from an 8-byte aligned base.
+ *
+ *   bytes        name    written        meaning
+ *   0            magic   init           SAB_RATE_MAGIC (int32); &base[0] keys the bucket lock
+ *   4            rps     init           grants allowed per unit (int32)
+ *   8            flags   init           bit 0: uniform spacing (int32)
+ *   12           head    bucket lock    ring index of the oldest of the last rps grants
+ *   16           unit    init           the window, ns (int64)
+ *   24           -       init           0
+ *   32 ..        ring    bucket lock    rps int64: grant times (sab_now() scale);
+ *                                       EMPTY (INT64_MIN) for never
+ *
+ * Invariant, under the bucket lock: ring[head] is the oldest of the last rps
+ * grants and ring[head - 1] the newest; grant times never decrease (the
+ * clock is read under the lock). A grant at t needs t >= ring[head] + unit,
+ * so the rps+1 most recent grants span at least `unit`: no half-open window
+ * of `unit` holds more than rps of them. With uniform spacing a grant also
+ * needs t >= ring[head - 1] + unit / rps.
+ *
+ * Nothing is held between calls: a caller that dies after a grant used
+ * it, one that dies while it waits for its turn had nothing recorded. The
+ * lock is the lot's bucket mutex, held only inside sab_rate_take, which a
+ * terminated thread cannot be interrupted in.
+ */
+#include "internal.h"
+
+enum { W_MAGIC = 0, W_RPS = 1, W_FLAGS = 2, W_HEAD = 3, HEADER_BYTES = 32 };
+#define EMPTY INT64_MIN
+
+#define RD32(p) ((uint32_t)__atomic_load_n((p), __ATOMIC_RELAXED))
+#define WR32(p, v) __atomic_store_n((p), (int32_t)(v), __ATOMIC_RELAXED)
+#define RD64(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define WR64(p, v) __atomic_store_n((p), (int64_t)(v), __ATOMIC_RELAXED)
+
+static int64_t *unit_of(const sab_rate_t *r) { return (int64_t *)((char *)r->base + 16); }
+static int64_t *ring_of(const sab_rate_t *r) { return (int64_t *)((char *)r->base + HEADER_BYTES); }
+
+size_t sab_rate_bytes(uint32_t rps) {
+  if (rps == 0 || rps > SAB_RATE_MAX) return 0;
+  return HEADER_BYTES + 8 * (size_t)rps;
+}
+
+int sab_rate_init(sab_rate_t *r, void *mem, size_t bytes, uint32_t rps, uint64_t unit_ns, int uniform) {
+  size_t need = sab_rate_bytes(rps);
+  if (need == 0 || bytes < need || mem == NULL || ((uintptr_t)mem & 7) != 0) return SAB_E_INVAL;
+  if (unit_ns == 0 || unit_ns > (uint64_t)INT64_MAX / 4) return SAB_E_INVAL;
+  r->base = mem;
+  r->rps = rps;
+  int64_t *ring = ring_of(r);
+  for (uint32_t i = 0; i < rps; i++) WR64(&ring[i], EMPTY);
+  WR32(&r->base[W_RPS], rps);
+  WR32(&r->base[W_FLAGS], uniform ? 1 : 0);
+  WR32(&r->base[W_HEAD], 0);
+  WR64(unit_of(r), unit_ns);
+  WR64((int64_t *)((char *)mem + 24), 0);
+  __atomic_store_n(&r->base[W_MAGIC], SAB_RATE_MAGIC, __ATOMIC_RELEASE);
+  return 0;
+}
+
+int sab_rate_open(sab_rate_t *r, void *mem, size_t bytes) {
+  int32_t *base = mem;
+  if (mem == NULL || ((uintptr_t)mem & 7) != 0 || bytes < HEADER_BYTES) return SAB_E_CORRUPT;
+  if (__atomic_load_n(&base[W_MAGIC], __ATOMIC_ACQUIRE) != SAB_RATE_MAGIC) return SAB_E_CORRUPT;
+  uint32_t rps = RD32(&base[W_RPS]);
+  size_t need = sab_rate_bytes(rps);
+  if (need == 0 || bytes < need) return SAB_E_CORRUPT;
+  r->base = base;
+  r->rps = rps;
+  return 0;
+}
+
+uint64_t sab_rate_unit_ns(const sab_rate_t *r) { return (uint64_t)RD64(unit_of(r)); }
+int sab_rate_uniform(const sab_rate_t *r) { return (int)(RD32(&r->base[W_FLAGS]) & 1); }
+
+int sab_rate_take(const sab_rate_t *r, uint64_t *at, uint64_t *wait_ns) {
+  int64_t unit = RD64(unit_of(r));
+  if (unit <= 0 || unit > INT64_MAX / 4) return SAB_E_CORRUPT;
+  int64_t spacing = sab_rate_uniform(r) ? unit / r->rps : 0;
+  int64_t *ring = ring_of(r);
+  int result;
+  sab__bucket_t *b = sab__lock((uintptr_t)r->base);
+  uint32_t head = RD32(&r->base[W_HEAD]);
+  if (head >= r->rps) {
+    sab__unlock(b);
+    return SAB_E_CORRUPT;
+  }
+  int64_t now = (int64_t)sab_now();
+  int64_t oldest = RD64(&ring[head]);
+  int64_t newest = RD64(&ring[(head + r->rps - 1) % r->rps]);
+  /* Recorded times are never later than the clock (I, above); one that is
+   * was not written here, and would make the wait below overflow. */
+  if ((oldest != EMPTY && (oldest > now || oldest < 0)) || (newest != EMPTY && (newest > now || newest < 0))) {
+    sab__unlock(b);
+    return SAB_E_CORRUPT;
+  }
+  int64_t ready = oldest == EMPTY ? now : oldest + unit;
+  if (spacing > 0 && newest != EMPTY && newest + spacing > ready) ready = newest + spacing;
+  if (ready <= now) {
+    WR64(&ring[head], now);
+    WR32(&r->base[W_HEAD], (head + 1) % r->rps);
+    *at = (uint64_t)now;
+    result = SAB_OK;
+  } else {
+    *wait_ns = (uint64_t)(ready - now);
+    result = SAB_PENDING;
+  }
+  sab__unlock(b);
+  return result;
+}

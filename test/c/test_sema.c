@@ -1,0 +1,417 @@
+/*
+ * Tests of the token semaphore and the rate limiter as plain C, with real
+ * threads. Built and run by test/c/Makefile in every flavour (plain,
+ * ASan+UBSan, TSan, portable parker). Asserts here survive NDEBUG.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "sabsync.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int failures;
+#define CHECK(cond)                                                              \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);  \
+      failures++;                                                                \
+    }                                                                            \
+  } while (0)
+
+#define MS 1000000ull
+#define SLOT(t) ((t) & ~SAB_SEMA_RECOVERED)
+
+static void sleep_ms(unsigned ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Semaphore memory: 8-aligned, room for up to 64 slots. */
+typedef struct {
+  int64_t words[(8 + 3 * 64) / 2 + 1];
+} mem_t;
+
+static void make(sab_sema_t *s, mem_t *m, uint32_t nr) {
+  memset(m, 0, sizeof *m);
+  CHECK(sab_sema_init(s, m, sizeof *m, nr) == 0);
+}
+
+static void await_waiting(const sab_sema_t *s, uint32_t n) {
+  while (sab_sema_waiting(s) != n) sleep_ms(1);
+}
+
+static void test_layout_and_checks(void) {
+  mem_t m;
+  sab_sema_t s, v;
+  CHECK(sab_sema_bytes(0) == 0);
+  CHECK(sab_sema_bytes(SAB_SEMA_MAX + 1) == 0);
+  CHECK(sab_sema_bytes(1) == 48);
+  CHECK(sab_sema_bytes(3) % 8 == 0 && sab_sema_bytes(3) >= 4 * (8 + 9));
+  CHECK(sab_sema_init(&s, m.words, 16, 3) == SAB_E_INVAL);
+  CHECK(sab_sema_init(&s, (char *)m.words + 4, sizeof m - 4, 3) == SAB_E_INVAL);
+  memset(&m, 0, sizeof m);
+  CHECK(sab_sema_open(&v, &m, sizeof m) == SAB_E_CORRUPT);
+  make(&s, &m, 3);
+  CHECK(sab_sema_open(&v, &m, sizeof m) == 0 && v.nr == 3 && v.base == s.base);
+  CHECK(sab_sema_open(&v, &m, sab_sema_bytes(3) - 8) == SAB_E_CORRUPT);
+  /* A corrupted pool is refused, never followed out of bounds. */
+  uint32_t tok;
+  s.base[1] = 99; /* avail > nr */
+  CHECK(sab_sema_acquire(&s, 1, NULL, &tok) == SAB_E_CORRUPT);
+  CHECK(sab_sema_release(&s, 1, 0, NULL) == SAB_E_CORRUPT);
+  s.base[1] = 3;
+  s.base[8] = 1000; /* a ring entry out of range */
+  CHECK(sab_sema_acquire(&s, 1, NULL, &tok) == SAB_E_CORRUPT);
+}
+
+static void test_try_release_and_bad_tokens(void) {
+  mem_t m;
+  sab_sema_t s;
+  uint32_t a = sab_owner_new(), b = sab_owner_new(), tok, info;
+  make(&s, &m, 3);
+  for (uint32_t i = 0; i < 3; i++) {
+    CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
+    CHECK(tok == i);
+  }
+  CHECK(sab_sema_available(&s) == 0);
+  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_TIMED_OUT);
+  CHECK(sab_sema_release(&s, b, 1, NULL) == SAB_E_BAD_TOKEN); /* a stranger */
+  CHECK(sab_sema_release(&s, a, 3, NULL) == SAB_E_BAD_TOKEN); /* out of range */
+  CHECK(sab_sema_release(&s, a, 1, &info) == 1);
+  CHECK(info == SAB_SEMA_POOLED);
+  CHECK(sab_sema_release(&s, a, 1, NULL) == SAB_E_BAD_TOKEN); /* twice */
+  CHECK(sab_sema_available(&s) == 1);
+  /* The most recent: 2, then 0 (1 is pooled), then none. */
+  CHECK(sab_sema_release(&s, a, -1, NULL) == 2);
+  CHECK(sab_sema_release(&s, a, -1, NULL) == 0);
+  CHECK(sab_sema_release(&s, a, -1, NULL) == SAB_E_BAD_TOKEN);
+  CHECK(sab_sema_available(&s) == 3);
+  /* The pool is a FIFO ring: slots come back in release order. */
+  CHECK(sab_sema_acquire(&s, b, NULL, &tok) == SAB_OK && tok == 1);
+  CHECK(sab_sema_acquire(&s, b, NULL, &tok) == SAB_OK && tok == 2);
+  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_sema_release(&s, b, -1, NULL) == 2);
+  CHECK(sab_sema_release(&s, a, -1, NULL) == 0);
+  CHECK(sab_sema_release(&s, b, -1, NULL) == 1);
+}
+
+struct waiter_arg {
+  const sab_sema_t *s;
+  uint32_t owner;
+  uint64_t timeout;
+  int result;
+  uint32_t token;
+  int order; /* when it got its token */
+};
+
+static int order_counter; /* atomic */
+
+static void *waiter(void *p) {
+  struct waiter_arg *a = p;
+  a->result = sab_sema_wait(a->s, a->owner, a->timeout, &a->token);
+  a->order = __atomic_add_fetch(&order_counter, 1, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+
+/* Released slots go to the oldest waiter; a try never overtakes one. */
+static void test_fifo_handoff_no_barging(void) {
+  enum { N = 5 };
+  mem_t m;
+  sab_sema_t s;
+  uint32_t holder = sab_owner_new(), tok, info;
+  pthread_t th[N];
+  struct waiter_arg args[N];
+  make(&s, &m, 1);
+  CHECK(sab_sema_acquire(&s, holder, NULL, &tok) == SAB_OK && tok == 0);
+  order_counter = 0;
+  for (int i = 0; i < N; i++) {
+    args[i] = (struct waiter_arg){&s, sab_owner_new(), UINT64_MAX, -1, 0, 0};
+    pthread_create(&th[i], NULL, waiter, &args[i]);
+    await_waiting(&s, (uint32_t)i + 1);
+  }
+  CHECK(sab_sema_release(&s, holder, 0, &info) == 0);
+  CHECK(info == 0); /* handed, not pooled */
+  pthread_join(th[0], NULL);
+  CHECK(args[0].result == SAB_OK && args[0].token == 0);
+  CHECK(sab_sema_waiting(&s) == N - 1);
+  CHECK(sab_sema_acquire(&s, holder, NULL, &tok) == SAB_TIMED_OUT);
+  for (int i = 1; i < N; i++) {
+    CHECK(sab_sema_release(&s, args[i - 1].owner, -1, NULL) == 0);
+    pthread_join(th[i], NULL);
+    CHECK(args[i].result == SAB_OK && args[i].order == i + 1);
+  }
+  CHECK(sab_sema_release(&s, args[N - 1].owner, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  CHECK(sab_sema_waiting(&s) == 0 && sab_sema_available(&s) == 1);
+}
+
+/* Never more than nr holders; every acquire served; nothing lost. */
+enum { STORM_THREADS = 6, STORM_ITERS = 3000, STORM_NR = 2 };
+static int in_use, max_in_use; /* atomic */
+static long served;             /* atomic */
+
+static void *stormer(void *p) {
+  const sab_sema_t *s = p;
+  uint32_t me = sab_owner_new(), tok;
+  for (int i = 0; i < STORM_ITERS; i++) {
+    int r = (i % 3 == 0) ? sab_sema_acquire(s, me, NULL, &tok) : sab_sema_wait(s, me, UINT64_MAX, &tok);
+    if (r == SAB_TIMED_OUT) continue;
+    CHECK(r == SAB_OK && SLOT(tok) < STORM_NR);
+    int n = __atomic_add_fetch(&in_use, 1, __ATOMIC_SEQ_CST);
+    int mx = __atomic_load_n(&max_in_use, __ATOMIC_RELAXED);
+    while (n > mx && !__atomic_compare_exchange_n(&max_in_use, &mx, n, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+    }
+    for (volatile int k = 0; k < 500; k++) {
+    } /* hold it a little, so that holders overlap */
+    __atomic_sub_fetch(&in_use, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&served, 1, __ATOMIC_RELAXED);
+    CHECK(sab_sema_release(s, me, (i & 1) ? (int64_t)SLOT(tok) : -1, NULL) == (int)SLOT(tok));
+  }
+  return NULL;
+}
+
+static void test_storm(void) {
+  mem_t m;
+  sab_sema_t s;
+  pthread_t th[STORM_THREADS];
+  make(&s, &m, STORM_NR);
+  for (int i = 0; i < STORM_THREADS; i++) pthread_create(&th[i], NULL, stormer, &s);
+  for (int i = 0; i < STORM_THREADS; i++) pthread_join(th[i], NULL);
+  CHECK(max_in_use >= 1 && max_in_use <= STORM_NR);
+  CHECK(sab_sema_available(&s) == STORM_NR && sab_sema_waiting(&s) == 0);
+  printf("# storm: %ld served, at most %d at once\n", served, max_in_use);
+}
+
+/* Slots of a dead holder come back: to a queued waiter at the death (R2),
+ * and to the next caller when nobody waited (R1), marked RECOVERED. */
+static void test_dead_holder(void) {
+  mem_t m;
+  sab_sema_t s;
+  uint32_t dead = sab_owner_new(), tok;
+  make(&s, &m, 2);
+  CHECK(sab_sema_acquire(&s, dead, NULL, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_sema_acquire(&s, dead, NULL, &tok) == SAB_OK && tok == 1);
+  struct waiter_arg a = {&s, sab_owner_new(), UINT64_MAX, -1, 0, 0};
+  pthread_t t;
+  pthread_create(&t, NULL, waiter, &a);
+  await_waiting(&s, 1);
+  sab_owner_died(dead);
+  pthread_join(t, NULL);
+  CHECK(a.result == SAB_OK && (a.token & SAB_SEMA_RECOVERED) && SLOT(a.token) == 0);
+  CHECK(sab_sema_release(&s, dead, 1, NULL) == SAB_E_BAD_TOKEN); /* not its any more */
+  uint32_t other = sab_owner_new();
+  CHECK(sab_sema_acquire(&s, other, NULL, &tok) == SAB_OK && tok == (1 | SAB_SEMA_RECOVERED));
+  /* The mark is reported once: released and taken again, a plain slot. */
+  CHECK(sab_sema_release(&s, other, 1, NULL) == 1);
+  CHECK(sab_sema_acquire(&s, other, NULL, &tok) == SAB_OK && tok == 1);
+  /* No waiter, nobody looking: the next try reclaims. */
+  uint32_t dead2 = sab_owner_new();
+  CHECK(sab_sema_release(&s, a.owner, 0, NULL) == 0);
+  CHECK(sab_sema_acquire(&s, dead2, NULL, &tok) == SAB_OK && tok == 0);
+  sab_owner_died(dead2);
+  CHECK(sab_sema_acquire(&s, other, NULL, &tok) == SAB_OK && tok == (0 | SAB_SEMA_RECOVERED));
+  /* A death that held nothing here changes nothing. */
+  sab_owner_died(sab_owner_new());
+  CHECK(sab_sema_acquire(&s, other, NULL, &tok) == SAB_TIMED_OUT);
+  CHECK(sab_sema_available(&s) == 0);
+}
+
+struct racer_arg {
+  const sab_sema_t *s;
+  uint32_t victim;
+};
+
+static void *killer(void *p) {
+  struct racer_arg *a = p;
+  sab_owner_died(a->victim);
+  return NULL;
+}
+
+/* R3: an acquirer racing the death of the holder never sleeps through it. */
+static void test_death_races_acquire(void) {
+  int rounds = 300, served_ok = 0;
+  for (int i = 0; i < rounds; i++) {
+    mem_t m;
+    sab_sema_t s;
+    uint32_t victim = sab_owner_new(), tok;
+    make(&s, &m, 1);
+    CHECK(sab_sema_acquire(&s, victim, NULL, &tok) == SAB_OK);
+    struct waiter_arg a = {&s, sab_owner_new(), 5000 * MS, -1, 0, 0};
+    struct racer_arg k = {&s, victim};
+    pthread_t tw, tk;
+    pthread_create(&tw, NULL, waiter, &a);
+    if (i % 2) sleep_ms(0);
+    pthread_create(&tk, NULL, killer, &k);
+    pthread_join(tk, NULL);
+    pthread_join(tw, NULL);
+    CHECK(a.result == SAB_OK && a.token == (0 | SAB_SEMA_RECOVERED));
+    served_ok += a.result == SAB_OK;
+    CHECK(sab_sema_waiting(&s) == 0);
+  }
+  printf("# death vs acquire: %d/%d served\n", served_ok, rounds);
+}
+
+static void on_wake(sab_waiter_t *w) { (void)w; }
+
+/* A token handed to a record that gives up goes to the next waiter. */
+static void test_handoff_to_a_quitter(void) {
+  mem_t m;
+  sab_sema_t s;
+  uint32_t a = sab_owner_new(), q = sab_owner_new(), n = sab_owner_new(), tok, info;
+  sab_waiter_t wq, wn;
+  make(&s, &m, 1);
+  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
+  sab_waiter_init_async(&wq, on_wake);
+  sab_waiter_init_async(&wn, on_wake);
+  CHECK(sab_sema_acquire(&s, q, &wq, &tok) == SAB_PENDING);
+  CHECK(sab_sema_acquire(&s, n, &wn, &tok) == SAB_PENDING);
+  CHECK(sab_sema_waiting(&s) == 2);
+  CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == 0);
+  CHECK(wq.token == 0);
+  /* Its cancel comes too late: a handoff is an answer (SAB_OK). */
+  CHECK(sab_wait_cancel(&wq, SAB_CANCELLED) == SAB_OK);
+  sab_sema_give_back(&s, q, wq.token);
+  CHECK(wn.token == 0 && sab_sema_waiting(&s) == 0);
+  CHECK(sab_wait_cancel(&wn, SAB_TIMED_OUT) == SAB_OK);
+  /* Giving back what is no longer held does nothing. */
+  sab_sema_give_back(&s, q, 0);
+  CHECK(sab_sema_release(&s, n, -1, NULL) == 0);
+  /* A cancelled record leaves the queue clean. */
+  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
+  CHECK(sab_sema_acquire(&s, q, &wq, &tok) == SAB_PENDING);
+  CHECK(sab_wait_cancel(&wq, SAB_TIMED_OUT) == SAB_TIMED_OUT);
+  CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  sab_waiter_destroy(&wq);
+  sab_waiter_destroy(&wn);
+}
+
+/* A notify on the semaphore's address (not ours) wakes a waiter without a
+ * token: it queues again, and the pool stays whole. */
+static void test_stray_notify(void) {
+  mem_t m;
+  sab_sema_t s;
+  uint32_t a = sab_owner_new(), tok;
+  make(&s, &m, 1);
+  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
+  struct waiter_arg w = {&s, sab_owner_new(), UINT64_MAX, -1, 0, 0};
+  pthread_t t;
+  pthread_create(&t, NULL, waiter, &w);
+  await_waiting(&s, 1);
+  CHECK(sab_notify((uintptr_t)s.base, 1) == 1);
+  await_waiting(&s, 1); /* back in the queue */
+  CHECK(sab_sema_release(&s, a, 0, NULL) == 0);
+  pthread_join(t, NULL);
+  CHECK(w.result == SAB_OK && w.token == 0);
+}
+
+static void test_timeouts(void) {
+  mem_t m;
+  sab_sema_t s;
+  uint32_t a = sab_owner_new(), tok;
+  make(&s, &m, 1);
+  CHECK(sab_sema_wait(&s, a, 0, &tok) == SAB_OK);
+  uint64_t t0 = sab_now();
+  CHECK(sab_sema_wait(&s, a, 0, &tok) == SAB_TIMED_OUT);
+  CHECK(sab_sema_wait(&s, a, 10 * MS, &tok) == SAB_TIMED_OUT);
+  CHECK(sab_now() - t0 >= 10 * MS);
+  CHECK(sab_sema_waiting(&s) == 0);
+}
+
+/* ---- the rate limiter ---- */
+
+typedef struct {
+  int64_t words[4 + 64];
+} rate_mem_t;
+
+enum { RATE_THREADS = 4, RATE_GRANTS = 30 };
+struct rate_arg {
+  const sab_rate_t *r;
+  uint64_t at[RATE_GRANTS];
+};
+
+static void *rate_taker(void *p) {
+  struct rate_arg *a = p;
+  for (int i = 0; i < RATE_GRANTS; i++) {
+    uint64_t wait;
+    int res;
+    while ((res = sab_rate_take(a->r, &a->at[i], &wait)) == SAB_PENDING) {
+      struct timespec ts = {0, (long)wait};
+      nanosleep(&ts, NULL);
+    }
+    CHECK(res == SAB_OK);
+  }
+  return NULL;
+}
+
+static int cmp_u64(const void *x, const void *y) {
+  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* Sorted grant times: no `rps + 1` of them within less than `unit`. */
+static void check_windows(uint64_t *at, int n, uint32_t rps, uint64_t unit, uint64_t spacing) {
+  qsort(at, (size_t)n, sizeof *at, cmp_u64);
+  for (int i = (int)rps; i < n; i++) CHECK(at[i] - at[i - rps] >= unit);
+  for (int i = 1; i < n && spacing > 0; i++) CHECK(at[i] - at[i - 1] >= spacing);
+}
+
+static void rate_run(uint32_t rps, uint64_t unit, int uniform) {
+  rate_mem_t m;
+  sab_rate_t r, v;
+  struct rate_arg args[RATE_THREADS];
+  pthread_t th[RATE_THREADS];
+  uint64_t all[RATE_THREADS * RATE_GRANTS];
+  CHECK(sab_rate_init(&r, &m, sizeof m, rps, unit, uniform) == 0);
+  CHECK(sab_rate_open(&v, &m, sizeof m) == 0 && v.rps == rps);
+  CHECK(sab_rate_unit_ns(&v) == unit && sab_rate_uniform(&v) == uniform);
+  uint64_t t0 = sab_now();
+  for (int i = 0; i < RATE_THREADS; i++) {
+    args[i].r = &v;
+    pthread_create(&th[i], NULL, rate_taker, &args[i]);
+  }
+  for (int i = 0; i < RATE_THREADS; i++) pthread_join(th[i], NULL);
+  uint64_t took = sab_now() - t0;
+  for (int i = 0; i < RATE_THREADS; i++) memcpy(&all[i * RATE_GRANTS], args[i].at, sizeof args[i].at);
+  check_windows(all, RATE_THREADS * RATE_GRANTS, rps, unit, uniform ? unit / rps : 0);
+  /* 120 grants at rps per unit need at least (120 / rps - 1) units. */
+  CHECK(took >= (uint64_t)(RATE_THREADS * RATE_GRANTS / rps - 1) * unit);
+  printf("# rate %u per %llu ms%s: %d grants in %.1f ms\n", rps, (unsigned long long)(unit / MS),
+         uniform ? " (uniform)" : "", RATE_THREADS * RATE_GRANTS, (double)took / 1e6);
+}
+
+static void test_rate(void) {
+  rate_mem_t m;
+  sab_rate_t r;
+  uint64_t at, wait;
+  CHECK(sab_rate_bytes(0) == 0 && sab_rate_bytes(2) == 48);
+  CHECK(sab_rate_init(&r, &m, sizeof m, 2, 0, 0) == SAB_E_INVAL);
+  CHECK(sab_rate_init(&r, &m, sizeof m, 2, 100 * MS, 0) == 0);
+  CHECK(sab_rate_take(&r, &at, &wait) == SAB_OK);
+  CHECK(sab_rate_take(&r, &at, &wait) == SAB_OK);
+  CHECK(sab_rate_take(&r, &at, &wait) == SAB_PENDING && wait > 0 && wait <= 100 * MS);
+  m.words[4] = INT64_MAX; /* a time in the future: not ours */
+  CHECK(sab_rate_take(&r, &at, &wait) == SAB_E_CORRUPT);
+  rate_run(20, 40 * MS, 0);
+  rate_run(30, 60 * MS, 1);
+}
+
+int main(void) {
+  test_layout_and_checks();
+  test_try_release_and_bad_tokens();
+  test_fifo_handoff_no_barging();
+  test_storm();
+  test_dead_holder();
+  test_death_races_acquire();
+  test_handoff_to_a_quitter();
+  test_stray_notify();
+  test_timeouts();
+  test_rate();
+  if (failures != 0) {
+    fprintf(stderr, "test_sema: %d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("test_sema: all checks passed\n");
+  return 0;
+}

@@ -1,0 +1,136 @@
+'use strict'
+// RateLimit: at most rps grants in any window of timeUnit, across threads.
+// Checked on the grant times the limiter reports (recorded under its lock),
+// never on how fast the machine is.
+const t = require('tap')
+const { RateLimit } = require('..')
+const { worker, exited } = require('./helpers')
+
+const message = w => new Promise(resolve => w.once('message', resolve))
+const now = () => Number(process.hrtime.bigint()) / 1e6
+
+// Take grants until `until` (a time on the hrtime clock, ms); post them.
+const TAKER = `
+const limit = sabsync.RateLimit.from(workerData.handle)
+const times = []
+if (workerData.sync) {
+  while (Number(process.hrtime.bigint()) / 1e6 < workerData.until) times.push(limit.sync())
+  parentPort.postMessage(times)
+} else {
+  (async () => {
+    while (Number(process.hrtime.bigint()) / 1e6 < workerData.until) times.push(await limit())
+    parentPort.postMessage(times)
+  })()
+}
+`
+
+// Most grants in any half-open window of `unit` ms, and whether any rps+1
+// consecutive grants fall within less than `unit`.
+function busiest (times, unit) {
+  let most = 0
+  for (let i = 0, j = 0; i < times.length; i++) {
+    while (times[i] - times[j] >= unit) j++
+    most = Math.max(most, i - j + 1)
+  }
+  return most
+}
+
+async function hammer (rps, timeUnit, uniformDistribution, ms) {
+  const limit = RateLimit(rps, { timeUnit, uniformDistribution })
+  const until = now() + ms
+  const handle = { buffer: limit.buffer, byteOffset: limit.byteOffset }
+  const ws = [0, 1, 2].map(i => worker(TAKER, { handle, until, sync: i !== 1 }))
+  const got = ws.map(message)
+  const mine = []
+  while (now() < until) mine.push(await limit())
+  const all = mine.concat(...(await Promise.all(got)))
+  await Promise.all(ws.map(exited))
+  return { all: all.sort((a, b) => a - b), mine, limit }
+}
+
+t.test('no window of timeUnit holds more than rps grants, across 4 threads', async t => {
+  const rps = 8
+  const unit = 200
+  const { all, mine } = await hammer(rps, unit, false, 1500)
+  for (let i = rps; i < all.length; i++) {
+    if (all[i] - all[i - rps] < unit) t.fail(`grants ${i - rps} and ${i} only ${all[i] - all[i - rps]} ms apart`)
+  }
+  t.equal(busiest(all, unit), rps, 'the busiest window is full: the limit is reached, never passed')
+  t.ok(mine.length > 0, 'the main thread got its share')
+  const span = all[all.length - 1] - all[0]
+  t.comment(`${all.length} grants in ${span.toFixed(0)} ms; the limit allows ${Math.floor(span / unit) * rps + rps}`)
+})
+
+t.test('uniformDistribution spaces grants by timeUnit / rps', async t => {
+  const rps = 20
+  const unit = 200
+  const { all, limit } = await hammer(rps, unit, true, 800)
+  t.equal(limit.uniformDistribution, true)
+  let closest = Infinity
+  for (let i = 1; i < all.length; i++) closest = Math.min(closest, all[i] - all[i - 1])
+  t.ok(closest >= unit / rps - 1e-6, `closest grants ${closest.toFixed(3)} ms apart (>= ${unit / rps})`)
+  t.ok(busiest(all, unit) <= rps)
+})
+
+t.test('a thread that dies leaks nothing', async t => {
+  const rps = 5
+  const unit = 150
+  const limit = RateLimit(rps, { timeUnit: unit })
+  const w = worker(`
+    const limit = sabsync.RateLimit.from(workerData)
+    const times = []
+    for (let i = 0; i < 5; i++) times.push(limit.sync())
+    parentPort.postMessage(times)
+    limit.sync() // blocks: the window is full
+    parentPort.postMessage('never')`, { buffer: limit.buffer, byteOffset: limit.byteOffset })
+  const times = await message(w)
+  t.equal(times.length, rps)
+  await w.terminate()
+  t.equal(limit.sync(0), undefined, 'its grants still count in their window')
+  const last = Math.max(...times)
+  while (now() < last + unit) await new Promise(resolve => setTimeout(resolve, 5))
+  for (let i = 0; i < rps; i++) t.ok(limit.sync(0) > 0, `grant ${i + 1} of ${rps} at once: nothing was lost to the dead worker`)
+  t.equal(limit.sync(0), undefined, 'and no more than rps')
+})
+
+t.test('async-sema style: await lim() in a loop; sync, abort, handles', async t => {
+  const lim = RateLimit(5, { timeUnit: 100 })
+  const got = []
+  for (let i = 0; i < 12; i++) got.push(await lim())
+  t.equal(busiest(got, 100), 5)
+  t.ok(got[10] - got[0] >= 200, '12 grants at 5 per 100 ms span two windows')
+  t.same(Object.keys(lim), ['buffer', 'byteOffset'])
+  t.equal(lim.rps, 5)
+  t.equal(lim.timeUnit, 100)
+  const other = RateLimit.from({ buffer: lim.buffer, byteOffset: lim.byteOffset })
+  let extra = 0
+  while (lim.sync(0) !== undefined) extra++
+  t.ok(extra <= 5, 'sync(0) takes what is free, then answers undefined')
+  t.equal(other.sync(0), undefined, 'attached: the same window')
+  const ac = new AbortController()
+  const pending = other({ signal: ac.signal })
+  ac.abort(new Error('enough'))
+  await t.rejects(pending, { message: 'enough' })
+  const buffer = new SharedArrayBuffer(8 + RateLimit.byteLength(3))
+  const at = RateLimit(3, { buffer, byteOffset: 8 })
+  t.equal(at.byteOffset, 8)
+  t.ok(at.sync() > 0)
+})
+
+t.test('bad input names the argument', async t => {
+  t.throws(() => RateLimit(0), { name: 'RangeError', message: /"rps"/ })
+  t.throws(() => RateLimit(-3), { name: 'RangeError', message: /"rps"/ })
+  t.throws(() => RateLimit(1.5), { name: 'RangeError', message: /"rps"/ })
+  t.throws(() => RateLimit('5'), { name: 'TypeError', message: /"rps"/ })
+  t.throws(() => RateLimit(5, 1000), { name: 'TypeError', message: /"options"/ })
+  t.throws(() => RateLimit(5, { timeUnit: 0 }), { name: 'RangeError', message: /"options.timeUnit"/ })
+  t.throws(() => RateLimit(5, { timeUnit: NaN }), { name: 'RangeError', message: /"options.timeUnit"/ })
+  t.throws(() => RateLimit(5, { timeUnit: '1s' }), { name: 'TypeError', message: /"options.timeUnit"/ })
+  t.throws(() => RateLimit(5, { uniformDistribution: 1 }), { name: 'TypeError', message: /"options.uniformDistribution"/ })
+  t.throws(() => RateLimit(5, { buffer: new SharedArrayBuffer(8) }), { name: 'RangeError', message: /"options.byteOffset"/ })
+  t.throws(() => RateLimit.from({ buffer: new SharedArrayBuffer(64), byteOffset: 0 }), { code: 'ERR_SABSYNC_BAD_MEMORY' })
+  t.throws(() => RateLimit.from(7), { name: 'TypeError', message: /"handle"/ })
+  const lim = RateLimit(1)
+  await t.rejects(lim({ signal: 'no' }), { name: 'TypeError', message: /"options.signal"/ })
+  t.throws(() => lim.sync('1'), { name: 'TypeError', message: /"timeout"/ })
+})
