@@ -12,7 +12,8 @@
 //   taskset?, subjects: { sabsync: async ({ quick }) => ({ value, check,
 //   extra? }), [peer]: ... } }. `check` is the subject's own verification of
 // its result: a fast wrong answer is reported as FAIL, not as speed.
-// Cases with `taskset` run in a child process pinned to those CPUs.
+// Cases with `taskset` run in a child process pinned to those CPUs; cases
+// with `node: 24` run under that Node major.
 const fs = require('fs')
 const os = require('os')
 const path = require('path')
@@ -57,12 +58,36 @@ async function runCase (c) {
   return runs
 }
 
-function runPinned (c) {
-  const childArgs = ['-c', c.taskset, process.execPath, '--expose-gc', __filename, '--child', c.name,
-    '--repeats', String(repeats)]
+// The binary of another Node major (from the registry's `node` package,
+// cached where scripts/test-matrix.sh keeps it); the addon is Node-API, so
+// the same build loads there.
+function nodeBinary (major) {
+  if (process.versions.node.split('.')[0] === String(major)) return process.execPath
+  const dir = path.join(__dirname, '..', 'build', 'matrix', 'node' + major)
+  const bin = path.join(dir, 'node_modules', '.bin', 'node')
+  if (!fs.existsSync(bin)) {
+    fs.mkdirSync(dir, { recursive: true })
+    fs.writeFileSync(path.join(dir, 'package.json'), '{"private":true}')
+    const r = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--no-save', '--loglevel=error', 'node@' + major],
+      { cwd: dir, stdio: 'inherit' })
+    if (r.status !== 0) throw new Error('could not install node@' + major)
+  }
+  return fs.realpathSync(bin)
+}
+
+// Run a case in a child process: pinned to CPUs (taskset) and/or under
+// another Node major (node).
+function runInChild (c) {
+  const node = c.node ? nodeBinary(c.node) : process.execPath
+  let cmd = node
+  let childArgs = ['--expose-gc', __filename, '--child', c.name, '--repeats', String(repeats)]
   if (quick) childArgs.push('--quick')
-  const p = spawnSync('taskset', childArgs, { encoding: 'utf8', maxBuffer: 1 << 24 })
-  if (p.status !== 0) throw new Error(`pinned run of "${c.name}" failed: ${p.stderr || p.error}`)
+  if (c.taskset) {
+    childArgs = ['-c', c.taskset, node, ...childArgs]
+    cmd = 'taskset'
+  }
+  const p = spawnSync(cmd, childArgs, { encoding: 'utf8', maxBuffer: 1 << 24 })
+  if (p.status !== 0) throw new Error(`child run of "${c.name}" failed: ${p.stderr || p.error}`)
   return JSON.parse(p.stdout.trim().split('\n').pop())
 }
 
@@ -122,7 +147,7 @@ async function main () {
   const results = []
   for (const c of chosen) {
     process.stderr.write(`bench: ${c.name} ...\n`)
-    const runs = c.taskset ? runPinned(c) : await runCase(c)
+    const runs = c.taskset || c.node ? runInChild(c) : await runCase(c)
     results.push(summarize(c, runs))
   }
   const cpus = os.cpus()
