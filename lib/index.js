@@ -3,6 +3,10 @@ const { isMainThread } = require('worker_threads')
 const native = require('./native')
 const { wait, waitAsync, notify, waiters } = require('./atomics')
 const { SabsyncError } = require('./errors')
+const { Mutex } = require('./mutex')
+const { AtomicFlag } = require('./atomic-flag')
+const { Once } = require('./once')
+const { Latch } = require('./latch')
 
 // A worker parked in native code is not interrupted by the main thread's
 // exit: Node terminates workers and joins them. Tell parked threads to look
@@ -14,5 +18,9 @@ module.exports = {
   waitAsync,
   notify,
   waiters,
-  SabsyncError
+  SabsyncError,
+  Mutex,
+  AtomicFlag,
+  Once,
+  Latch
 }
