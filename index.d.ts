@@ -189,3 +189,162 @@ export declare namespace RateLimit {
   function from (handle: SharedHandle): RateLimiter
 }
 
+
+// ---- Mutex, AtomicFlag, Once, Latch ----
+
+/**
+ * A mutual-exclusion lock in shared memory, owned by a thread. Robust: when
+ * the holder's thread ends without unlocking, the next acquirer gets the
+ * lock with `ownerDied === true`. Eventually fair: a waiter that has waited
+ * about 1 ms is handed the lock by the next unlock.
+ *
+ * @example
+ * // main thread
+ * const mutex = new Mutex()
+ * worker.postMessage(mutex)
+ * await mutex.runExclusive(() => { shared[0]++ })
+ * // worker
+ * const mutex = Mutex.from(message)
+ * mutex.lock()
+ * try { shared[0]++ } finally { mutex.unlock() }
+ */
+export class Mutex implements SharedHandle {
+  /** Bytes a Mutex needs (8). */
+  static readonly byteLength: number
+  /** Attach to a Mutex made elsewhere (e.g. received with postMessage). */
+  static from(handle: SharedHandle): Mutex
+  /** A new, unlocked Mutex in `options.buffer` at `options.byteOffset`, or in fresh memory. */
+  constructor(options?: MemoryOptions)
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /**
+   * Block until this thread holds the lock; `false` when `timeout` ms passed.
+   * Throws `ERR_SABSYNC_DEADLOCK` if this thread already holds it.
+   */
+  lock(timeout?: number): boolean
+  /** Take the lock if it is free (or its holder died) right now. */
+  tryLock(): boolean
+  /**
+   * Resolve `true` once this thread holds the lock, `false` on timeout.
+   * Calls pending on one thread are served in turn (async-mutex semantics).
+   */
+  lockAsync(options?: AsyncOptions): Promise<boolean>
+  /** Release; throws `ERR_SABSYNC_NOT_OWNER` if this thread does not hold it. */
+  unlock(): void
+  /**
+   * Run `fn` holding the lock (taken with `lockAsync(options)`), unlocking
+   * when its result settles. A timeout rejects with `ERR_SABSYNC_TIMEOUT`.
+   */
+  runExclusive<T>(fn: () => T | PromiseLike<T>, options?: AsyncOptions): Promise<Awaited<T>>
+  /**
+   * Lock and answer a guard that unlocks when disposed (`using g = m.guard()`);
+   * `undefined` when the timeout passed.
+   */
+  guard(timeout?: number): MutexGuard | undefined
+  guardAsync(options?: AsyncOptions): Promise<MutexGuard | undefined>
+  /** Held by a live thread (this one included). */
+  readonly isLocked: boolean
+  /** The current holder took the lock over from a thread that died holding it; true until it unlocks. */
+  readonly ownerDied: boolean
+}
+
+/**
+ * Returned by `Mutex#guard`: unlocks once when disposed.
+ *
+ * @example
+ * {
+ *   using g = mutex.guard()
+ *   shared[0]++
+ * } // unlocked here
+ */
+export interface MutexGuard {
+  readonly mutex: Mutex | undefined
+  /** `mutex.ownerDied` when the guard was taken. */
+  readonly ownerDied: boolean
+  [Symbol.dispose](): void
+}
+
+/**
+ * C++20 `std::atomic_flag` across threads. `testAndSet` and `clear` wake
+ * nobody; `notifyOne`/`notifyAll` do, and a waiter returns once the flag
+ * differs from the value it waits on.
+ *
+ * @example
+ * // producer
+ * flag.testAndSet(); flag.notifyOne()
+ * // consumer (a worker)
+ * flag.wait(false) // returns once the flag is set and notified
+ */
+export class AtomicFlag implements SharedHandle {
+  static readonly byteLength: number
+  static from(handle: SharedHandle): AtomicFlag
+  /** A new, clear flag. */
+  constructor(options?: MemoryOptions)
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /** Set the flag; answer its previous value. */
+  testAndSet(): boolean
+  clear(): void
+  test(): boolean
+  /** Block while the flag equals `old`: `true` once it differs, `false` on timeout. */
+  wait(old: boolean, timeout?: number): boolean
+  waitAsync(old: boolean, options?: AsyncOptions): Promise<boolean>
+  /** Wake one waiter; answer how many were woken. */
+  notifyOne(): number
+  /** Wake every waiter; answer how many were woken. */
+  notifyAll(): number
+}
+
+/**
+ * Runs a function exactly once across every thread (C++ `call_once`): the
+ * other callers wait until it finished. If it throws, or its thread dies, a
+ * waiting caller runs it instead.
+ *
+ * @example
+ * if (once.run(() => buildTable(shared))) console.log('this thread built it')
+ */
+export class Once implements SharedHandle {
+  static readonly byteLength: number
+  static from(handle: SharedHandle): Once
+  constructor(options?: MemoryOptions)
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /** Whether fn has run to completion. */
+  readonly done: boolean
+  /**
+   * `true` if this call ran `fn`, `false` if it had run, `undefined` if
+   * `timeout` ms passed while another thread was running it. `fn`'s
+   * exception propagates. A promise `fn` returns is not awaited.
+   */
+  run(fn: () => unknown, timeout?: number): boolean | undefined
+  /** The same, done when `fn`'s promise resolves. */
+  runAsync(fn: () => unknown, options?: AsyncOptions): Promise<boolean | undefined>
+}
+
+/**
+ * A single-use countdown (C++ `std::latch`): waiters are released when the
+ * count reaches 0.
+ *
+ * @example
+ * const ready = new Latch(workers.length)
+ * // each worker: ready.countDown()
+ * await ready.waitAsync()
+ */
+export class Latch implements SharedHandle {
+  static readonly byteLength: number
+  static from(handle: SharedHandle): Latch
+  /** `count`: an integer from 0 to 2^31-1. */
+  constructor(count: number, options?: MemoryOptions)
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  readonly count: number
+  /** Decrement by `n` (default 1); below 0 is a RangeError. */
+  countDown(n?: number): void
+  /** Block until the count is 0: `true`, or `false` on timeout. */
+  wait(timeout?: number): boolean
+  waitAsync(options?: AsyncOptions): Promise<boolean>
+  tryWait(): boolean
+  /** `countDown(n)`, then `wait(timeout)`. */
+  arriveAndWait(n?: number, timeout?: number): boolean
+}
+

@@ -3,5 +3,7 @@ import { createRequire } from 'node:module'
 
 const sabsync = createRequire(import.meta.url)('./lib/index.js')
 
-export const { wait, waitAsync, notify, waiters, Sema, RateLimit, SabsyncError } = sabsync
+export const { wait, waitAsync, notify, waiters, SabsyncError } = sabsync
+export const { Mutex, AtomicFlag, Once, Latch } = sabsync
+export const { Sema, RateLimit } = sabsync
 export default sabsync

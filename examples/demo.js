@@ -6,6 +6,7 @@ const { spawnSync } = require('child_process')
 
 const scenes = [
   ['wait / waitAsync / notify: a job board', 'demo-core.js'],
+  ['Mutex: workers contend, the main thread takes it with lockAsync', 'demo-mutex.js'],
   ['Sema: workers and the main thread share 2 tokens', 'demo-sema.js']
 ]
 

@@ -3,6 +3,10 @@ const { isMainThread } = require('worker_threads')
 const native = require('./native')
 const { wait, waitAsync, notify, waiters } = require('./atomics')
 const { SabsyncError } = require('./errors')
+const { Mutex } = require('./mutex')
+const { AtomicFlag } = require('./atomic-flag')
+const { Once } = require('./once')
+const { Latch } = require('./latch')
 const { Sema } = require('./sema')
 const { RateLimit } = require('./rate-limit')
 
@@ -16,6 +20,10 @@ module.exports = {
   waitAsync,
   notify,
   waiters,
+  Mutex,
+  AtomicFlag,
+  Once,
+  Latch,
   Sema,
   RateLimit,
   SabsyncError

@@ -1,0 +1,122 @@
+'use strict'
+// Once: fn runs exactly once across every thread (C++ std::call_once).
+//
+// Memory: one Int32 cell (8 bytes reserved):
+//
+//   0              not run yet
+//   id (bits 0-29) running in thread `id`
+//   DONE (bit 31)  has run to completion
+//
+// A caller that finds it running waits; when the runner's fn throws the
+// cell goes back to 0 and the waiters are woken, one of them runs fn. When
+// the runner's thread dies, a waiter (or a later caller) finds its id dead
+// and runs fn itself. Waiters watch every owner (WATCH_ANY), so that the
+// death wakes them.
+
+const {
+  selfId, alive, deathEpoch, memoryOf, parseTimeout, parseAsyncOptions,
+  SabsyncError, invalidType
+} = require('./shared')
+const { attachTo, PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
+
+const OWNER = 0x3FFFFFFF
+const DONE = 0x80000000 | 0
+const BYTES = 8
+const ATTACH = Symbol('attach')
+const RUN = Symbol('run')
+
+function attemptOnce (w) {
+  const i32 = w.i32
+  for (;;) {
+    const epoch = deathEpoch()
+    const s = Atomics.load(i32, 0)
+    if (s === DONE) return false
+    const owner = s & OWNER
+    if (owner === 0 || (owner !== selfId && !alive(owner))) {
+      if (Atomics.compareExchange(i32, 0, s, selfId) === s) return RUN
+      continue
+    }
+    if (owner === selfId && !w.async) {
+      throw new SabsyncError('ERR_SABSYNC_DEADLOCK', 'Once: run() called from within its own fn')
+    }
+    const wait = w.remaining()
+    if (wait === 0) return undefined
+    w.value = s
+    w.wait = wait
+    w.epoch = epoch
+    return PARK
+  }
+}
+
+class Once {
+  #i32
+  #wake
+
+  static get byteLength () { return BYTES }
+
+  static from (handle) {
+    return new Once(attachTo('Once', handle), ATTACH)
+  }
+
+  constructor (options, attach) {
+    const { buffer, byteOffset, i32 } = memoryOf('Once', BYTES, options)
+    if (attach !== ATTACH) Atomics.store(i32, 0, 0)
+    this.buffer = buffer
+    this.byteOffset = byteOffset
+    this.#i32 = i32
+    this.#wake = waker(i32, 0)
+  }
+
+  get done () { return Atomics.load(this.#i32, 0) === DONE }
+
+  // Runs fn unless it has run: true if this call ran it, false if it had
+  // run, undefined if `timeout` ms passed while another thread ran it.
+  // fn's exception propagates (and another caller will run fn). A promise
+  // returned by fn is not awaited: use runAsync for async work.
+  run (fn, timeout) {
+    if (typeof fn !== 'function') throw invalidType('fn', 'a function', fn)
+    const t = timeout === undefined ? Infinity : parseTimeout(timeout)
+    if (Atomics.load(this.#i32, 0) === DONE) return false
+    const w = new Wait(this.#i32, t)
+    w.async = false
+    const r = settleSync(w, attemptOnce)
+    if (r !== RUN) return r
+    try {
+      fn()
+    } catch (err) {
+      this.#release(0)
+      throw err
+    }
+    this.#release(DONE)
+    return true
+  }
+
+  // The same for fn that may return a promise: done when it resolves.
+  async runAsync (fn, options) {
+    if (typeof fn !== 'function') throw invalidType('fn', 'a function', fn)
+    const { timeout, signal, ref } = parseAsyncOptions(options)
+    if (Atomics.load(this.#i32, 0) === DONE) return false
+    if (signal !== undefined && signal.aborted) throw signal.reason
+    const w = new Wait(this.#i32, timeout)
+    w.async = true
+    w.signal = signal
+    w.ref = ref
+    const r = await settleAsync(w, attemptOnce)
+    if (r !== RUN) return r
+    try {
+      await fn()
+    } catch (err) {
+      this.#release(0)
+      throw err
+    }
+    this.#release(DONE)
+    return true
+  }
+
+  #release (state) {
+    Atomics.store(this.#i32, 0, state)
+    this.#wake(Infinity)
+  }
+}
+
+module.exports = { Once }

@@ -1,0 +1,99 @@
+'use strict'
+// The loop every blocking primitive runs: look at the shared words, decide
+// to finish or to park, park, look again. A primitive writes that decision
+// once, as an `attempt(w)` function over a Wait record, and runs it with
+// either driver: settleSync (parks the thread) or settleAsync (parks a
+// promise on this thread's loop). Keeping one decision function per
+// primitive is what keeps the blocking and the promise forms identical.
+//
+// attempt(w) answers PARK after it has set w.cell, w.value, w.wait (ms, > 0)
+// and w.epoch; anything else is the result. It reads w.code, the outcome of
+// the previous park (OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD; -1 at first).
+
+const { isSharedArrayBuffer } = require('util').types
+const native = require('./native')
+const { addressOf, bucketOf, counts } = require('./atomics')
+const { parkSync, parkAsync, handleOf, invalidType, OK, TIMED_OUT, WATCH_ANY } = require('./shared')
+
+const PARK = Symbol('park')
+
+class Wait {
+  constructor (i32, timeout) {
+    this.i32 = i32
+    this.deadline = timeout === Infinity ? Infinity : performance.now() + timeout
+    this.cell = 0
+    this.value = 0
+    this.wait = 0
+    this.watch = WATCH_ANY
+    this.epoch = 0
+    this.code = -1
+    this.parked = 0 // how many parks so far
+    this.signal = undefined
+    this.ref = true
+  }
+
+  // Milliseconds left (Infinity for none), or 0 when the deadline passed.
+  remaining () {
+    if (this.deadline === Infinity) return Infinity
+    const left = this.deadline - performance.now()
+    return left > 0 ? left : 0
+  }
+}
+
+function settleSync (w, attempt) {
+  for (;;) {
+    const r = attempt(w)
+    if (r !== PARK) return r
+    w.parked++
+    w.code = parkSync(w.i32, w.cell, w.value, w.wait, w.watch, w.epoch)
+  }
+}
+
+// `abandon(w)`, if given, runs when an abort rejects the park: it undoes
+// what the attempt had published (a bit, a registration) before the
+// rejection goes on to the caller.
+async function settleAsync (w, attempt, abandon) {
+  for (;;) {
+    const r = attempt(w)
+    if (r !== PARK) return r
+    w.parked++
+    let c = parkAsync(w.i32, w.cell, w.value, w.wait, w.signal, w.ref, w.watch, w.epoch)
+    if (typeof c !== 'number') {
+      try {
+        c = (await c) === 'ok' ? OK : TIMED_OUT
+      } catch (err) {
+        if (abandon !== undefined) abandon(w)
+        throw err
+      }
+    }
+    w.code = c
+  }
+}
+
+// A cell's wake function with its address and bucket computed once: skips
+// the native call when no thread waits in that bucket (the ordering
+// argument is in lib/atomics.js), which makes an unlock with nobody
+// waiting cost one atomic read-modify-write of the bucket counter.
+function waker (i32, index) {
+  const addr = addressOf(i32, i32.buffer, index, 4)
+  const bucket = bucketOf(addr)
+  if (counts === null) return count => native.notify(addr, count)
+  return count => Atomics.add(counts, bucket, 0) === 0 ? 0 : native.notify(addr, count)
+}
+
+// The address of a cell, a key for per-thread state that every object
+// attached to the same memory in this thread shares (two SharedArrayBuffer
+// objects received by postMessage are distinct objects over one memory).
+function addressKey (i32, index) {
+  return addressOf(i32, i32.buffer, index, 4)
+}
+
+// The { buffer, byteOffset } of a handle for X.from(): unlike a
+// constructor's options, the buffer is required.
+function attachTo (who, handle) {
+  const h = handleOf(who, handle)
+  if (!isSharedArrayBuffer(h.buffer)) throw invalidType('handle.buffer', 'a SharedArrayBuffer', h.buffer)
+  return h
+}
+
+module.exports = { attachTo, PARK, Wait, settleSync, settleAsync, waker, addressKey }
