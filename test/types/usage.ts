@@ -21,3 +21,49 @@ const h: SharedHandle = { buffer: new SharedArrayBuffer(8), byteOffset: 0 }
 const m: MemoryOptions = h
 const o: AsyncOptions = { timeout: 5 }
 void [r1, f, n, code, m, o]
+
+// ---- primitives ----
+import { Mutex, AtomicFlag, Once, Latch, Sema, RateLimit } from 'sabsync'
+import type { MutexGuard, RateLimiter } from 'sabsync'
+
+async function primitives (): Promise<void> {
+  const mutex = new Mutex()
+  const again: Mutex = Mutex.from({ buffer: mutex.buffer, byteOffset: mutex.byteOffset })
+  const locked: boolean = mutex.lock(10) && mutex.tryLock() === false
+  mutex.unlock()
+  const viaAsync: boolean = await again.lockAsync({ timeout: 5, signal: AbortSignal.timeout(50), ref: true })
+  if (viaAsync) again.unlock()
+  const sum: number = await mutex.runExclusive(() => 1 + 1)
+  const g: MutexGuard | undefined = mutex.guard()
+  g?.[Symbol.dispose]()
+  const died: boolean = mutex.ownerDied || mutex.isLocked
+  const bytes: number = Mutex.byteLength
+
+  const flag = new AtomicFlag({ buffer: new SharedArrayBuffer(8), byteOffset: 0 })
+  const was: boolean = flag.testAndSet()
+  flag.clear()
+  const waited: boolean = flag.wait(true, 1) || await flag.waitAsync(true, { timeout: 1 })
+  const woke: number = flag.notifyOne() + flag.notifyAll() + (flag.test() ? 1 : 0)
+
+  const once = new Once()
+  const ran: boolean | undefined = once.run(() => 42) ?? await once.runAsync(async () => 42)
+
+  const latch = new Latch(2)
+  latch.countDown()
+  const opened: boolean = latch.tryWait() || latch.wait(1) || await latch.waitAsync({ timeout: 1 })
+
+  const sema = new Sema(2, { initFn: (slot: number) => `conn${slot}` })
+  const token: string = await sema.acquire()
+  sema.release(token)
+  const t2: string | undefined = sema.tryAcquire() ?? sema.acquireSync(1)
+  if (t2 !== undefined) sema.release(t2)
+  const all: string[] = await sema.drain()
+  const waiting: number = sema.nrWaiting() + Sema.byteLength(2)
+  const other: Sema = Sema.from({ buffer: sema.buffer, byteOffset: sema.byteOffset })
+
+  const limit: RateLimiter = RateLimit(10, { timeUnit: 1000, uniformDistribution: true })
+  const at: number = await limit()
+  const at2: number | undefined = RateLimit.from({ buffer: limit.buffer, byteOffset: limit.byteOffset }).sync(5)
+  void [locked, sum, died, bytes, was, waited, woke, ran, opened, all, waiting, other, at, at2, once.done, latch.count]
+}
+void primitives
