@@ -64,7 +64,7 @@ async function runCase (c) {
 function nodeBinary (major) {
   if (process.versions.node.split('.')[0] === String(major)) return process.execPath
   const dir = path.join(__dirname, '..', 'build', 'matrix', 'node' + major)
-  const bin = path.join(dir, 'node_modules', '.bin', 'node')
+  const bin = path.join(dir, 'node_modules', 'node', 'bin', 'node')
   if (!fs.existsSync(bin)) {
     fs.mkdirSync(dir, { recursive: true })
     fs.writeFileSync(path.join(dir, 'package.json'), '{"private":true}')
@@ -158,14 +158,15 @@ async function main () {
   ].join('\n')
   const md = table(results)
   console.log(header + '\n\n' + md)
-  const failed = results.some(r => r.rows.some(row => !row.check))
+  // Only sabsync's own failed check fails the run; a peer's is reported.
+  const failed = results.some(r => r.rows.some(row => row.name === 'sabsync' && !row.check))
   if (filters.length === 0 && !args.includes('--no-write')) {
     fs.writeFileSync(path.join(__dirname, 'RESULTS.md'), '# Benchmark results\n\n' + header + '\n\n' + md + '\n')
     fs.writeFileSync(path.join(__dirname, 'results.svg'), renderSvg(results))
     console.error('bench: wrote bench/RESULTS.md and bench/results.svg')
   }
   if (failed) {
-    console.error('bench: a subject failed its own check')
+    console.error('bench: sabsync failed its own check in a case')
     process.exitCode = 1
   }
 }

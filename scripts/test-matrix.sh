@@ -13,7 +13,7 @@ for major in "${@:-18 20 22 24}"; do
       bin=$(command -v node)
     else
       dir="$root/build/matrix/node$v"
-      bin="$dir/node_modules/.bin/node"
+      bin="$dir/node_modules/node/bin/node"
       if [ ! -x "$bin" ]; then
         # A package.json of its own, or npm would install into ours.
         mkdir -p "$dir" && echo '{"private":true}' >"$dir/package.json"
