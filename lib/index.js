@@ -7,6 +7,9 @@ const { Mutex } = require('./mutex')
 const { AtomicFlag } = require('./atomic-flag')
 const { Once } = require('./once')
 const { Latch } = require('./latch')
+const { CondVar } = require('./condvar')
+const { RWLock } = require('./rwlock')
+const { Barrier } = require('./barrier')
 
 // A worker parked in native code is not interrupted by the main thread's
 // exit: Node terminates workers and joins them. Tell parked threads to look
@@ -22,5 +25,8 @@ module.exports = {
   Mutex,
   AtomicFlag,
   Once,
-  Latch
+  Latch,
+  CondVar,
+  RWLock,
+  Barrier
 }
