@@ -348,3 +348,105 @@ export class Latch implements SharedHandle {
   arriveAndWait(n?: number, timeout?: number): boolean
 }
 
+/**
+ * A condition variable used with a sabsync `Mutex`. Wake-ups can be
+ * spurious: always wait in a loop on your predicate.
+ *
+ * @example
+ * mutex.lock()
+ * while (queue.length === 0) notEmpty.wait(mutex)
+ * const item = queue.shift()
+ * mutex.unlock()
+ */
+export class CondVar implements SharedHandle {
+  static readonly byteLength: number
+  static from(handle: SharedHandle): CondVar
+  constructor(options?: MemoryOptions)
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /**
+   * Unlock `mutex` (held by this thread, else `ERR_SABSYNC_NOT_OWNER`), wait
+   * for a notify or `timeout` ms, lock it again. `true`: notified (or a
+   * spurious wake-up); `false`: timed out. The mutex is held on return.
+   */
+  wait(mutex: Mutex, timeout?: number): boolean
+  /** The same without blocking; the mutex is re-taken before the promise settles, also on abort. */
+  waitAsync(mutex: Mutex, options?: AsyncOptions): Promise<boolean>
+  /** Wake one waiter; answer how many were woken. */
+  notifyOne(): number
+  /** Wake every waiter; answer how many were woken. */
+  notifyAll(): number
+}
+
+/** Options of `new RWLock`. */
+export interface RWLockOptions extends MemoryOptions {
+  /** How many threads may hold read locks at the same time (default 64). */
+  readerSlots?: number
+}
+
+/**
+ * A readers-writer lock: many readers or one writer. Once a writer waits,
+ * new readers wait too. A dead writer's lock passes on (`ownerDied`); the
+ * read locks of a dead reader are released.
+ *
+ * @example
+ * rw.readLock()
+ * try { lookup(config) } finally { rw.readUnlock() }
+ * // elsewhere
+ * await rw.writeLockAsync()
+ * try { update(config) } finally { rw.writeUnlock() }
+ */
+export class RWLock implements SharedHandle {
+  /** Bytes for the default 64 reader slots. */
+  static readonly byteLength: number
+  /** Bytes for `readerSlots` reader slots. */
+  static byteLengthFor(readerSlots: number): number
+  static from(handle: SharedHandle): RWLock
+  constructor(options?: RWLockOptions)
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  readonly readerSlots: number
+  /** A dead writer's write lock was reclaimed and no writer has unlocked since. */
+  readonly ownerDied: boolean
+  /** A thread that holds a read lock gets more at once (counted). */
+  readLock(timeout?: number): boolean
+  tryReadLock(): boolean
+  readLockAsync(options?: AsyncOptions): Promise<boolean>
+  readUnlock(): void
+  /** Throws `ERR_SABSYNC_DEADLOCK` if this thread holds a read or the write lock. */
+  writeLock(timeout?: number): boolean
+  tryWriteLock(): boolean
+  writeLockAsync(options?: AsyncOptions): Promise<boolean>
+  writeUnlock(): void
+}
+
+/**
+ * A cyclic barrier for `parties` threads. If a party's thread dies, or a
+ * waiter times out or aborts, the round is broken: its waiters and every
+ * later `wait()` throw `ERR_SABSYNC_BARRIER_BROKEN` until `reset()`.
+ *
+ * @example
+ * for (let step = 0; step < steps; step++) {
+ *   compute(step)
+ *   if (barrier.wait().isLeader) publish(step)
+ * }
+ */
+export class Barrier implements SharedHandle {
+  /** Bytes for up to 64 parties. */
+  static readonly byteLength: number
+  static byteLengthFor(parties: number): number
+  static from(handle: SharedHandle): Barrier
+  /** `parties`: an integer from 1 to 2^20-1. */
+  constructor(parties: number, options?: MemoryOptions)
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  readonly parties: number
+  /** Parties waiting in the current round. */
+  readonly arrived: number
+  readonly isBroken: boolean
+  /** `{ isLeader }` (exactly one leader per round), or `undefined` on timeout. */
+  wait(timeout?: number): { isLeader: boolean } | undefined
+  waitAsync(options?: AsyncOptions): Promise<{ isLeader: boolean } | undefined>
+  /** Break the current round (its waiters throw) and start afresh. */
+  reset(): void
+}

@@ -4,6 +4,6 @@ import { createRequire } from 'node:module'
 const sabsync = createRequire(import.meta.url)('./lib/index.js')
 
 export const { wait, waitAsync, notify, waiters, SabsyncError } = sabsync
-export const { Mutex, AtomicFlag, Once, Latch } = sabsync
+export const { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier } = sabsync
 export const { Sema, RateLimit } = sabsync
 export default sabsync

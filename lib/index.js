@@ -9,6 +9,9 @@ const { Once } = require('./once')
 const { Latch } = require('./latch')
 const { Sema } = require('./sema')
 const { RateLimit } = require('./rate-limit')
+const { CondVar } = require('./condvar')
+const { RWLock } = require('./rwlock')
+const { Barrier } = require('./barrier')
 
 // A worker parked in native code is not interrupted by the main thread's
 // exit: Node terminates workers and joins them. Tell parked threads to look
@@ -24,6 +27,9 @@ module.exports = {
   AtomicFlag,
   Once,
   Latch,
+  CondVar,
+  RWLock,
+  Barrier,
   Sema,
   RateLimit,
   SabsyncError

@@ -21,7 +21,10 @@ const expectations = {
   'mutex-counter.js': /counter (\d+), expected \1 /,
   'once-init.js': /^1 leader, 4\/4 workers saw the table, init attempted 2 times/m,
   'latch-cache-refresh.js': /readers saw versions 2, 2, 2/,
-  'demo-mutex.js': /counter = (\d+), sum of increments = \1: exact[^]*ownerDied: true/
+  'demo-mutex.js': /counter = (\d+), sum of increments = \1: exact[^]*ownerDied: true/,
+  'bounded-queue.js': /consumed 1500 distinct items, sum 1125750 \(expected 1125750\)/,
+  'rwlock-config.js': /\d+ consistent reads, 0 torn, final version 50/,
+  'barrier-phases.js': /100 steps, 100 leaders \(one per step\), total 1000\.000000/
 }
 
 for (const [file, pattern] of Object.entries(expectations)) {

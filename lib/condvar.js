@@ -1,0 +1,95 @@
+'use strict'
+// CondVar: a condition variable used with a sabsync Mutex.
+//
+// Memory: one Int32 cell, a sequence number (8 bytes reserved). Every
+// notify adds 1 to it before waking. A waiter reads it while it still holds
+// the mutex, unlocks, and parks expecting the value it read: a notify that
+// lands between the unlock and the park changes the value, so the park
+// answers not-equal at once instead of sleeping through it (no lost
+// wake-up). The price is spurious wake-ups: a notifyOne can release every
+// waiter that was between its unlock and its park. Callers loop on their
+// predicate, as with every condition variable.
+
+const { selfId, memoryOf, parseTimeout, parseAsyncOptions, parkSync, parkAsync, TIMED_OUT, SabsyncError, invalidType } = require('./shared')
+const { attachTo, waker } = require('./waiting')
+const { internals } = require('./mutex')
+
+const BYTES = 8
+const ATTACH = Symbol('attach')
+
+function holdsIt (mutex) {
+  if (!internals.isMutex(mutex)) throw invalidType('mutex', 'a sabsync Mutex', mutex)
+  if (internals.ownerOf(mutex) !== selfId) {
+    throw new SabsyncError('ERR_SABSYNC_NOT_OWNER', 'CondVar wait: this thread does not hold the mutex')
+  }
+}
+
+class CondVar {
+  #i32
+  #wake
+
+  static get byteLength () { return BYTES }
+
+  static from (handle) {
+    return new CondVar(attachTo('CondVar', handle), ATTACH)
+  }
+
+  constructor (options, attach) {
+    const { buffer, byteOffset, i32 } = memoryOf('CondVar', BYTES, options)
+    if (attach !== ATTACH) Atomics.store(i32, 0, 0)
+    this.buffer = buffer
+    this.byteOffset = byteOffset
+    this.#i32 = i32
+    this.#wake = waker(i32, 0)
+  }
+
+  // Unlocks `mutex`, waits for a notify (or `timeout` ms), locks it again.
+  // true: notified (or spuriously woken); false: timed out. The mutex is
+  // held again on return either way.
+  wait (mutex, timeout) {
+    const t = timeout === undefined ? Infinity : parseTimeout(timeout)
+    holdsIt(mutex)
+    const seq = Atomics.load(this.#i32, 0)
+    mutex.unlock()
+    // In a worker being terminated this returns with the termination
+    // pending: the thread never runs JS again, and holds nothing.
+    const code = parkSync(this.#i32, 0, seq, t, 0, 0)
+    mutex.lock()
+    return code !== TIMED_OUT
+  }
+
+  // The same on the event loop: the mutex is re-taken with lockAsync before
+  // the promise settles, also when it rejects (abort).
+  waitAsync (mutex, options) {
+    const { timeout, signal, ref } = parseAsyncOptions(options)
+    holdsIt(mutex)
+    if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
+    const seq = Atomics.load(this.#i32, 0)
+    mutex.unlock()
+    const parked = parkAsync(this.#i32, 0, seq, timeout, signal, ref, 0, 0)
+    return (async () => {
+      let timedOut
+      try {
+        timedOut = typeof parked === 'number' ? parked === TIMED_OUT : (await parked) === 'timed-out'
+      } catch (err) {
+        await mutex.lockAsync({ ref })
+        throw err
+      }
+      await mutex.lockAsync({ ref })
+      return !timedOut
+    })()
+  }
+
+  // Wake one / every waiter; answer how many were woken.
+  notifyOne () {
+    Atomics.add(this.#i32, 0, 1)
+    return this.#wake(1)
+  }
+
+  notifyAll () {
+    Atomics.add(this.#i32, 0, 1)
+    return this.#wake(Infinity)
+  }
+}
+
+module.exports = { CondVar }
