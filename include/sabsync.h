@@ -29,7 +29,7 @@ extern "C" {
 
 /* log2 of the number of buckets. JS mirrors the hash (lib/lot.js). */
 #define SAB_BUCKET_BITS 10
-#define SAB_BUCKETS (1u << SAB_BUCKET_BITS)
+#define SAB_BUCKETS     (1u << SAB_BUCKET_BITS)
 /* The per-bucket waiter counters are this many int32 apart, one cache line. */
 #define SAB_COUNT_STRIDE 16
 
@@ -58,11 +58,11 @@ typedef void (*sab_wake_cb)(sab_waiter_t *w);
 
 /* Waiter states (the `state` word). */
 enum {
-  SAB_W_WAITING = 0,  /* queued, its thread running (spinning, or async) */
-  SAB_W_PARKED = 1,   /* queued, its thread asleep on `state` (futex) */
-  SAB_W_NOTIFIED = 2, /* dequeued by a notify */
-  SAB_W_TIMED_OUT = 3,/* dequeued by its deadline */
-  SAB_W_CANCELLED = 4 /* dequeued by its owner */
+  SAB_W_WAITING = 0,   /* queued, its thread running (spinning, or async) */
+  SAB_W_PARKED = 1,    /* queued, its thread asleep on `state` (futex) */
+  SAB_W_NOTIFIED = 2,  /* dequeued by a notify */
+  SAB_W_TIMED_OUT = 3, /* dequeued by its deadline */
+  SAB_W_CANCELLED = 4  /* dequeued by its owner */
 };
 
 struct sab_waiter_s {
@@ -198,13 +198,13 @@ enum {
  * queued record (w->ctx): nr comes from the view, never again from the
  * shared memory, so a corrupted word cannot send an index out of bounds.
  */
-#define SAB_SEMA_MAGIC 0x53454D31  /* "SEM1" */
-#define SAB_SEMA_MAX 0x100000u     /* the most slots */
-#define SAB_SEMA_NO_TOKEN 0xFFFFFFFFu
+#define SAB_SEMA_MAGIC     0x53454D31 /* "SEM1" */
+#define SAB_SEMA_MAX       0x100000u  /* the most slots */
+#define SAB_SEMA_NO_TOKEN  0xFFFFFFFFu
 #define SAB_SEMA_RECOVERED 0x80000000u /* in a token: its last holder died */
 /* sab_sema_release's *info bits. */
 #define SAB_SEMA_HANDED_SELF 1u /* the slot went to a waiter of the same owner */
-#define SAB_SEMA_POOLED 2u      /* the slot went to the pool (no waiter) */
+#define SAB_SEMA_POOLED      2u /* the slot went to the pool (no waiter) */
 
 typedef struct {
   int32_t *base;
@@ -259,7 +259,7 @@ int sab_sema_wait(const sab_sema_t *s, uint32_t owner, uint64_t timeout_ns, uint
  * grants. Nothing is ever handed back: a thread that dies leaks nothing.
  */
 #define SAB_RATE_MAGIC 0x52415431 /* "RAT1" */
-#define SAB_RATE_MAX 0x100000u
+#define SAB_RATE_MAX   0x100000u
 
 typedef struct {
   int32_t *base;
@@ -267,7 +267,8 @@ typedef struct {
 } sab_rate_t;
 
 size_t sab_rate_bytes(uint32_t rps);
-int sab_rate_init(sab_rate_t *r, void *mem, size_t bytes, uint32_t rps, uint64_t unit_ns, int uniform);
+int sab_rate_init(sab_rate_t *r, void *mem, size_t bytes, uint32_t rps, uint64_t unit_ns,
+                  int uniform);
 int sab_rate_open(sab_rate_t *r, void *mem, size_t bytes);
 /* SAB_OK: granted, recorded at *at (sab_now() scale); SAB_PENDING: try
  * again in *wait_ns; or SAB_E_CORRUPT. The clock is read under the lock,

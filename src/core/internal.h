@@ -13,7 +13,7 @@
 
 #include <pthread.h>
 
-#define SAB_LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define SAB_LOAD(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define SAB_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
 #if defined(__x86_64__) || defined(__i386__)

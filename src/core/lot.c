@@ -57,11 +57,16 @@ sab_waiter_t *sab__oldest_locked(sab__bucket_t *b, uintptr_t addr) {
 }
 
 static void unlink_record(sab__bucket_t *b, sab_waiter_t *w) {
-  if (w->prev != NULL) w->prev->next = w->next; else b->head = w->next;
-  if (w->next != NULL) w->next->prev = w->prev; else b->tail = w->prev;
+  if (w->prev != NULL)
+    w->prev->next = w->next;
+  else
+    b->head = w->next;
+  if (w->next != NULL)
+    w->next->prev = w->prev;
+  else
+    b->tail = w->prev;
   w->next = w->prev = NULL;
-  __atomic_fetch_sub(&counts[sab_bucket_of(w->addr) * SAB_COUNT_STRIDE], 1,
-                     __ATOMIC_SEQ_CST);
+  __atomic_fetch_sub(&counts[sab_bucket_of(w->addr) * SAB_COUNT_STRIDE], 1, __ATOMIC_SEQ_CST);
 }
 
 uint64_t sab_now(void) {
@@ -111,7 +116,10 @@ void sab__enqueue_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr) {
   w->state = SAB_W_WAITING;
   w->next = NULL;
   w->prev = b->tail;
-  if (b->tail != NULL) b->tail->next = w; else b->head = w;
+  if (b->tail != NULL)
+    b->tail->next = w;
+  else
+    b->head = w;
   b->tail = w;
   __atomic_fetch_add(&counts[sab_bucket_of(addr) * SAB_COUNT_STRIDE], 1, __ATOMIC_SEQ_CST);
 }
@@ -156,9 +164,7 @@ static int result_of(uint32_t state) {
   }
 }
 
-int sab_wait_park(sab_waiter_t *w, uint64_t deadline) {
-  return result_of(sab__park(w, deadline));
-}
+int sab_wait_park(sab_waiter_t *w, uint64_t deadline) { return result_of(sab__park(w, deadline)); }
 
 int sab_wait_cancel(sab_waiter_t *w, int why) {
   sab__bucket_t *b = lock_bucket(w->addr, NULL);

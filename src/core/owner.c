@@ -12,8 +12,8 @@
 #include <stdlib.h>
 
 #define CHUNK_BITS 20
-#define CHUNKS 1024u
-#define MAX_ID (CHUNKS << CHUNK_BITS)
+#define CHUNKS     1024u
+#define MAX_ID     (CHUNKS << CHUNK_BITS)
 
 static uint32_t next_id = 1;
 static uint32_t death_epoch;

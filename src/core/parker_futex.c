@@ -29,7 +29,7 @@ int sab__spin_allowed(void) {
   if (a < 0) {
     cpu_set_t set;
     a = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) > 1
-                                                     : sysconf(_SC_NPROCESSORS_ONLN) > 1;
+                                                    : sysconf(_SC_NPROCESSORS_ONLN) > 1;
     __atomic_store_n(&spin_allowed, a, __ATOMIC_RELAXED);
   }
   return a;
@@ -43,8 +43,8 @@ uint32_t sab__park(sab_waiter_t *w, uint64_t deadline) {
   uint32_t s = sab__spin(w);
   if (s == SAB_W_WAITING) {
     uint32_t expected = SAB_W_WAITING;
-    if (!__atomic_compare_exchange_n(&w->state, &expected, SAB_W_PARKED, 0,
-                                     __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
+    if (!__atomic_compare_exchange_n(&w->state, &expected, SAB_W_PARKED, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_ACQUIRE)) {
       return expected; /* a final state arrived meanwhile */
     }
   }
@@ -61,8 +61,8 @@ uint32_t sab__park(sab_waiter_t *w, uint64_t deadline) {
     }
     /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. EINTR,
      * EAGAIN and ETIMEDOUT all lead back to the state check above. */
-    syscall(SYS_futex, &w->state, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, SAB_W_PARKED, tsp,
-            NULL, FUTEX_BITSET_MATCH_ANY);
+    syscall(SYS_futex, &w->state, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, SAB_W_PARKED, tsp, NULL,
+            FUTEX_BITSET_MATCH_ANY);
   }
 }
 

@@ -30,9 +30,9 @@
 enum { W_MAGIC = 0, W_RPS = 1, W_FLAGS = 2, W_HEAD = 3, HEADER_BYTES = 32 };
 #define EMPTY INT64_MIN
 
-#define RD32(p) ((uint32_t)__atomic_load_n((p), __ATOMIC_RELAXED))
+#define RD32(p)    ((uint32_t)__atomic_load_n((p), __ATOMIC_RELAXED))
 #define WR32(p, v) __atomic_store_n((p), (int32_t)(v), __ATOMIC_RELAXED)
-#define RD64(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define RD64(p)    __atomic_load_n((p), __ATOMIC_RELAXED)
 #define WR64(p, v) __atomic_store_n((p), (int64_t)(v), __ATOMIC_RELAXED)
 
 static int64_t *unit_of(const sab_rate_t *r) { return (int64_t *)((char *)r->base + 16); }
@@ -43,7 +43,8 @@ size_t sab_rate_bytes(uint32_t rps) {
   return HEADER_BYTES + 8 * (size_t)rps;
 }
 
-int sab_rate_init(sab_rate_t *r, void *mem, size_t bytes, uint32_t rps, uint64_t unit_ns, int uniform) {
+int sab_rate_init(sab_rate_t *r, void *mem, size_t bytes, uint32_t rps, uint64_t unit_ns,
+                  int uniform) {
   size_t need = sab_rate_bytes(rps);
   if (need == 0 || bytes < need || mem == NULL || ((uintptr_t)mem & 7) != 0) return SAB_E_INVAL;
   if (unit_ns == 0 || unit_ns > (uint64_t)INT64_MAX / 4) return SAB_E_INVAL;
@@ -92,7 +93,8 @@ int sab_rate_take(const sab_rate_t *r, uint64_t *at, uint64_t *wait_ns) {
   int64_t newest = RD64(&ring[(head + r->rps - 1) % r->rps]);
   /* Recorded times are never later than the clock (I, above); one that is
    * was not written here, and would make the wait below overflow. */
-  if ((oldest != EMPTY && (oldest > now || oldest < 0)) || (newest != EMPTY && (newest > now || newest < 0))) {
+  if ((oldest != EMPTY && (oldest > now || oldest < 0)) ||
+      (newest != EMPTY && (newest > now || newest < 0))) {
     sab__unlock(b);
     return SAB_E_CORRUPT;
   }

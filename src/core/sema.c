@@ -69,10 +69,10 @@
 
 enum { W_MAGIC = 0, W_AVAIL = 1, W_NR = 2, W_HEAD = 3, W_STAMP = 4, W_EPOCH = 5, HEADER = 8 };
 
-#define OWNER_MASK 0x3FFFFFFFu
+#define OWNER_MASK     0x3FFFFFFFu
 #define HELD_RECOVERED 0x40000000u
 
-#define RD(p) ((uint32_t)__atomic_load_n((p), __ATOMIC_RELAXED))
+#define RD(p)    ((uint32_t)__atomic_load_n((p), __ATOMIC_RELAXED))
 #define WR(p, v) __atomic_store_n((p), (int32_t)(v), __ATOMIC_RELAXED)
 
 static int32_t *ring_of(const sab_sema_t *s) { return s->base + HEADER; }
@@ -198,7 +198,8 @@ static void hand_out(sab__bucket_t *b, const sab_sema_t *s, uintptr_t addr, sab_
  * for that (JS's resumeFn, lib/sema.js). The address is only a key. */
 static void refilled(const sab_sema_t *s) {
   uintptr_t addr = (uintptr_t)&s->base[W_AVAIL];
-  if (__atomic_load_n(&sab_bucket_counts()[sab_bucket_of(addr) * SAB_COUNT_STRIDE], __ATOMIC_SEQ_CST) != 0) {
+  if (__atomic_load_n(&sab_bucket_counts()[sab_bucket_of(addr) * SAB_COUNT_STRIDE],
+                      __ATOMIC_SEQ_CST) != 0) {
     sab_notify(addr, UINT64_MAX);
   }
 }
@@ -338,7 +339,8 @@ int sab_sema_available(const sab_sema_t *s) {
   sab__wake_list_init(&l);
   sab__bucket_t *b = sab__lock(addr);
   uint32_t before = RD(&s->base[W_AVAIL]);
-  r = sync_deaths(b, s, addr, &l) < 0 || pool_of(s, &head, &avail) != 0 ? SAB_E_CORRUPT : (int)avail;
+  r = sync_deaths(b, s, addr, &l) < 0 || pool_of(s, &head, &avail) != 0 ? SAB_E_CORRUPT
+                                                                        : (int)avail;
   sab__unlock(b);
   sab__wake_list_run(&l);
   if (before == 0 && r > 0) refilled(s);

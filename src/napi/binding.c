@@ -34,7 +34,8 @@ typedef struct {
 
 /* argv[0] must be an Int32Array or BigInt64Array and argv[1] an index in
  * range; answers 0 or throws. */
-static int get_cell(napi_env env, napi_value ta, napi_value index, cell_t *out, napi_value *buffer) {
+static int get_cell(napi_env env, napi_value ta, napi_value index, cell_t *out,
+                    napi_value *buffer) {
   bool is_ta = false;
   napi_typedarray_type type;
   size_t length = 0, offset = 0;
@@ -282,7 +283,8 @@ static napi_value sab_napi_base(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "typedArray must be a TypedArray");
     return NULL;
   }
-  SAB_CALL(env, napi_get_typedarray_info(env, argv[0], &type, &length, &data, &buffer, &offset), NULL);
+  SAB_CALL(env, napi_get_typedarray_info(env, argv[0], &type, &length, &data, &buffer, &offset),
+           NULL);
   return number(env, (double)((uintptr_t)data - offset));
 }
 
@@ -330,7 +332,8 @@ static int set_number(napi_env env, napi_value obj, const char *name, double v) 
 static int set_counts(napi_env env, napi_value exports) {
   napi_value ab, ta, null;
   size_t bytes = SAB_BUCKETS * SAB_COUNT_STRIDE * sizeof(int32_t);
-  if (napi_create_external_arraybuffer(env, sab_bucket_counts(), bytes, NULL, NULL, &ab) != napi_ok) {
+  if (napi_create_external_arraybuffer(env, sab_bucket_counts(), bytes, NULL, NULL, &ab) !=
+      napi_ok) {
     const napi_extended_error_info *ignored;
     napi_get_last_error_info(env, &ignored); /* clears the error */
     SAB_CALL(env, napi_get_null(env, &null), -1);
@@ -356,7 +359,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   if (sab_napi_env_create(env) == NULL) return NULL;
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
     napi_value fn;
-    SAB_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].cb, NULL, &fn), NULL);
+    SAB_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].cb, NULL, &fn),
+             NULL);
     SAB_CALL(env, napi_set_named_property(env, exports, fns[i].name, fn), NULL);
   }
   if (sab_napi_sema_register(env, exports) != 0) return NULL;

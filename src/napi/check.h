@@ -17,18 +17,18 @@
 void sab_napi_throw_last(napi_env env, const char *call);
 
 /* Evaluate a napi call; on failure throw (once) and return `ret`. */
-#define SAB_CALL(env, call, ret)                     \
-  do {                                               \
-    if ((call) != napi_ok) {                         \
-      sab_napi_throw_last((env), #call);             \
-      return ret;                                    \
-    }                                                \
+#define SAB_CALL(env, call, ret)         \
+  do {                                   \
+    if ((call) != napi_ok) {             \
+      sab_napi_throw_last((env), #call); \
+      return ret;                        \
+    }                                    \
   } while (0)
 
 /* Fetch exactly `n` arguments (missing ones read as undefined). */
-#define SAB_ARGS(env, info, n, ret)                                          \
-  size_t argc = (n);                                                         \
-  napi_value argv[(n) > 0 ? (n) : 1];                                        \
+#define SAB_ARGS(env, info, n, ret)   \
+  size_t argc = (n);                  \
+  napi_value argv[(n) > 0 ? (n) : 1]; \
   SAB_CALL((env), napi_get_cb_info((env), (info), &argc, argv, NULL, NULL), ret)
 
 #endif /* SAB_NAPI_CHECK_H */

@@ -111,8 +111,10 @@ static void timer_arm(sab_env_t *e) {
 
 static void loop_ref_update(sab_env_t *e) {
   if (e->closed) return;
-  if (e->nref > 0) uv_ref((uv_handle_t *)&e->async);
-  else uv_unref((uv_handle_t *)&e->async);
+  if (e->nref > 0)
+    uv_ref((uv_handle_t *)&e->async);
+  else
+    uv_unref((uv_handle_t *)&e->async);
 }
 
 /* ---- records ---- */
@@ -126,7 +128,10 @@ void sab_napi_async_free(sab_env_t *e, sab_async_t *a) {
 }
 
 static void untrack(sab_env_t *e, sab_async_t *a) {
-  if (a->pprev != NULL) a->pprev->pnext = a->pnext; else e->pending = a->pnext;
+  if (a->pprev != NULL)
+    a->pprev->pnext = a->pnext;
+  else
+    e->pending = a->pnext;
   if (a->pnext != NULL) a->pnext->pprev = a->pprev;
   a->pnext = a->pprev = NULL;
   if (e->pending == NULL && !e->closed) uv_prepare_stop(&e->prepare);
@@ -165,7 +170,9 @@ static void settle(sab_env_t *e, sab_async_t *a, const char *result) {
   napi_status st;
   untrack(e, a);
   if (a->yields_token) {
-    double token = result[0] != 'o' ? -1 : a->w.token == SAB_SEMA_NO_TOKEN ? -2 : (double)a->w.token;
+    double token = result[0] != 'o'                  ? -1
+                   : a->w.token == SAB_SEMA_NO_TOKEN ? -2
+                                                     : (double)a->w.token;
     st = napi_create_double(e->env, token, &v);
   } else {
     st = napi_create_string_utf8(e->env, result, NAPI_AUTO_LENGTH, &v);
@@ -180,11 +187,16 @@ void sab_napi_async_wake(sab_waiter_t *w) {
   uv_mutex_lock(&e->mu);
   a->qnext = NULL;
   /* qhead is also read without the lock, by prepare_cb: store atomically. */
-  if (e->qtail != NULL) e->qtail->qnext = a; else __atomic_store_n(&e->qhead, a, __ATOMIC_RELEASE);
+  if (e->qtail != NULL)
+    e->qtail->qnext = a;
+  else
+    __atomic_store_n(&e->qhead, a, __ATOMIC_RELEASE);
   e->qtail = a;
   a->queued = 1;
-  if (!e->closed) uv_async_send(&e->async);
-  else uv_cond_broadcast(&e->cv);
+  if (!e->closed)
+    uv_async_send(&e->async);
+  else
+    uv_cond_broadcast(&e->cv);
   uv_mutex_unlock(&e->mu);
 }
 
@@ -319,8 +331,10 @@ static void env_teardown(napi_async_cleanup_hook_handle handle, void *arg) {
       uv_mutex_lock(&e->mu);
       while (!a->queued) uv_cond_wait(&e->cv, &e->mu);
       uv_mutex_unlock(&e->mu);
-      if (a->unconsumed != NULL) a->unconsumed(a);
-      else sab_notify(a->w.addr, 1);
+      if (a->unconsumed != NULL)
+        a->unconsumed(a);
+      else
+        sab_notify(a->w.addr, 1);
     }
     /* The promise can no longer settle; its deferred dies with the env. */
     sab_napi_async_free(e, a);
@@ -369,11 +383,13 @@ sab_env_t *sab_napi_env_create(napi_env env) {
   e->env = env;
   e->id = sab_owner_new();
   SAB_CALL(env, napi_get_uv_event_loop(env, &e->loop), (free(e), NULL));
-  SAB_CALL(env, napi_create_function(env, "noop", NAPI_AUTO_LENGTH, noop, NULL, &fn), (free(e), NULL));
+  SAB_CALL(env, napi_create_function(env, "noop", NAPI_AUTO_LENGTH, noop, NULL, &fn),
+           (free(e), NULL));
   SAB_CALL(env, napi_create_reference(env, fn, 1, &e->noop), (free(e), NULL));
   SAB_CALL(env, napi_create_object(env, &resource), (free(e), NULL));
   SAB_CALL(env, napi_create_reference(env, resource, 1, &e->resource), (free(e), NULL));
-  SAB_CALL(env, napi_create_string_utf8(env, "sabsync:waitAsync", NAPI_AUTO_LENGTH, &name), (free(e), NULL));
+  SAB_CALL(env, napi_create_string_utf8(env, "sabsync:waitAsync", NAPI_AUTO_LENGTH, &name),
+           (free(e), NULL));
   SAB_CALL(env, napi_async_init(env, resource, name, &e->actx), (free(e), NULL));
   if (uv_mutex_init(&e->mu) != 0 || uv_cond_init(&e->cv) != 0 ||
       uv_async_init(e->loop, &e->async, async_cb) != 0 || uv_timer_init(e->loop, &e->timer) != 0 ||

@@ -27,8 +27,8 @@ struct sab_async_s {
   uint64_t deadline;          /* sab_now() scale, UINT64_MAX: none */
   napi_ref memory;            /* keeps the SharedArrayBuffer alive */
   napi_deferred deferred;
-  uint8_t keeps_loop;         /* counted in env->nref */
-  uint8_t js_holds;           /* a JS handle points here (abort) */
+  uint8_t keeps_loop; /* counted in env->nref */
+  uint8_t js_holds;   /* a JS handle points here (abort) */
   uint8_t settled;
   /* Resolve with the record's token (a number; -1 timed out, -2 woken
    * without one) instead of 'ok' / 'timed-out' (token semaphores). */
@@ -45,7 +45,7 @@ struct sab_async_s {
 struct sab_env_s {
   napi_env env;
   uv_loop_t *loop;
-  uint32_t id; /* unique for the process's life, never reused */
+  uint32_t id;       /* unique for the process's life, never reused */
   napi_ref noop;     /* called to detect termination */
   napi_ref resource; /* async resource for callback scopes */
   napi_async_context actx;

@@ -38,7 +38,8 @@ static int get_memory(napi_env env, napi_value ta, void **data, size_t *bytes, n
   size_t length = 0, offset = 0;
   napi_value ab;
   SAB_CALL(env, napi_is_typedarray(env, ta, &is_ta), -1);
-  if (is_ta) SAB_CALL(env, napi_get_typedarray_info(env, ta, &type, &length, data, &ab, &offset), -1);
+  if (is_ta)
+    SAB_CALL(env, napi_get_typedarray_info(env, ta, &type, &length, data, &ab, &offset), -1);
   if (!is_ta || type != napi_int32_array || *data == NULL) {
     napi_throw_type_error(env, NULL, "memory must be an Int32Array");
     return -1;
@@ -374,17 +375,18 @@ int sab_napi_sema_register(napi_env env, napi_value exports) {
     const char *name;
     napi_callback cb;
   } fns[] = {
-      {"semaBytes", sema_bytes},       {"semaInit", sema_init},
-      {"semaOpen", sema_open},         {"semaTry", sema_try},
-      {"semaAcquire", sema_acquire},   {"semaAcquireAsync", sema_acquire_async},
-      {"semaRelease", sema_release},   {"semaWaiting", sema_waiting},
+      {"semaBytes", sema_bytes},         {"semaInit", sema_init},
+      {"semaOpen", sema_open},           {"semaTry", sema_try},
+      {"semaAcquire", sema_acquire},     {"semaAcquireAsync", sema_acquire_async},
+      {"semaRelease", sema_release},     {"semaWaiting", sema_waiting},
       {"semaAvailable", sema_available}, {"rateBytes", rate_bytes},
-      {"rateInit", rate_init},         {"rateOpen", rate_open},
-      {"rateTake", rate_take},         {"now", now_ms},
+      {"rateInit", rate_init},           {"rateOpen", rate_open},
+      {"rateTake", rate_take},           {"now", now_ms},
   };
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
     napi_value fn;
-    SAB_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].cb, NULL, &fn), -1);
+    SAB_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].cb, NULL, &fn),
+             -1);
     SAB_CALL(env, napi_set_named_property(env, exports, fns[i].name, fn), -1);
   }
   return 0;

@@ -13,12 +13,12 @@
 #include <time.h>
 
 static int failures;
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);  \
-      failures++;                                                                \
-    }                                                                            \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      failures++;                                                              \
+    }                                                                          \
   } while (0)
 
 #define MS 1000000ull
@@ -110,7 +110,8 @@ static void *wide_waiter(void *p) {
  * neighbour 4 bytes on is a different queue. */
 static void test_int32_and_int64_share_an_address(void) {
   int64_t cells[2] = {0, 0};
-  struct wide_arg a = {&cells[0], 8, -1}, b = {&cells[0], 4, -1}, c = {(char *)&cells[0] + 4, 4, -1};
+  struct wide_arg a = {&cells[0], 8, -1}, b = {&cells[0], 4, -1},
+                  c = {(char *)&cells[0] + 4, 4, -1};
   pthread_t ta, tb, tc;
   pthread_create(&ta, NULL, wide_waiter, &a);
   await_waiters(&cells[0], 1);
@@ -211,7 +212,8 @@ static void spin_lock(void) {
 }
 
 static void spin_unlock(void) {
-  if (__atomic_exchange_n(&lock_word, 0, __ATOMIC_RELEASE) == 2) sab_notify((uintptr_t)&lock_word, 1);
+  if (__atomic_exchange_n(&lock_word, 0, __ATOMIC_RELEASE) == 2)
+    sab_notify((uintptr_t)&lock_word, 1);
 }
 
 static void *locker(void *p) {

@@ -13,15 +13,15 @@
 #include <time.h>
 
 static int failures;
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);  \
-      failures++;                                                                \
-    }                                                                            \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      failures++;                                                              \
+    }                                                                          \
   } while (0)
 
-#define MS 1000000ull
+#define MS      1000000ull
 #define SLOT(t) ((t) & ~SAB_SEMA_RECOVERED)
 
 static void sleep_ms(unsigned ms) {
@@ -150,18 +150,20 @@ static void test_fifo_handoff_no_barging(void) {
 /* Never more than nr holders; every acquire served; nothing lost. */
 enum { STORM_THREADS = 6, STORM_ITERS = 3000, STORM_NR = 2 };
 static int in_use, max_in_use; /* atomic */
-static long served;             /* atomic */
+static long served;            /* atomic */
 
 static void *stormer(void *p) {
   const sab_sema_t *s = p;
   uint32_t me = sab_owner_new(), tok;
   for (int i = 0; i < STORM_ITERS; i++) {
-    int r = (i % 3 == 0) ? sab_sema_acquire(s, me, NULL, &tok) : sab_sema_wait(s, me, UINT64_MAX, &tok);
+    int r =
+        (i % 3 == 0) ? sab_sema_acquire(s, me, NULL, &tok) : sab_sema_wait(s, me, UINT64_MAX, &tok);
     if (r == SAB_TIMED_OUT) continue;
     CHECK(r == SAB_OK && SLOT(tok) < STORM_NR);
     int n = __atomic_add_fetch(&in_use, 1, __ATOMIC_SEQ_CST);
     int mx = __atomic_load_n(&max_in_use, __ATOMIC_RELAXED);
-    while (n > mx && !__atomic_compare_exchange_n(&max_in_use, &mx, n, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+    while (n > mx && !__atomic_compare_exchange_n(&max_in_use, &mx, n, 0, __ATOMIC_SEQ_CST,
+                                                  __ATOMIC_RELAXED)) {
     }
     for (volatile int k = 0; k < 500; k++) {
     } /* hold it a little, so that holders overlap */
@@ -373,7 +375,8 @@ static void rate_run(uint32_t rps, uint64_t unit, int uniform) {
   }
   for (int i = 0; i < RATE_THREADS; i++) pthread_join(th[i], NULL);
   uint64_t took = sab_now() - t0;
-  for (int i = 0; i < RATE_THREADS; i++) memcpy(&all[i * RATE_GRANTS], args[i].at, sizeof args[i].at);
+  for (int i = 0; i < RATE_THREADS; i++)
+    memcpy(&all[i * RATE_GRANTS], args[i].at, sizeof args[i].at);
   check_windows(all, RATE_THREADS * RATE_GRANTS, rps, unit, uniform ? unit / rps : 0);
   /* 120 grants at rps per unit need at least (120 / rps - 1) units. */
   CHECK(took >= (uint64_t)(RATE_THREADS * RATE_GRANTS / rps - 1) * unit);
