@@ -167,12 +167,40 @@ async function manyPending (impl, n) {
   const woken = notify(ta, 0)
   const rs = await Promise.all(ps)
   const t2 = process.hrtime.bigint()
-  const bytes = (mem1.heapUsed - mem0.heapUsed) + (mem1.external - mem0.external) + (mem1.rss - mem0.rss)
   return {
     value: Number(t1 - t0) / n,
     check: woken === n && rs.every(v => v === 'ok'),
-    extra: `wake ${(Number(t2 - t1) / n).toFixed(0)} ns/waiter; ~${Math.round(bytes / n)} B/waiter (heap+external+rss delta)`
+    extra: `wake ${(Number(t2 - t1) / n).toFixed(0)} ns/waiter; JS heap +${Math.round((mem1.heapUsed - mem0.heapUsed) / n)} B/waiter`
   }
+}
+
+// Memory per pending waitAsync, JS heap and native together: the growth of
+// the resident set of a fresh process while 100,000 waits are pending.
+function memoryPerWaiter (impl) {
+  const n = 100000
+  const src = `
+const s = require(${sabsyncPath})
+const ta = new Int32Array(new SharedArrayBuffer(8))
+const waitAsync = ${impl === 'sabsync' ? 's.waitAsync' : 'Atomics.waitAsync'}
+const notify = ${impl === 'sabsync' ? 's.notify' : 'Atomics.notify'}
+// warm up the code paths, then measure from a collected heap
+Promise.all(Array.from({ length: 1000 }, () => waitAsync(ta, 0, 0).value)).then(() => {
+  gc(); gc()
+  const r0 = process.memoryUsage().rss
+  const ps = new Array(${n})
+  for (let i = 0; i < ${n}; i++) ps[i] = waitAsync(ta, 0, 0).value
+  gc(); gc()
+  const r1 = process.memoryUsage().rss
+  const woken = notify(ta, 0)
+  Promise.all(ps).then(rs => {
+    console.log(JSON.stringify({ bytes: (r1 - r0) / ${n}, ok: woken === ${n} && rs.every(v => v === 'ok') }))
+  })
+})
+setTimeout(() => {}, 100)
+notify(ta, 0)`
+  const out = execFileSync(process.execPath, ['--expose-gc', '-e', src], { encoding: 'utf8' })
+  const r = JSON.parse(out.trim().split('\n').pop())
+  return { value: r.bytes, check: r.ok }
 }
 
 module.exports = [
@@ -233,7 +261,17 @@ module.exports = [
     }
   },
   {
-    name: '10,000 pending waitAsync: register (wake, memory in notes)',
+    name: 'memory per pending waitAsync (RSS growth, 100,000 pending)',
+    unit: 'B/op',
+    compare: 'Atomics',
+    goal: null,
+    subjects: {
+      sabsync: () => memoryPerWaiter('sabsync'),
+      Atomics: () => memoryPerWaiter('atomics')
+    }
+  },
+  {
+    name: '10,000 pending waitAsync: register (wake in notes)',
     unit: 'ns/op',
     compare: 'Atomics',
     goal: null,
