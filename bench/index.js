@@ -171,7 +171,16 @@ async function main () {
   }
 }
 
-main().catch(err => {
+let finished = false
+main().then(() => { finished = true }, err => {
   console.error(err)
   process.exit(1)
+})
+// A case that awaits something nothing will settle lets the loop run dry:
+// say so instead of exiting 0 without a table.
+process.on('exit', () => {
+  if (!finished && process.exitCode === undefined) {
+    console.error('bench: the event loop ran dry before the run finished (a case awaited something nothing settles)')
+    process.exitCode = 1
+  }
 })

@@ -100,6 +100,7 @@ async function mainPingPong (impl, rounds) {
   const sab = new SharedArrayBuffer(8)
   const seq = new Int32Array(sab)
   const w = new Worker(mainWorkerSource(impl), { eval: true, workerData: { sab, rounds } })
+  const exited = new Promise(resolve => w.once('exit', resolve)) // before it can happen
   const waitAsync = impl === 'sabsync' ? sabsync.waitAsync : Atomics.waitAsync
   const notify = impl === 'sabsync' ? sabsync.notify : Atomics.notify
   await new Promise(resolve => w.once('online', resolve))
@@ -114,7 +115,7 @@ async function mainPingPong (impl, rounds) {
     }
   }
   const ns = Number(process.hrtime.bigint() - t0) / rounds
-  await new Promise(resolve => w.once('exit', resolve))
+  await exited
   return { value: ns / 1000, check: Atomics.load(seq, 0) === 2 * rounds }
 }
 

@@ -2,8 +2,11 @@
 // CondVar ping-pong: two workers hand a turn back and forth under a Mutex,
 // each waiting on its own CondVar; one round trip is two hand-overs. The
 // peer is the same protocol on the three-state futex mutex with
-// Atomics.wait/notify on a sequence number (the classic condvar on futexes).
-const { run } = require('../support/locks')
+// Atomics.wait/notify on a sequence number (the classic condvar on futexes);
+// the C row is the same protocol on a pthread_mutex and two pthread_conds.
+const { run, pthreadEquivalent } = require('../support/locks')
+
+const roundsFor = quick => quick ? 3000 : 20000
 
 const PINGPONG = `
 const c = new Int32Array(workerData.cells) // [0] turn, [1] round trips, [2] ready, [3] go
@@ -38,7 +41,6 @@ parentPort.postMessage('done')`
 function subject (kind) {
   return async ({ quick }) => {
     const sabsync = require('../..')
-    const rounds = quick ? 3000 : 20000
     const cells = new SharedArrayBuffer(16)
     const c = new Int32Array(cells)
     let m, cv
@@ -51,13 +53,13 @@ function subject (kind) {
       const seq = new SharedArrayBuffer(8)
       cv = [{ buffer: seq, byteOffset: 0 }, { buffer: seq, byteOffset: 0 }]
     }
-    const done = [0, 1].map(me => run(PINGPONG, { kind, me, rounds, cells, m, cv }))
+    const done = [0, 1].map(me => run(PINGPONG, { kind, me, rounds: roundsFor(quick), cells, m, cv }))
     while (Atomics.load(c, 2) < 2) await new Promise(resolve => setTimeout(resolve, 1))
     const t0 = process.hrtime.bigint()
     Atomics.store(c, 3, 1)
     await Promise.all(done)
-    const us = Number(process.hrtime.bigint() - t0) / 1000 / rounds
-    return { value: us, check: c[1] === rounds }
+    const us = Number(process.hrtime.bigint() - t0) / 1000 / roundsFor(quick)
+    return { value: us, check: c[1] === roundsFor(quick) }
   }
 }
 
@@ -68,6 +70,10 @@ module.exports = [{
   goal: null,
   subjects: {
     sabsync: subject('sabsync'),
-    'atomics condvar': subject('atomics')
+    'atomics condvar': subject('atomics'),
+    'pthread_cond (C)': ({ quick }) => {
+      const r = pthreadEquivalent('condvar', roundsFor(quick))
+      return { value: r.value / 1000, check: r.check }
+    }
   }
 }]

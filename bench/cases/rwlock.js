@@ -1,8 +1,12 @@
 'use strict'
 // RWLock read-mostly throughput against a Mutex guarding the same work:
 // workers look up a shared table (a read section of real length), one in
-// `writeEvery` operations updates it.
-const { run } = require('../support/locks')
+// `writeEvery` operations updates it. The C row is the same work on a
+// pthread_rwlock (writer-preferring, as the RWLock is) in as many threads,
+// for a shorter time (a rate; C has no JIT to warm and no workers to start).
+const { run, pthreadEquivalent } = require('../support/locks')
+
+const WRITE_EVERY = 50
 
 const WORK = `
 const c = new Int32Array(workerData.counter)
@@ -48,7 +52,7 @@ function subject (kind, workers) {
     const table = new SharedArrayBuffer(4 * 256)
     const done = []
     for (let i = 0; i < workers; i++) {
-      done.push(run(WORK, { kind, lock: { buffer: lock.buffer, byteOffset: lock.byteOffset }, counter, table, writeEvery: 50 }))
+      done.push(run(WORK, { kind, lock: { buffer: lock.buffer, byteOffset: lock.byteOffset }, counter, table, writeEvery: WRITE_EVERY }))
     }
     while (Atomics.load(c, 2) < workers) await new Promise(resolve => setTimeout(resolve, 1))
     const t0 = performance.now()
@@ -63,12 +67,13 @@ function subject (kind, workers) {
 }
 
 module.exports = [2, 4].map(workers => ({
-  name: `rwlock: read-mostly (1 write in 50), ${workers} workers, vs Mutex on the same work`,
+  name: `rwlock: read-mostly (1 write in ${WRITE_EVERY}), ${workers} workers, vs Mutex on the same work`,
   unit: 'ops/s',
   compare: 'sabsync Mutex',
   goal: null,
   subjects: {
     sabsync: subject('rwlock', workers),
-    'sabsync Mutex': subject('mutex', workers)
+    'sabsync Mutex': subject('mutex', workers),
+    'pthread_rwlock (C)': ({ quick }) => pthreadEquivalent('rwlock', workers, quick ? 200 : 500, WRITE_EVERY)
   }
 }))

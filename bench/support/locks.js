@@ -1,7 +1,10 @@
 'use strict'
 // Helpers for the lock benchmark cases (bench/cases/mutex.js, rwlock.js,
-// condvar.js): the peers written on Atomics, timing, and workers.
+// condvar.js, barrier.js): the peers written on Atomics, timing, workers,
+// and the pthread equivalents in C.
+const fs = require('fs')
 const path = require('path')
+const { execFileSync } = require('child_process')
 const { Worker } = require('worker_threads')
 
 const ROOT = path.join(__dirname, '..', '..')
@@ -86,4 +89,19 @@ ${body}`
   })
 }
 
-module.exports = { ROOT, FutexMutex, FUTEX_MUTEX, nsPerOp, nsPerOpAsync, run }
+// bench/pthread_equivalents.c in one of its modes (built once per process
+// with cc into build/bench/): { value, check } from its "FIGURE CHECK" line.
+let pthreadBin = null
+function pthreadEquivalent (...args) {
+  if (pthreadBin === null) {
+    const out = path.join(ROOT, 'build', 'bench')
+    fs.mkdirSync(out, { recursive: true })
+    const bin = path.join(out, 'pthread_equivalents')
+    execFileSync('cc', ['-O2', '-pthread', '-o', bin, path.join(__dirname, '..', 'pthread_equivalents.c')])
+    pthreadBin = bin
+  }
+  const [figure, ok] = execFileSync(pthreadBin, args.map(String), { encoding: 'utf8' }).trim().split(' ')
+  return { value: Number(figure), check: ok === '1' }
+}
+
+module.exports = { ROOT, FutexMutex, FUTEX_MUTEX, nsPerOp, nsPerOpAsync, run, pthreadEquivalent }
