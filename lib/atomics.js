@@ -12,7 +12,7 @@
 const { isSharedArrayBuffer, isProxy } = require('util').types
 const native = require('./native')
 const errors = require('./errors')
-const { isAbortSignal, guard } = require('./abort')
+const { isAbortSignal, ownSignal, guard } = require('./abort')
 
 const TypedArrayPrototype = Object.getPrototypeOf(Int32Array.prototype)
 const getter = name => Object.getOwnPropertyDescriptor(TypedArrayPrototype, name).get
@@ -239,7 +239,7 @@ function parseWaitAsyncOptions (options) {
     throw invalidType('options.signal', 'an AbortSignal', signal)
   }
   if (typeof ref !== 'boolean') throw invalidType('options.ref', 'a boolean', ref)
-  return { signal, ref }
+  return { signal: signal === undefined ? undefined : ownSignal(signal), ref }
 }
 
 const api = {

@@ -157,9 +157,12 @@ function attemptLock (w) {
     const owner = word & OWNER
     if (owner === 0) {
       // Free (so word === 0). After a wake, others may still be parked:
-      // keep PARKED so that our unlock wakes the next one.
+      // keep PARKED so that our unlock wakes the next one. (The CAS is
+      // against `word`, not 0: memory that was not a Mutex's can hold flags
+      // without an owner, and a CAS against 0 would loop here forever;
+      // found by test/fuzz-primitives.test.js.)
       const mine = w.parked > 0 || w.starving ? selfId | PARKED : selfId
-      if (Atomics.compareExchange(i32, WORD, 0, mine) === 0) {
+      if (Atomics.compareExchange(i32, WORD, word, mine) === word) {
         if (w.starving) unregister(i32)
         return true
       }
@@ -272,10 +275,22 @@ function settleEntry (q, e, fn, value) {
   fn(value)
 }
 
+// setTimeout takes at most 2^31-1 ms: a longer delay fires after 1 ms
+// (with a warning), which timed out a lockAsync({ timeout: 3e9 }) waiting
+// behind another at once (found by test/fuzz-primitives.test.js). A longer
+// timeout takes several timers.
+const MAX_TIMER = 0x7FFFFFFF
+
 function arm (q, e) {
   if (e.deadline !== Infinity) {
-    e.timer = setTimeout(() => settleEntry(q, e, e.resolve, false), Math.max(0, e.deadline - performance.now()))
-    if (!e.ref) e.timer.unref()
+    const expire = () => {
+      const left = e.deadline - performance.now()
+      e.timer = left > MAX_TIMER
+        ? setTimeout(expire, MAX_TIMER)
+        : setTimeout(() => settleEntry(q, e, e.resolve, false), Math.max(0, left))
+      if (!e.ref) e.timer.unref()
+    }
+    expire()
   }
   if (e.signal !== undefined) {
     e.onAbort = () => settleEntry(q, e, e.reject, e.signal.reason)

@@ -8,7 +8,7 @@ const { isSharedArrayBuffer } = require('util').types
 const native = require('./native')
 const { addressOf, bucketOf, counts } = require('./atomics')
 const { invalidType, outOfRange, SabsyncError } = require('./errors')
-const { isAbortSignal, guard } = require('./abort')
+const { isAbortSignal, ownSignal, guard } = require('./abort')
 
 // This thread's owner id: unique in the process, never reused, marked dead
 // by the native side when the thread ends (see include/sabsync.h).
@@ -80,7 +80,8 @@ function parseAsyncOptions (options) {
     throw invalidType('options.signal', 'an AbortSignal', signal)
   }
   if (typeof ref !== 'boolean') throw invalidType('options.ref', 'a boolean', ref)
-  return { timeout: parseTimeout(timeout, 'options.timeout'), signal, ref }
+  const t = parseTimeout(timeout, 'options.timeout')
+  return { timeout: t, signal: signal === undefined ? undefined : ownSignal(signal), ref }
 }
 
 // Park this thread on i32[index] while it holds `value`, up to `timeout`
@@ -129,6 +130,7 @@ module.exports = {
   parseTimeout,
   parseAsyncOptions,
   isAbortSignal,
+  ownSignal,
   parkSync,
   parkAsync,
   wake,

@@ -3,9 +3,22 @@
 // `npm run stress`: stress and soak runs over the primitives (not part of
 // `npm test`). Each scenario checks its invariants and must end within its
 // deadline. Prints one line per scenario and `N passed, M failed`.
+// [name, run, deadline in ms (default DEADLINE_MS)]
+const chaos = '7 workers + main (async), random timeouts, aborts, terminations, process.exit()'
+const p = () => require('./primitives')
 const scenarios = [
   ['token ring: wait/waitAsync/notify, 6 workers + main, random timeouts, aborts, terminations', () => require('./core').tokenRing()],
-  ['soak: 1,000,000 waitAsync with timeouts', () => require('./core').soakWaitAsync()]
+  ['soak: 1,000,000 waitAsync with timeouts', () => require('./core').soakWaitAsync()],
+  [`Mutex: counter under lock/tryLock/lockAsync/runExclusive, ${chaos}`, () => p().mutexScenario(), 60000],
+  [`AtomicFlag: counter under testAndSet/wait/waitAsync/notify, ${chaos}`, () => p().flagScenario(), 60000],
+  [`Once: 16,000 Onces, fn sleeps/throws/dies, run/runAsync, ${chaos}`, () => p().onceScenario(), 60000],
+  [`Latch: countDown/wait/waitAsync/arriveAndWait over a moving window, ${chaos}`, () => p().latchScenario(), 60000],
+  [`CondVar: bounded queue (Mutex + 2 CondVars), producers/consumers, ${chaos}`, () => p().condScenario(), 60000],
+  [`RWLock: readers/writers (3 reader slots), sync/try/async forms, ${chaos}`, () => p().rwScenario(), 60000],
+  ['Barrier: 7 parties in epochs of rounds, reset() between, 6 workers + main (async), random timeouts, aborts, terminations, process.exit()', () => p().barrierScenario(), 60000],
+  [`Sema: 3 tokens, acquireSync/tryAcquire/acquire/release, ${chaos}`, () => p().semaScenario(), 60000],
+  [`RateLimit: 20 per 50 ms and uniform 10 per 40 ms, sync/async, ${chaos}`, () => p().rateScenario(), 60000],
+  ['soak: 1,000,000 lockAsync/unlock cycles, a worker contending part of the time', () => p().soakLockAsync(), 120000]
 ]
 
 const only = process.argv.slice(2).filter(a => !a.startsWith('--'))
@@ -14,11 +27,11 @@ const DEADLINE_MS = 240000
 async function main () {
   let passed = 0
   let failed = 0
-  for (const [name, run] of scenarios) {
+  for (const [name, run, ms = DEADLINE_MS] of scenarios) {
     if (only.length && !only.some(w => name.includes(w))) continue
     const t0 = Date.now()
     let timer
-    const deadline = new Promise((resolve) => { timer = setTimeout(resolve, DEADLINE_MS, { ok: false, detail: `did not end within ${DEADLINE_MS / 1000} s` }) })
+    const deadline = new Promise((resolve) => { timer = setTimeout(resolve, ms, { ok: false, detail: `did not end within ${ms / 1000} s` }) })
     let r
     try {
       r = await Promise.race([run(), deadline])
