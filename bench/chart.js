@@ -8,7 +8,9 @@ function renderSvg (results) {
   const rows = []
   for (const r of results) {
     const own = r.rows.find(x => x.name === 'sabsync')
-    if (own && own.ratio != null) rows.push({ label: `${r.name} (vs ${r.compare})`, ratio: own.ratio, goal: r.goal, met: r.met })
+    let label = `${r.name} (vs ${r.compare})`
+    if (label.length > 72) label = label.slice(0, 71) + '…'
+    if (own && own.ratio != null) rows.push({ label, ratio: own.ratio, goal: r.goal, met: r.met })
   }
   const lo = Math.log2(1 / 8)
   const hi = Math.log2(64)

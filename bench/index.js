@@ -151,9 +151,11 @@ async function main () {
     results.push(summarize(c, runs))
   }
   const cpus = os.cpus()
+  const load = os.loadavg().map(x => x.toFixed(1)).join(' / ')
   const header = [
     `Machine: ${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, ${os.type()} ${os.release()}`,
     `Node ${process.version}; ${new Date().toISOString().slice(0, 10)}; \`npm run bench${quick ? ' -- --quick' : ''}\`; ${repeats} runs per subject, interleaved.`,
+    `Load average at the end (1 / 5 / 15 min): ${load}; on a shared 2-CPU machine, cases that spin or pin threads suffer most from other load.`,
     'Ratio: the comparison\'s median over sabsync\'s (for times; the inverse for ops/s): above 1 means sabsync is faster.'
   ].join('\n')
   const md = table(results)
