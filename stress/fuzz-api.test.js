@@ -659,6 +659,7 @@ function call (w) {
       return d && d.get ? d.get.call(self) : self[name]
     }
     const args = w.args = tame(item, name, gen())
+    if (process.env.FUZZ_TRACE) console.error('TRACE call', what, '#' + w.items.indexOf(item), describe(args))
     return kind === 'RateLimit' ? fn(...args) : fn.apply(self, args)
   })
 }
