@@ -3,12 +3,41 @@
 // source (build/Release) when there is one, else a prebuilt binary for this
 // platform from prebuilds/ (Node-API: one binary serves every Node version).
 const path = require('path')
+const { getEnvironmentData, setEnvironmentData } = require('worker_threads')
 
 const root = path.join(__dirname, '..')
 
+// Every thread of a process must run the same copy of the addon: owner ids,
+// their deaths and the parking lot are static state of the binary, so two
+// copies (two paths) are two worlds that never see each other's deaths or
+// wakes. node-gyp-build resolves the file anew in each thread, and the
+// answer can change while the process runs: `node scripts/build.js` (node-gyp
+// rebuild) deletes build/ before it compiles, and a worker started in that
+// window found no build and loaded prebuilds/, a second copy. Its first owner
+// id is 1, the main thread's: a writer waiting for that worker's read lock
+// took the worker's slot for its own thread's read hold, never saw the
+// worker die, and timed out (test/rwlock.test.js, "reader death (throw)",
+// in a full run during a rebuild). So the first thread to load the addon
+// passes the file it loaded to the workers it starts (environment data is
+// inherited by every Worker created after it is set), and they dlopen that
+// path, which finds the copy already in the process by name whatever is on
+// disk there now (missing, or a newer build). Keyed by the package root, so
+// that two installs of sabsync keep their own binaries.
+const KEY = 'sabsync:addon:' + root
+
 function load () {
   try {
-    return require('node-gyp-build')(root)
+    const file = getEnvironmentData(KEY)
+    if (file !== undefined) {
+      const m = { exports: {} }
+      process.dlopen(m, file)
+      return m.exports
+    }
+    const gyp = require('node-gyp-build')
+    const found = gyp.resolve(root)
+    const addon = require(found)
+    setEnvironmentData(KEY, found)
+    return addon
   } catch (cause) {
     const err = new Error('sabsync: no native addon for this platform (' + process.platform + '-' + process.arch +
       '): neither a local build nor a prebuilt binary; run `npm run build` (needs a C compiler and make)')
