@@ -6,6 +6,7 @@
 // before it asks again. Nothing is ever handed back, so a thread that ends
 // at any point leaks no capacity.
 
+const { isSharedArrayBuffer } = require('util').types
 const native = require('./native')
 const { memoryOf, handleOf, parseTimeout, isAbortSignal, ownSignal, SabsyncError, invalidType, outOfRange } = require('./shared')
 
@@ -89,7 +90,7 @@ function limiterOver (mem) {
 // Timers may fire a little early (Node measures from the loop's cached
 // time); rateTake says so and the loop above sleeps the rest. That loop also
 // covers waits beyond setTimeout's limit of 2^31-1 ms (a longer delay fires
-// after 1 ms, with a warning: found by test/fuzz-primitives.test.js).
+// after 1 ms, with a warning: found by the API fuzz, stress/fuzz-api.test.js).
 function sleep (ms, signal) {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(done, Math.min(0x7FFFFFFF, Math.max(1, Math.ceil(ms))))
@@ -125,6 +126,10 @@ RateLimit.byteLength = function byteLength (rps) {
 
 /** Attach to a RateLimit made in another thread (or its { buffer, byteOffset }). */
 RateLimit.from = function from (handle) {
+  // A limiter is a function (with its buffer and byteOffset): from(limit)
+  // attaches to it, as API.md and index.d.ts say (it threw a TypeError:
+  // found by the API fuzz, stress/fuzz-api.test.js).
+  if (typeof handle === 'function' && isSharedArrayBuffer(handle.buffer)) handle = { buffer: handle.buffer, byteOffset: handle.byteOffset }
   const { buffer, byteOffset } = handleOf('RateLimit', handle)
   const head = memoryOf('RateLimit', HEADER_BYTES, { buffer, byteOffset })
   const rps = Atomics.load(head.i32, 1)

@@ -107,6 +107,7 @@ t.test('async-sema style: await lim() in a loop; sync, abort, handles', async t 
   while (lim.sync(0) !== undefined) extra++
   t.ok(extra <= 5, 'sync(0) takes what is free, then answers undefined')
   t.equal(other.sync(0), undefined, 'attached: the same window')
+  t.equal(RateLimit.from(lim).sync(0), undefined, 'from(limit) attaches to the limiter itself (a function)')
   const ac = new AbortController()
   const pending = other({ signal: ac.signal })
   ac.abort(new Error('enough'))
@@ -130,6 +131,7 @@ t.test('bad input names the argument', async t => {
   t.throws(() => RateLimit(5, { buffer: new SharedArrayBuffer(8) }), { name: 'RangeError', message: /"options.byteOffset"/ })
   t.throws(() => RateLimit.from({ buffer: new SharedArrayBuffer(64), byteOffset: 0 }), { code: 'ERR_SABSYNC_BAD_MEMORY' })
   t.throws(() => RateLimit.from(7), { name: 'TypeError', message: /"handle"/ })
+  t.throws(() => RateLimit.from(() => 1), { name: 'TypeError', message: /"handle"/ })
   const lim = RateLimit(1)
   await t.rejects(lim({ signal: 'no' }), { name: 'TypeError', message: /"options.signal"/ })
   t.throws(() => lim.sync('1'), { name: 'TypeError', message: /"timeout"/ })
