@@ -186,6 +186,14 @@ function attemptRead (w) {
   const r = w.rw
   const i32 = r.i32
   for (;;) {
+    // Another task of this thread got a read lock while this one waited
+    // (async readers of one thread wait side by side): this thread is a
+    // reader already, so this is one more hold on its slot. Claiming a
+    // second slot would count two holds as one and leak a slot.
+    if (r.local.count > 0) {
+      r.local.count++
+      return true
+    }
     const epoch = deathEpoch()
     const drain = Atomics.load(i32, DRAIN)
     const s = Atomics.load(i32, STATE)

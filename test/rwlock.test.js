@@ -313,6 +313,25 @@ t.test('timeouts and abort leave the lock usable', async t => {
   rw.readUnlock()
 })
 
+t.test('async readers of one thread that wait side by side share its one slot', async t => {
+  // Found by npm run stress: two readLockAsync of one thread parked behind
+  // a writer both claimed a slot when it left; the thread's count said one
+  // hold, the second readUnlock threw, and a slot leaked for good.
+  for (const slots of [1, 4]) {
+    const rw = new RWLock({ readerSlots: slots })
+    t.equal(await rw.writeLockAsync(), true)
+    const readers = [1, 2, 3].map(() => rw.readLockAsync({ timeout: 5000 }))
+    await sleep(5)
+    rw.writeUnlock()
+    t.same(await Promise.all(readers), [true, true, true], `${slots} slot(s): all three read`)
+    t.equal(rw.tryWriteLock(), false, 'a writer waits for them')
+    for (let i = 0; i < 3; i++) t.doesNotThrow(() => rw.readUnlock(), `readUnlock ${i + 1} of 3`)
+    t.throws(() => rw.readUnlock(), { code: 'ERR_SABSYNC_NOT_OWNER' }, 'a fourth is one too many')
+    t.equal(rw.tryWriteLock(), true, 'no slot is left taken')
+    rw.writeUnlock()
+  }
+})
+
 t.test('bad input', async t => {
   const rw = new RWLock()
   t.throws(() => rw.readLock('1'), { name: 'TypeError', message: /"timeout"/ })
