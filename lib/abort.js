@@ -15,7 +15,7 @@ function isAbortSignal (signal) {
 // addEventListener, its aborted and reason getters) only here, on the
 // caller's stack, where what it throws reaches the caller: the library
 // never calls it later, from a timer or a wait's completion, where a throw
-// would be an uncaught exception (found by the API fuzz, stress/fuzz-api.test.js).
+// would be an uncaught exception (found by the API fuzz, test/fuzz-primitives.test.js).
 function ownSignal (signal) {
   if (signal instanceof AbortSignal) return signal
   if (signal.aborted) return AbortSignal.abort(signal.reason)

@@ -160,7 +160,7 @@ function attemptLock (w) {
       // keep PARKED so that our unlock wakes the next one. (The CAS is
       // against `word`, not 0: memory that was not a Mutex's can hold flags
       // without an owner, and a CAS against 0 would loop here forever;
-      // found by the API fuzz, stress/fuzz-api.test.js.)
+      // found by the API fuzz, test/fuzz-primitives.test.js.)
       const mine = w.parked > 0 || w.starving ? selfId | PARKED : selfId
       if (Atomics.compareExchange(i32, WORD, word, mine) === word) {
         if (w.starving) unregister(i32)
@@ -277,7 +277,7 @@ function settleEntry (q, e, fn, value) {
 
 // setTimeout takes at most 2^31-1 ms: a longer delay fires after 1 ms
 // (with a warning), which timed out a lockAsync({ timeout: 3e9 }) waiting
-// behind another at once (found by the API fuzz, stress/fuzz-api.test.js). A longer
+// behind another at once (found by the API fuzz, test/fuzz-primitives.test.js). A longer
 // timeout takes several timers.
 const MAX_TIMER = 0x7FFFFFFF
 

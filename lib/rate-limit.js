@@ -90,7 +90,7 @@ function limiterOver (mem) {
 // Timers may fire a little early (Node measures from the loop's cached
 // time); rateTake says so and the loop above sleeps the rest. That loop also
 // covers waits beyond setTimeout's limit of 2^31-1 ms (a longer delay fires
-// after 1 ms, with a warning: found by the API fuzz, stress/fuzz-api.test.js).
+// after 1 ms, with a warning: found by the API fuzz, test/fuzz-primitives.test.js).
 function sleep (ms, signal) {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(done, Math.min(0x7FFFFFFF, Math.max(1, Math.ceil(ms))))
@@ -128,7 +128,7 @@ RateLimit.byteLength = function byteLength (rps) {
 RateLimit.from = function from (handle) {
   // A limiter is a function (with its buffer and byteOffset): from(limit)
   // attaches to it, as API.md and index.d.ts say (it threw a TypeError:
-  // found by the API fuzz, stress/fuzz-api.test.js).
+  // found by the API fuzz, test/fuzz-primitives.test.js).
   if (typeof handle === 'function' && isSharedArrayBuffer(handle.buffer)) handle = { buffer: handle.buffer, byteOffset: handle.byteOffset }
   const { buffer, byteOffset } = handleOf('RateLimit', handle)
   const head = memoryOf('RateLimit', HEADER_BYTES, { buffer, byteOffset })

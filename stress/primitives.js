@@ -955,7 +955,7 @@ ${asyncOrSync()}`,
         waiting += waitersOn(at(k), 1)
       }
       return {
-        ok: bad === 0 && waiting === 0 && hi > 1000,
+        ok: bad === 0 && waiting === 0 && hi > 200,
         detail: `${hi} latches used, each counted down exactly its count (${bad} not; ${downs} decrements recorded); ` +
           `${d[L2.OKS]} waits released, ${d[L2.TIMEOUTS]} timeouts, ${d[L2.ABORTS]} aborts, ${d[L2.RANGES]} RangeErrors for n > count; waiters ${waiting}`
       }
@@ -1467,7 +1467,7 @@ barrierLogic(env, sabsync.Barrier.from(data.b), new Int32Array(data.d), data.P, 
       const r = barrierLogic(env, b, d, P, sabsync).check(stats.epochs, deadIn)
       const waiting = waitersOn(b, 1)
       return {
-        ok: r.bad.length === 0 && r.overflow === 0 && r.completed > 500 && waiting === 0,
+        ok: r.bad.length === 0 && r.overflow === 0 && r.completed > 100 && waiting === 0,
         detail: `${stats.epochs} epochs (reset()s), ${r.completed} rounds completed with exactly one leader, ${r.broken} rounds broken with none, ` +
           `${r.missing} answers missing from parties that died; waiters ${waiting}` + (r.bad.length ? `; BAD: ${r.bad.slice(0, 5).join('; ')}` : '')
       }

@@ -1,5 +1,5 @@
 'use strict'
-// What the API fuzz (stress/fuzz-api.test.js, `npm run fuzz:api`) found,
+// What the API fuzz (test/fuzz-primitives.test.js) found,
 // one test each, so that npm test keeps them fixed.
 const t = require('tap')
 const sabsync = require('..')
