@@ -46,7 +46,7 @@ t.test('a waiter returns only once the flag differs and it is notified', async t
   const state = await Promise.race([got, sleep(30).then(() => 'still waiting')])
   t.equal(state, 'still waiting')
   f.testAndSet()
-  await until(() => f.notifyOne() === 1 || false, 20000, 'the waiter to be woken')
+  await until(() => f.notifyOne() === 1 || false, 60000, 'the waiter to be woken')
   t.same(await got, [true, true])
   await w.exited
 })

@@ -32,12 +32,12 @@ async function round (t, pattern) {
         Atomics.store(ta, 2 + at, id)
       })
     }
-    await until(() => sabsync.waiters(ta, 0) === id, 20000, `waiter ${id} queued`)
+    await until(() => sabsync.waiters(ta, 0) === id, 60000, `waiter ${id} queued`)
   }
   // Wake one at a time: each notify counts exactly 1 and wakes the oldest.
   for (let k = 1; k <= pattern.length; k++) {
     t.equal(sabsync.notify(ta, 0, 1), 1, `notify ${k} wakes one`)
-    await until(() => logged() === k, 20000, `wake ${k} logged`)
+    await until(() => logged() === k, 60000, `wake ${k} logged`)
     t.equal(Atomics.load(ta, 2 + k - 1), k, `wake ${k} went to waiter ${k}`)
   }
   t.equal(sabsync.notify(ta, 0), 0, 'nobody left')

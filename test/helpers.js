@@ -8,7 +8,7 @@ const root = path.join(__dirname, '..')
 
 // Poll `cond` until it is true; reject after `ms` (a hang guard, not a
 // speed assertion: generous on purpose).
-function until (cond, ms = 20000, what = 'condition') {
+function until (cond, ms = 60000, what = 'condition') {
   const end = Date.now() + ms
   return new Promise((resolve, reject) => {
     (function poll () {

@@ -179,7 +179,7 @@ t.test('a released token goes to the longest waiter, whichever thread', async t 
           s.release(tok)
         }))
       }
-      await until(() => s.nrWaiting() === id, 20000, `waiter ${id} queued`)
+      await until(() => s.nrWaiting() === id, 60000, `waiter ${id} queued`)
     }
     t.equal(s.tryAcquire(), undefined, 'no barging past the queue')
     s.release(0)
