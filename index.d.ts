@@ -126,8 +126,10 @@ export interface SemaCreateOptions<T> extends SemaOptions<T> {
  */
 export class Sema<T = number> implements SharedHandle {
   constructor (nr: number, options?: SemaCreateOptions<T>)
-  /** Bytes a Sema of `nr` tokens needs (its size depends on nr, so this is a function). */
-  static byteLength (nr: number): number
+  /** Bytes that hold a Sema of up to 64 tokens. */
+  static readonly byteLength: number
+  /** Bytes a Sema of `nr` tokens needs. */
+  static byteLengthFor (nr: number): number
   /** Attach to a Sema made in another thread. */
   static from<T = number> (handle: SharedHandle, options?: SemaOptions<T>): Sema<T>
   readonly buffer: SharedArrayBuffer
@@ -183,8 +185,10 @@ export interface RateLimiter extends SharedHandle {
  */
 export declare function RateLimit (rps: number, options?: RateLimitOptions): RateLimiter
 export declare namespace RateLimit {
+  /** Bytes that hold a RateLimit of up to 64 per time unit. */
+  const byteLength: number
   /** Bytes a RateLimit of `rps` needs. */
-  function byteLength (rps: number): number
+  function byteLengthFor (rps: number): number
   /** Attach to a RateLimit made in another thread. */
   function from (handle: SharedHandle): RateLimiter
 }

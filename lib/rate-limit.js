@@ -118,8 +118,12 @@ function RateLimit (rps, options) {
   return limiterOver(mem)
 }
 
+// Bytes that hold a RateLimit of up to 64 per time unit (API.md: every
+// primitive has a static byteLength); byteLengthFor(rps) for the exact size.
+Object.defineProperty(RateLimit, 'byteLength', { value: native.rateBytes(64), enumerable: true })
+
 /** Bytes a RateLimit of `rps` needs in shared memory (8-byte aligned). */
-RateLimit.byteLength = function byteLength (rps) {
+RateLimit.byteLengthFor = function byteLengthFor (rps) {
   checkRps(rps)
   return native.rateBytes(rps)
 }

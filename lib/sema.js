@@ -15,6 +15,7 @@ const { describe } = require('./errors')
 const { guard } = require('./abort')
 
 const MAX = 0x100000 // SAB_SEMA_MAX
+const DEFAULT_NR = 64 // the tokens that Sema.byteLength holds
 const RECOVERED = 0x80000000 // SAB_SEMA_RECOVERED, in a native token
 const HANDED_SELF = 1 // semaRelease's info bits
 const POOLED = 2
@@ -114,8 +115,14 @@ class Sema {
     this.#setup(mem, nr, opts)
   }
 
+  /**
+   * Bytes that hold a Sema of up to 64 tokens (API.md: every primitive has
+   * a static byteLength); `byteLengthFor(nr)` for the exact size.
+   */
+  static get byteLength () { return native.semaBytes(DEFAULT_NR) }
+
   /** Bytes a Sema of `nr` tokens needs in shared memory (8-byte aligned). */
-  static byteLength (nr) {
+  static byteLengthFor (nr) {
     checkNr(nr)
     return native.semaBytes(nr)
   }

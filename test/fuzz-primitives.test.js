@@ -142,8 +142,8 @@ function bytesOf (kind, obj) {
   switch (kind) {
     case 'RWLock': return RWLock.byteLengthFor(obj.readerSlots)
     case 'Barrier': return Barrier.byteLengthFor(obj.parties)
-    case 'Sema': return Sema.byteLength(obj.nr)
-    case 'RateLimit': return RateLimit.byteLength(obj.rps)
+    case 'Sema': return Sema.byteLengthFor(obj.nr)
+    case 'RateLimit': return RateLimit.byteLengthFor(obj.rps)
     default: return 8
   }
 }
@@ -444,7 +444,7 @@ const API = {
   },
   Sema: {
     ctor: () => [chance(0.7) ? pick([1, 2, 3, 5, 64, 0x100000, 0x100001, 0, -1, 1.5, NaN]) : any(), memoryOptions(semaOptions)],
-    statics: { from: () => [handle('Sema'), chance(0.5) ? undefined : semaOptionsBag()], byteLength: () => [chance(0.5) ? smallInt() : any()] },
+    statics: { from: () => [handle('Sema'), chance(0.5) ? undefined : semaOptionsBag()], byteLength: GET, byteLengthFor: () => [chance(0.5) ? smallInt() : any()] },
     methods: {
       tryAcquire: () => [],
       acquireSync: () => [blockingTimeout()],
@@ -458,7 +458,7 @@ const API = {
   },
   RateLimit: {
     ctor: () => [chance(0.7) ? pick([1, 2, 5, 100, 0x100000, 0x100001, 0, -1, 1.5, NaN]) : any(), rateOptions()],
-    statics: { from: () => [handle('RateLimit')], byteLength: () => [chance(0.5) ? smallInt() : any()] },
+    statics: { from: () => [handle('RateLimit')], byteLength: GET, byteLengthFor: () => [chance(0.5) ? smallInt() : any()] },
     methods: {
       limit: () => [chance(0.5) ? undefined : chance(0.5) ? { signal: signal() } : any()],
       sync: () => [blockingTimeout()]

@@ -331,7 +331,7 @@ t.test('bad input: errors name the argument; no change of capacity', async t => 
   t.throws(() => new Sema(2, { buffer: new ArrayBuffer(64) }), { name: 'TypeError', message: /"options.buffer"/ })
   t.throws(() => new Sema(2, { buffer: new SharedArrayBuffer(128), byteOffset: 4 }), { name: 'RangeError', message: /"options.byteOffset"/ })
   t.throws(() => new Sema(2, { buffer: new SharedArrayBuffer(16) }), { name: 'RangeError', message: /"options.byteOffset"/ })
-  t.throws(() => Sema.byteLength(0), { name: 'RangeError', message: /"nr"/ })
+  t.throws(() => Sema.byteLengthFor(0), { name: 'RangeError', message: /"nr"/ })
   t.throws(() => Sema.from(null), { name: 'TypeError', message: /"handle"/ })
   t.throws(() => Sema.from({ buffer: new SharedArrayBuffer(64), byteOffset: 0 }), { code: 'ERR_SABSYNC_BAD_MEMORY' })
 
@@ -348,7 +348,11 @@ t.test('bad input: errors name the argument; no change of capacity', async t => 
 })
 
 t.test('a Sema travels by postMessage and lives at an offset of a bigger buffer', async t => {
-  const buffer = new SharedArrayBuffer(8 + Sema.byteLength(3) + 8)
+  t.ok(Number.isInteger(Sema.byteLength) && Sema.byteLength % 8 === 0, 'static byteLength is a number of bytes')
+  t.equal(Sema.byteLength, Sema.byteLengthFor(64), 'it holds 64 tokens')
+  t.equal(new Sema(64, { buffer: new SharedArrayBuffer(Sema.byteLength) }).nr, 64)
+  t.throws(() => new Sema(65, { buffer: new SharedArrayBuffer(Sema.byteLength) }), { name: 'RangeError' }, 'not 65')
+  const buffer = new SharedArrayBuffer(8 + Sema.byteLengthFor(3) + 8)
   const s = new Sema(3, { buffer, byteOffset: 8 })
   t.same(Object.keys(s), ['buffer', 'byteOffset'])
   t.equal(s.byteOffset, 8)

@@ -58,7 +58,7 @@ async function primitives (): Promise<void> {
   const t2: string | undefined = sema.tryAcquire() ?? sema.acquireSync(1)
   if (t2 !== undefined) sema.release(t2)
   const all: string[] = await sema.drain()
-  const waiting: number = sema.nrWaiting() + Sema.byteLength(2)
+  const waiting: number = sema.nrWaiting() + Sema.byteLengthFor(2) + Sema.byteLength + RateLimit.byteLength + RateLimit.byteLengthFor(3)
   const other: Sema = Sema.from({ buffer: sema.buffer, byteOffset: sema.byteOffset })
 
   const limit: RateLimiter = RateLimit(10, { timeUnit: 1000, uniformDistribution: true })
