@@ -20,24 +20,9 @@ const LIBS = { Atomics, sabsync }
 const NAMES = ['Atomics', 'sabsync']
 const FNS = ['wait', 'waitAsync', 'notify']
 
-const TA_PROTO = Object.getPrototypeOf(Int32Array.prototype)
-const taTag = Object.getOwnPropertyDescriptor(TA_PROTO, Symbol.toStringTag).get
+const { taTag, detach, HAS_RESIZABLE, HAS_GROWABLE, noteMissingBuffers, Poison } = require('./helpers')
 const isBig = ta => taTag.call(ta) === 'BigInt64Array'
-const detach = buf => { structuredClone(buf, { transfer: [buf] }) }
-// Resizable ArrayBuffers and growable SharedArrayBuffers (ES2024) are missing
-// on Node 18, where `maxByteLength` is ignored: the cases that need them are
-// left out there.
-const HAS_RESIZABLE = typeof ArrayBuffer.prototype.resize === 'function'
-const HAS_GROWABLE = typeof SharedArrayBuffer.prototype.grow === 'function'
-if (!HAS_RESIZABLE) t.comment('no resizable ArrayBuffer in this Node: its cases are left out')
-if (!HAS_GROWABLE) t.comment('no growable SharedArrayBuffer in this Node: its cases are left out')
-
-class Poison extends Error {
-  constructor (tag) {
-    super('poison ' + tag)
-    this.tag = tag
-  }
-}
+noteMissingBuffers(t)
 
 // A result made comparable: -0 stays distinguishable, result objects are
 // described with their prototype, own keys in order and value kind.

@@ -57,4 +57,43 @@ function child (code, { timeout = 30000 } = {}) {
   })
 }
 
-module.exports = { until, worker, exited, child, root }
+// For the conformance tests of wait / waitAsync / notify: the intrinsic
+// TypedArray getters (an own `length` or `buffer` cannot fool them), a way
+// to detach a buffer, and which buffer kinds this Node has. Resizable
+// ArrayBuffers and growable SharedArrayBuffers (ES2024) are missing on
+// Node 18, where `maxByteLength` is ignored: the cases that need them are
+// left out there, and `noteMissingBuffers(t)` says so in the output.
+const TA_PROTO = Object.getPrototypeOf(Int32Array.prototype)
+const taGetter = name => Object.getOwnPropertyDescriptor(TA_PROTO, name).get
+const taTag = taGetter(Symbol.toStringTag)
+const detach = buf => { structuredClone(buf, { transfer: [buf] }) }
+const HAS_RESIZABLE = typeof ArrayBuffer.prototype.resize === 'function'
+const HAS_GROWABLE = typeof SharedArrayBuffer.prototype.grow === 'function'
+function noteMissingBuffers (t) {
+  if (!HAS_RESIZABLE) t.comment('no resizable ArrayBuffer in this Node: its cases are left out')
+  if (!HAS_GROWABLE) t.comment('no growable SharedArrayBuffer in this Node: its cases are left out')
+}
+
+// An error thrown on purpose by a conversion hook, tagged with where.
+class Poison extends Error {
+  constructor (tag) {
+    super('poison ' + tag)
+    this.tag = tag
+  }
+}
+
+module.exports = {
+  until,
+  worker,
+  exited,
+  child,
+  root,
+  TA_PROTO,
+  taGetter,
+  taTag,
+  detach,
+  HAS_RESIZABLE,
+  HAS_GROWABLE,
+  noteMissingBuffers,
+  Poison
+}

@@ -11,26 +11,10 @@ const t = require('tap')
 const { isSharedArrayBuffer } = require('util').types
 const sabsync = require('..')
 
-const TA_PROTO = Object.getPrototypeOf(Int32Array.prototype)
-const getter = name => Object.getOwnPropertyDescriptor(TA_PROTO, name).get
-const taTag = getter(Symbol.toStringTag)
-const taBuffer = getter('buffer')
-const taLength = getter('length')
-const detach = buf => { structuredClone(buf, { transfer: [buf] }) }
-// Resizable ArrayBuffers and growable SharedArrayBuffers (ES2024) are missing
-// on Node 18, where `maxByteLength` is ignored: the cases, fuzz arrays and
-// fuzz effects that need them are left out there.
-const HAS_RESIZABLE = typeof ArrayBuffer.prototype.resize === 'function'
-const HAS_GROWABLE = typeof SharedArrayBuffer.prototype.grow === 'function'
-if (!HAS_RESIZABLE) t.comment('no resizable ArrayBuffer in this Node: its cases are left out')
-if (!HAS_GROWABLE) t.comment('no growable SharedArrayBuffer in this Node: its cases are left out')
-
-class Poison extends Error {
-  constructor (tag) {
-    super('poison ' + tag)
-    this.tag = tag
-  }
-}
+const { TA_PROTO, taGetter, taTag, detach, HAS_RESIZABLE, HAS_GROWABLE, noteMissingBuffers, Poison } = require('./helpers')
+const taBuffer = taGetter('buffer')
+const taLength = taGetter('length')
+noteMissingBuffers(t)
 
 function named (t, fn, type, arg, msg) {
   let err

@@ -73,14 +73,6 @@ static int get_expected(napi_env env, napi_value v, int size, int64_t *out) {
   return 0;
 }
 
-/* Milliseconds (already normalised by JS: >= 0, or +Infinity) to a
- * deadline on sab_now()'s clock, rounded up so it is never early. */
-static uint64_t deadline_of(double ms) {
-  if (!(ms < 1e13)) return UINT64_MAX; /* ~317 years: forever */
-  if (ms <= 0) return sab_now();
-  return sab_now() + (uint64_t)ceil(ms * 1e6);
-}
-
 static napi_value number(napi_env env, double v) {
   napi_value r;
   SAB_CALL(env, napi_create_double(env, v, &r), NULL);
@@ -121,7 +113,7 @@ static napi_value sab_napi_wait(napi_env env, napi_callback_info info) {
   if (get_expected(env, argv[2], c.size, &expected) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[3], &ms), NULL);
   if (get_watch(env, argv[4], argv[5], &watch, &epoch) != 0) return NULL;
-  uint64_t deadline = deadline_of(ms);
+  uint64_t deadline = sab_napi_deadline(ms);
 
   sab_waiter_t w;
   sab_waiter_init_blocking(&w);
@@ -154,12 +146,6 @@ static napi_value sab_napi_wait(napi_env env, napi_callback_info info) {
   return number(env, code_of(r));
 }
 
-static void handle_finalize(napi_env env, void *data, void *hint) {
-  (void)env;
-  (void)hint;
-  sab_napi_async_release_handle(data);
-}
-
 /*
  * waitAsync(ta, index, value, timeoutMs, flags[, watch, epoch]) -> 1
  * (not-equal) or 3 (owner-dead), or the promise, or [promise, handle] when
@@ -173,7 +159,7 @@ static napi_value sab_napi_wait_async(napi_env env, napi_callback_info info) {
   int64_t expected;
   double ms;
   uint32_t flags, watch, epoch;
-  napi_value buffer, promise, result;
+  napi_value buffer, result;
   if (e == NULL || get_cell(env, argv[0], argv[1], &c, &buffer) != 0) return NULL;
   if (get_expected(env, argv[2], c.size, &expected) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[3], &ms), NULL);
@@ -185,37 +171,10 @@ static napi_value sab_napi_wait_async(napi_env env, napi_callback_info info) {
     napi_throw_error(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
     return NULL;
   }
-  sab_waiter_init_async(&a->w, sab_napi_async_wake);
-  a->env = e;
-  a->heap_index = SIZE_MAX;
-  a->keeps_loop = (flags & 1) != 0;
-  /* Everything that can fail happens before the record is visible. */
-  if (napi_create_reference(env, buffer, 1, &a->memory) != napi_ok ||
-      napi_create_promise(env, &a->deferred, &promise) != napi_ok) {
-    sab_napi_throw_last(env, "waitAsync");
-    if (a->memory != NULL) napi_delete_reference(env, a->memory);
-    free(a);
-    return NULL;
-  }
-  if (flags & 2) {
-    napi_value handle;
-    if (napi_create_external(env, a, handle_finalize, NULL, &handle) != napi_ok ||
-        napi_create_array_with_length(env, 2, &result) != napi_ok ||
-        napi_set_element(env, result, 0, promise) != napi_ok ||
-        napi_set_element(env, result, 1, handle) != napi_ok) {
-      sab_napi_throw_last(env, "waitAsync");
-      return NULL; /* the record leaks on this out-of-memory path */
-    }
-    a->js_holds = 1;
-  } else {
-    result = promise;
-  }
-  a->deadline = deadline_of(ms);
+  if (sab_napi_async_prepare(env, e, a, buffer, flags, ms, "waitAsync", &result) != 0) return NULL;
   int r = sab_wait_enqueue_watch(&a->w, c.cell, c.size, expected, watch, epoch);
   if (r != SAB_PENDING) {
-    napi_value undef;
-    if (napi_get_undefined(env, &undef) == napi_ok) napi_resolve_deferred(env, a->deferred, undef);
-    sab_napi_async_free(e, a);
+    sab_napi_async_discard(e, a);
     return number(env, code_of(r));
   }
   sab_napi_async_track(e, a);

@@ -214,6 +214,62 @@ void sab_napi_async_release_handle(sab_async_t *a) {
   if (a->settled) free(a);
 }
 
+uint64_t sab_napi_deadline(double ms) {
+  if (!(ms < 1e13)) return UINT64_MAX; /* ~317 years: forever */
+  if (ms <= 0) return sab_now();
+  return sab_now() + (uint64_t)ceil(ms * 1e6);
+}
+
+static void handle_finalize(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  sab_napi_async_release_handle(data);
+}
+
+int sab_napi_async_prepare(napi_env env, sab_env_t *e, sab_async_t *a, napi_value buffer,
+                           uint32_t flags, double ms, const char *what, napi_value *out) {
+  napi_value promise, handle, pair;
+  sab_waiter_init_async(&a->w, sab_napi_async_wake);
+  a->env = e;
+  a->heap_index = SIZE_MAX;
+  a->keeps_loop = (flags & SAB_ASYNC_REF) != 0;
+  a->deadline = sab_napi_deadline(ms);
+  /* Everything that can fail happens before the record can be queued. */
+  if (napi_create_reference(env, buffer, 1, &a->memory) != napi_ok ||
+      napi_create_promise(env, &a->deferred, &promise) != napi_ok) {
+    sab_napi_throw_last(env, what);
+    sab_napi_async_free(e, a);
+    return -1;
+  }
+  if (!(flags & SAB_ASYNC_HANDLE)) {
+    *out = promise;
+    return 0;
+  }
+  if (napi_create_external(env, a, handle_finalize, NULL, &handle) != napi_ok) {
+    sab_napi_throw_last(env, what);
+    sab_napi_async_discard(e, a);
+    return -1;
+  }
+  /* From here the handle's finalizer frees the record. */
+  a->js_holds = 1;
+  if (napi_create_array_with_length(env, 2, &pair) != napi_ok ||
+      napi_set_element(env, pair, 0, promise) != napi_ok ||
+      napi_set_element(env, pair, 1, handle) != napi_ok) {
+    sab_napi_throw_last(env, what);
+    sab_napi_async_discard(e, a);
+    return -1;
+  }
+  *out = pair;
+  return 0;
+}
+
+void sab_napi_async_discard(sab_env_t *e, sab_async_t *a) {
+  napi_value undef;
+  if (napi_get_undefined(e->env, &undef) == napi_ok)
+    napi_resolve_deferred(e->env, a->deferred, undef);
+  sab_napi_async_free(e, a);
+}
+
 /* ---- loop callbacks ---- */
 
 /* Open the scopes in which promise resolution runs microtasks. */

@@ -77,7 +77,26 @@ sab_env_t *sab_napi_env_get(napi_env env);
  * can no longer run, and a pending exception says so. */
 int sab_napi_env_terminating(sab_env_t *e);
 
-/* Register a queued async record (its memory and deferred already set). */
+/* Milliseconds (normalised by JS: >= 0, or +Infinity) to a deadline on
+ * sab_now()'s clock, rounded up so that it is never early. */
+uint64_t sab_napi_deadline(double ms);
+
+/* flags of the async calls (waitAsync, semaAcquireAsync) */
+#define SAB_ASYNC_REF    1 /* the pending wait keeps the loop alive */
+#define SAB_ASYNC_HANDLE 2 /* answer [promise, handle], for cancel() */
+
+/*
+ * Make `a` (zeroed, allocated by the caller) a record ready to queue: its
+ * wake callback, a reference to `buffer`, a promise, a deadline `ms` from
+ * now, and in *out the promise, or [promise, handle] with SAB_ASYNC_HANDLE.
+ * 0, or -1 with an exception pending (naming `what`) and the record gone.
+ */
+int sab_napi_async_prepare(napi_env env, sab_env_t *e, sab_async_t *a, napi_value buffer,
+                           uint32_t flags, double ms, const char *what, napi_value *out);
+/* A prepared record that the lot did not queue (the call answered at once):
+ * settle its unseen promise and free it. */
+void sab_napi_async_discard(sab_env_t *e, sab_async_t *a);
+/* Register a queued async record (prepared as above). */
 void sab_napi_async_track(sab_env_t *e, sab_async_t *a);
 /* Abort a record from JS: answers 1 if it was still queued (it is then
  * rejected with `reason`), 0 if it had already settled or been woken. */

@@ -74,13 +74,6 @@ static napi_value corrupt(napi_env env) {
   return NULL;
 }
 
-/* Milliseconds (>= 0 or +Infinity, normalised by JS) to a deadline. */
-static uint64_t deadline_of(double ms) {
-  if (!(ms < 1e13)) return UINT64_MAX;
-  if (ms <= 0) return sab_now();
-  return sab_now() + (uint64_t)ceil(ms * 1e6);
-}
-
 /* semaBytes(nr) -> bytes, 0 when nr is out of range */
 static napi_value sema_bytes(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
@@ -139,7 +132,7 @@ static napi_value sema_acquire(napi_env env, napi_callback_info info) {
   uint32_t token = SAB_SEMA_NO_TOKEN;
   if (get_env(env, &e) != 0 || get_sema(env, argv[0], &s, NULL) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[1], &ms), NULL);
-  uint64_t deadline = deadline_of(ms);
+  uint64_t deadline = sab_napi_deadline(ms);
   int r;
   for (;;) {
     sab_waiter_t w;
@@ -180,12 +173,6 @@ static void sema_unconsumed(sab_async_t *a) {
   sab_sema_give_back(&r->sema, a->w.owner, a->w.token);
 }
 
-static void handle_finalize(napi_env env, void *data, void *hint) {
-  (void)env;
-  (void)hint;
-  sab_napi_async_release_handle(data);
-}
-
 /*
  * semaAcquireAsync(i32, timeoutMs, flags) -> a token (a slot was free), or
  * the promise, or [promise, handle] when flags & 2 (for abort); flags & 1:
@@ -198,7 +185,7 @@ static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
   sab_env_t *e;
   double ms;
   uint32_t flags, token;
-  napi_value buffer, promise, result;
+  napi_value buffer, result;
   if (get_env(env, &e) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[1], &ms), NULL);
   SAB_CALL(env, napi_get_value_uint32(env, argv[2], &flags), NULL);
@@ -212,40 +199,14 @@ static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
     return NULL;
   }
   sab_async_t *a = &rec->a;
-  sab_waiter_init_async(&a->w, sab_napi_async_wake);
-  a->env = e;
-  a->heap_index = SIZE_MAX;
-  a->keeps_loop = (flags & 1) != 0;
   a->yields_token = 1;
   a->unconsumed = sema_unconsumed;
-  /* Everything that can fail happens before the record can be queued. */
-  if (napi_create_reference(env, buffer, 1, &a->memory) != napi_ok ||
-      napi_create_promise(env, &a->deferred, &promise) != napi_ok) {
-    sab_napi_throw_last(env, "semaAcquireAsync");
-    if (a->memory != NULL) napi_delete_reference(env, a->memory);
-    free(rec);
+  if (sab_napi_async_prepare(env, e, a, buffer, flags, ms, "semaAcquireAsync", &result) != 0)
     return NULL;
-  }
-  if (flags & 2) {
-    napi_value handle;
-    if (napi_create_external(env, a, handle_finalize, NULL, &handle) != napi_ok ||
-        napi_create_array_with_length(env, 2, &result) != napi_ok ||
-        napi_set_element(env, result, 0, promise) != napi_ok ||
-        napi_set_element(env, result, 1, handle) != napi_ok) {
-      sab_napi_throw_last(env, "semaAcquireAsync");
-      return NULL; /* the record leaks on this out-of-memory path */
-    }
-    a->js_holds = 1;
-  } else {
-    result = promise;
-  }
-  a->deadline = deadline_of(ms);
   int r = sab_sema_acquire(&rec->sema, e->id, &a->w, &token);
   if (r != SAB_PENDING) {
-    /* Not queued: the promise is never handed out; settle it and answer. */
-    napi_value undef;
-    if (napi_get_undefined(env, &undef) == napi_ok) napi_resolve_deferred(env, a->deferred, undef);
-    sab_napi_async_free(e, a);
+    /* Not queued: the promise is never handed out. */
+    sab_napi_async_discard(e, a);
     if (r == SAB_E_CORRUPT) return corrupt(env);
     return number(env, token);
   }

@@ -5,28 +5,13 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "sabsync.h"
+#include "check.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int failures;
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-
-#define MS 1000000ull
-
-static void sleep_ms(unsigned ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 /* Wait until `n` records are queued on `cell`. */
 static void await_waiters(const void *cell, uint32_t n) {
@@ -334,10 +319,5 @@ int main(void) {
   test_lock_storm();
   test_nudge();
   test_owner_death();
-  if (failures != 0) {
-    fprintf(stderr, "test_lot: %d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("test_lot: all checks passed\n");
-  return 0;
+  return report("test_lot");
 }

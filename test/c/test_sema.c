@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "sabsync.h"
+#include "check.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -12,22 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-static int failures;
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-
-#define MS      1000000ull
 #define SLOT(t) ((t) & ~SAB_SEMA_RECOVERED)
-
-static void sleep_ms(unsigned ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 /* Semaphore memory: 8-aligned, room for up to 64 slots. */
 typedef struct {
@@ -411,10 +397,5 @@ int main(void) {
   test_stray_notify();
   test_timeouts();
   test_rate();
-  if (failures != 0) {
-    fprintf(stderr, "test_sema: %d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("test_sema: all checks passed\n");
-  return 0;
+  return report("test_sema");
 }
