@@ -87,7 +87,7 @@ function runInChild (c) {
     cmd = 'taskset'
   }
   const p = spawnSync(cmd, childArgs, { encoding: 'utf8', maxBuffer: 1 << 24 })
-  if (p.status !== 0) throw new Error(`child run of "${c.name}" failed: ${p.stderr || p.error}`)
+  if (p.status !== 0) throw new Error(`child run of "${c.name}" failed (status ${p.status}, signal ${p.signal}): ${p.stderr || p.error || p.stdout.slice(-2000)}`)
   return JSON.parse(p.stdout.trim().split('\n').pop())
 }
 
