@@ -218,6 +218,9 @@ size_t sab_sema_bytes(uint32_t nr);
 int sab_sema_init(sab_sema_t *s, void *mem, size_t bytes, uint32_t nr);
 /* Make a view of a semaphore initialised elsewhere: 0 or SAB_E_CORRUPT. */
 int sab_sema_open(sab_sema_t *s, void *mem, size_t bytes);
+/* Whether a view kept from sab_sema_open still matches its memory's header
+ * (overwritten, or made a semaphore of another size: SAB_E_CORRUPT). */
+int sab_sema_check(const sab_sema_t *s);
 
 /*
  * Take a slot for `owner`. With w == NULL (try): SAB_OK with *token, or

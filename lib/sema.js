@@ -91,6 +91,7 @@ function localOf (buffer, byteOffset) {
 
 class Sema {
   #i32
+  #view // the native checked view of the memory (see src/napi/sema.c)
   #nr
   #local
   #values // slot -> this thread's token value, or null: tokens are slots
@@ -146,6 +147,7 @@ class Sema {
     Object.defineProperty(this, 'buffer', { value: mem.buffer, enumerable: true })
     Object.defineProperty(this, 'byteOffset', { value: mem.byteOffset, enumerable: true })
     this.#i32 = mem.i32
+    this.#view = native.semaView(mem.i32)
     this.#nr = nr
     this.#local = localOf(mem.buffer, mem.byteOffset)
     this.#values = null
@@ -183,7 +185,7 @@ class Sema {
 
   /** A token if one is free and nobody waits for one, else undefined. */
   tryAcquire () {
-    const t = native.semaTry(this.#i32)
+    const t = native.semaTry(this.#view)
     return t < 0 ? undefined : this.#got(t)
   }
 
@@ -193,7 +195,7 @@ class Sema {
    */
   acquireSync (timeout) {
     const ms = parseTimeout(timeout)
-    const t = ms === 0 ? native.semaTry(this.#i32) : native.semaAcquire(this.#i32, ms)
+    const t = ms === 0 ? native.semaTry(this.#view) : native.semaAcquire(this.#view, ms)
     return t < 0 ? undefined : this.#got(t)
   }
 
@@ -216,7 +218,7 @@ class Sema {
     if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
     // A free slot needs no native record; semaTry refuses while others
     // wait, so this overtakes nobody.
-    const now = native.semaTry(this.#i32)
+    const now = native.semaTry(this.#view)
     if (now >= 0 || timeout === 0) return Promise.resolve(now < 0 ? undefined : this.#got(now))
     const r = native.semaAcquireAsync(this.#i32, timeout, (ref ? 1 : 0) | (signal !== undefined ? 2 : 0))
     if (typeof r === 'number') return Promise.resolve(this.#got(r))
@@ -258,7 +260,7 @@ class Sema {
       while (held.length > 0) {
         const slot = held.pop()
         local.recovered.delete(slot)
-        r = native.semaRelease(this.#i32, slot)
+        r = native.semaRelease(this.#view, slot)
         if (r >= 0) return this.#released(r)
         // Not ours any more: a release() below gave it back before its
         // promise delivered it. Try the next.
@@ -266,12 +268,12 @@ class Sema {
       // Nothing delivered is held; one may be on its way to an acquire of
       // ours (handed over, its promise not settled yet): the native side
       // knows, and gives back the newest.
-      r = native.semaRelease(this.#i32, -1)
+      r = native.semaRelease(this.#view, -1)
       if (r < 0) throw badToken('release() without a token, but this thread holds no token of this Sema')
       return this.#released(r)
     }
     for (const slot of this.#slotsOf(token)) {
-      r = native.semaRelease(this.#i32, slot)
+      r = native.semaRelease(this.#view, slot)
       if (r >= 0) {
         const i = local.held.lastIndexOf(slot)
         if (i >= 0) local.held.splice(i, 1)
@@ -335,7 +337,7 @@ class Sema {
 
   /** How many acquires wait, on every thread (blocking and async). */
   nrWaiting () {
-    return native.semaWaiting(this.#i32)
+    return native.semaWaiting(this.#view)
   }
 
   static {

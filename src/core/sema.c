@@ -120,6 +120,11 @@ int sab_sema_open(sab_sema_t *s, void *mem, size_t bytes) {
   return 0;
 }
 
+int sab_sema_check(const sab_sema_t *s) {
+  if (__atomic_load_n(&s->base[W_MAGIC], __ATOMIC_ACQUIRE) != SAB_SEMA_MAGIC) return SAB_E_CORRUPT;
+  return RD(&s->base[W_NR]) == s->nr ? 0 : SAB_E_CORRUPT;
+}
+
 /* Under the lock: the pool's head and size, checked against nr. */
 static int pool_of(const sab_sema_t *s, uint32_t *head, uint32_t *avail) {
   *head = RD(&s->base[W_HEAD]);

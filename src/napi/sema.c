@@ -49,9 +49,49 @@ static int get_memory(napi_env env, napi_value ta, void **data, size_t *bytes, n
   return 0;
 }
 
+/*
+ * A Sema's checked view, made once per JS Sema (semaView) and passed instead
+ * of its Int32Array by the calls that run often, which then skip the typed
+ * array lookups and the header checks (most of a call's cost). The JS Sema
+ * keeps both the view and the Int32Array, so the memory outlives every call
+ * that is given the view. The magic tells it from other externals.
+ */
+#define VIEW_MAGIC 0x56534D31u /* "VSM1" */
+typedef struct {
+  uint32_t magic;
+  sab_sema_t sema;
+} sema_view_t;
+
+static void view_finalize(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  free(data);
+}
+
+/* A Sema from its view or its Int32Array (`buffer` wanted: the array). */
 static int get_sema(napi_env env, napi_value ta, sab_sema_t *s, napi_value *buffer) {
   void *data;
   size_t bytes;
+  if (buffer == NULL) {
+    napi_valuetype t;
+    SAB_CALL(env, napi_typeof(env, ta, &t), -1);
+    if (t == napi_external) {
+      SAB_CALL(env, napi_get_value_external(env, ta, &data), -1);
+      const sema_view_t *v = data;
+      if (v == NULL || v->magic != VIEW_MAGIC) {
+        napi_throw_type_error(env, NULL, "memory must be a Sema view or an Int32Array");
+        return -1;
+      }
+      /* What sab_sema_open checks that can change: the header words (the
+       * memory may have been overwritten, or made a Sema anew). */
+      if (sab_sema_check(&v->sema) != 0) {
+        throw_code(env, "ERR_SABSYNC_BAD_MEMORY", "sabsync: this memory does not hold a Sema");
+        return -1;
+      }
+      *s = v->sema;
+      return 0;
+    }
+  }
   if (get_memory(env, ta, &data, &bytes, buffer) != 0) return -1;
   if (sab_sema_open(s, data, bytes) != 0) {
     throw_code(env, "ERR_SABSYNC_BAD_MEMORY", "sabsync: this memory does not hold a Sema");
@@ -98,6 +138,27 @@ static napi_value sema_init(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* semaView(i32) -> the Sema's view (throws ERR_SABSYNC_BAD_MEMORY) */
+static napi_value sema_view(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 1, NULL);
+  sab_sema_t s;
+  napi_value view;
+  if (get_sema(env, argv[0], &s, NULL) != 0) return NULL;
+  sema_view_t *v = malloc(sizeof *v);
+  if (v == NULL) {
+    throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    return NULL;
+  }
+  v->magic = VIEW_MAGIC;
+  v->sema = s;
+  if (napi_create_external(env, v, view_finalize, NULL, &view) != napi_ok) {
+    sab_napi_throw_last(env, "semaView");
+    free(v);
+    return NULL;
+  }
+  return view;
+}
+
 /* semaOpen(i32) -> nr (throws ERR_SABSYNC_BAD_MEMORY) */
 static napi_value sema_open(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
@@ -106,7 +167,7 @@ static napi_value sema_open(napi_env env, napi_callback_info info) {
   return number(env, s.nr);
 }
 
-/* semaTry(i32) -> token, or -1 when none is free (or others wait) */
+/* semaTry(view or i32) -> token, or -1 when none is free (or others wait) */
 static napi_value sema_try(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
   sab_env_t *e;
@@ -119,7 +180,7 @@ static napi_value sema_try(napi_env env, napi_callback_info info) {
 }
 
 /*
- * semaAcquire(i32, timeoutMs) -> token, or -1 on timeout. Blocks in slices
+ * semaAcquire(view or i32, timeoutMs) -> token, or -1 on timeout. Blocks in slices
  * like binding.c's wait: between slices it looks for the env's
  * termination, and then leaves the queue, gives back a slot handed over
  * meanwhile, and returns with the termination exception pending.
@@ -215,7 +276,7 @@ static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
 }
 
 /*
- * semaRelease(i32, slot) -> slot * 4 + info bits (SAB_SEMA_HANDED_SELF,
+ * semaRelease(view or i32, slot) -> slot * 4 + info bits (SAB_SEMA_HANDED_SELF,
  * SAB_SEMA_POOLED), or -1: not a slot this thread holds. slot -1: the one
  * this thread got most recently.
  */
@@ -232,7 +293,7 @@ static napi_value sema_release(napi_env env, napi_callback_info info) {
   return number(env, r < 0 ? -1 : (double)r * 4 + bits);
 }
 
-/* semaWaiting(i32) -> queued waiters of every thread */
+/* semaWaiting(view or i32) -> queued waiters of every thread */
 static napi_value sema_waiting(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
   sab_sema_t s;
@@ -240,7 +301,7 @@ static napi_value sema_waiting(napi_env env, napi_callback_info info) {
   return number(env, sab_sema_waiting(&s));
 }
 
-/* semaAvailable(i32) -> slots in the pool, after reclaiming dead holders' */
+/* semaAvailable(view or i32) -> slots in the pool, after reclaiming dead holders' */
 static napi_value sema_available(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
   sab_sema_t s;
@@ -336,13 +397,21 @@ int sab_napi_sema_register(napi_env env, napi_value exports) {
     const char *name;
     napi_callback cb;
   } fns[] = {
-      {"semaBytes", sema_bytes},         {"semaInit", sema_init},
-      {"semaOpen", sema_open},           {"semaTry", sema_try},
-      {"semaAcquire", sema_acquire},     {"semaAcquireAsync", sema_acquire_async},
-      {"semaRelease", sema_release},     {"semaWaiting", sema_waiting},
-      {"semaAvailable", sema_available}, {"rateBytes", rate_bytes},
-      {"rateInit", rate_init},           {"rateOpen", rate_open},
-      {"rateTake", rate_take},           {"now", now_ms},
+      {"semaBytes", sema_bytes},
+      {"semaInit", sema_init},
+      {"semaOpen", sema_open},
+      {"semaView", sema_view},
+      {"semaTry", sema_try},
+      {"semaAcquire", sema_acquire},
+      {"semaAcquireAsync", sema_acquire_async},
+      {"semaRelease", sema_release},
+      {"semaWaiting", sema_waiting},
+      {"semaAvailable", sema_available},
+      {"rateBytes", rate_bytes},
+      {"rateInit", rate_init},
+      {"rateOpen", rate_open},
+      {"rateTake", rate_take},
+      {"now", now_ms},
   };
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
     napi_value fn;

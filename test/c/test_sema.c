@@ -43,6 +43,16 @@ static void test_layout_and_checks(void) {
   make(&s, &m, 3);
   CHECK(sab_sema_open(&v, &m, sizeof m) == 0 && v.nr == 3 && v.base == s.base);
   CHECK(sab_sema_open(&v, &m, sab_sema_bytes(3) - 8) == SAB_E_CORRUPT);
+  /* A kept view sees its memory made a semaphore of another size, or
+   * overwritten. */
+  CHECK(sab_sema_check(&v) == 0);
+  sab_sema_t other;
+  CHECK(sab_sema_init(&other, &m, sizeof m, 2) == 0 && sab_sema_check(&v) == SAB_E_CORRUPT);
+  make(&s, &m, 3);
+  CHECK(sab_sema_check(&v) == 0);
+  s.base[0] = -1;
+  CHECK(sab_sema_check(&v) == SAB_E_CORRUPT);
+  make(&s, &m, 3);
   /* A corrupted pool is refused, never followed out of bounds. */
   uint32_t tok;
   s.base[1] = 99; /* avail > nr */
