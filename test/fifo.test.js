@@ -70,20 +70,26 @@ t.test('exact counts with partial notifies', async t => {
 })
 
 t.test('changing the value without notify wakes nobody', async t => {
+  // Only sabsync's notify wakes sabsync's waiters: not a store, not the
+  // built-in Atomics.notify. The worker queues first (its wait is long, so
+  // a slow start under load cannot time it out), then the main thread.
   const sab = new SharedArrayBuffer(8)
   const ta = new Int32Array(sab)
   const w = worker(`
     const ta = new Int32Array(workerData)
-    parentPort.postMessage(sabsync.wait(ta, 0, 0, 300))`, sab)
+    parentPort.postMessage(sabsync.wait(ta, 0, 0, 30000))`, sab)
   const result = new Promise(resolve => w.once('message', resolve))
+  await until(() => sabsync.waiters(ta, 0) === 1, 60000, 'the worker queued')
   let settled = null
   const p = sabsync.waitAsync(ta, 0, 0, 300).value.then(v => { settled = v })
-  await until(() => sabsync.waiters(ta, 0) === 2)
+  t.equal(sabsync.waiters(ta, 0), 2)
   Atomics.store(ta, 0, 1)
-  Atomics.notify(ta, 0) // the built-in's notify does not reach sabsync waiters
-  t.equal(await result, 'timed-out', 'blocking waiter timed out')
+  t.equal(Atomics.notify(ta, 0), 0, 'the built-in notify finds none of its own waiters')
   await p
-  t.equal(settled, 'timed-out', 'async waiter timed out')
+  t.equal(settled, 'timed-out', 'the async waiter timed out')
+  t.equal(sabsync.waiters(ta, 0), 1, 'the blocking waiter still waits')
+  t.equal(sabsync.notify(ta, 0), 1, 'sabsync\'s notify wakes it')
+  t.equal(await result, 'ok')
   await exited(w)
 })
 
