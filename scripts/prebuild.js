@@ -16,7 +16,8 @@ if (fs.existsSync(path.join(prefix, 'include', 'node', 'node_api.h'))) env.npm_c
 const bin = require.resolve('prebuildify/bin.js')
 // Build against the running Node (its headers, above), never a download.
 const target = 'node@' + process.versions.node
-let r = spawnSync(process.execPath, [bin, '--napi', '--strip', '--target', target], { cwd: root, stdio: 'inherit', env })
+// Build output goes to stderr: `npm pack --json` prints its JSON on stdout.
+let r = spawnSync(process.execPath, [bin, '--napi', '--strip', '--target', target], { cwd: root, stdio: ['inherit', 2, 'inherit'], env })
 if (r.status !== 0) process.exit(r.status === null ? 1 : r.status)
-r = spawnSync(process.execPath, [path.join(__dirname, 'build.js')], { cwd: root, stdio: 'inherit' })
+r = spawnSync(process.execPath, [path.join(__dirname, 'build.js')], { cwd: root, stdio: ['inherit', 2, 'inherit'] })
 process.exit(r.status === null ? 1 : r.status)
