@@ -166,6 +166,8 @@ export interface RateLimiter extends SharedHandle {
   (options?: { signal?: AbortSignal }): Promise<number>
   /** Blocks this thread until a call may proceed (for workers); `undefined` after `timeout` ms. */
   sync (timeout?: number): number | undefined
+  /** Callers queued for their turn, on every thread (callers are served in arrival order). */
+  nrWaiting (): number
   readonly rps: number
   readonly timeUnit: number
   readonly uniformDistribution: boolean
@@ -173,8 +175,8 @@ export interface RateLimiter extends SharedHandle {
 
 /**
  * At most `rps` grants in any window of `timeUnit` ms across every thread
- * attached with {@link RateLimit.from}. Grant times live in shared memory;
- * a thread that dies never leaks capacity.
+ * attached with {@link RateLimit.from}, served in arrival order. Grant
+ * times live in shared memory; a thread that dies never leaks capacity.
  *
  * @example
  * const { RateLimit } = require('sabsync')

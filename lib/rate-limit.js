@@ -3,16 +3,28 @@
 // every thread attached to it. The times of the last rps grants live in
 // shared memory and change only under a native lock (src/core/rate.c): a
 // caller either is granted (its time recorded) or learns how long to wait
-// before it asks again. Nothing is ever handed back, so a thread that ends
+// before it asks again. No grant is ever handed back, so a thread that ends
 // at any point leaks no capacity.
+//
+// Callers are served in arrival order across threads: a caller first takes
+// the limiter's turn, a Sema of one token that follows the grant ring in
+// the same memory, and only the turn's holder asks for grants (and sleeps
+// until one is due). A free turn and a free grant cost one tryAcquire, one
+// rateTake and one release; otherwise the caller queues FIFO on the turn.
+// The turn of a thread that dies comes back as any Sema token does, and an
+// abort or timeout gives it up at once.
 
 const { isSharedArrayBuffer } = require('util').types
 const native = require('./native')
+const { Sema } = require('./sema')
 const { memoryOf, handleOf, parseTimeout, isAbortSignal, ownSignal, SabsyncError, invalidType, outOfRange } = require('./shared')
 
 const MAX = 0x100000 // SAB_RATE_MAX
 const MAGIC = 0x52415431 // SAB_RATE_MAGIC
 const HEADER_BYTES = 32
+
+// The bytes of a limiter: its grant ring, then its turn (a Sema of 1).
+const bytesFor = rps => native.rateBytes(rps) + Sema.byteLengthFor(1)
 
 function checkRps (rps) {
   if (typeof rps !== 'number') throw invalidType('rps', 'a positive integer', rps)
@@ -38,7 +50,7 @@ function parseOptions (options) {
 // Blocking sleep for .sync(): Atomics.wait on a cell nobody notifies.
 const sleeper = new Int32Array(new SharedArrayBuffer(4))
 
-function limiterOver (mem) {
+function limiterOver (mem, turn) {
   const i32 = mem.i32
 
   /**
@@ -54,11 +66,26 @@ function limiterOver (mem) {
       if (signal !== undefined && !isAbortSignal(signal)) throw invalidType('options.signal', 'an AbortSignal', signal)
       if (signal !== undefined) signal = ownSignal(signal)
     }
-    for (;;) {
-      if (signal !== undefined && signal.aborted) throw signal.reason
+    if (signal !== undefined && signal.aborted) throw signal.reason
+    let token = turn.tryAcquire() // undefined while others wait: no barging
+    if (token !== undefined) {
       const r = native.rateTake(i32)
-      if (r > 0) return r
-      await sleep(-r, signal)
+      if (r > 0) {
+        turn.release(token)
+        return r
+      }
+    } else {
+      token = await turn.acquire(signal === undefined ? undefined : { signal })
+    }
+    try {
+      for (;;) {
+        if (signal !== undefined && signal.aborted) throw signal.reason
+        const r = native.rateTake(i32)
+        if (r > 0) return r
+        await sleep(-r, signal)
+      }
+    } finally {
+      turn.release(token)
     }
   }
 
@@ -66,16 +93,28 @@ function limiterOver (mem) {
   function sync (timeout) {
     const ms = parseTimeout(timeout)
     const end = ms === Infinity ? Infinity : native.now() + ms
-    for (;;) {
-      const r = native.rateTake(i32)
-      if (r > 0) return r
-      const left = end - native.now()
-      if (left <= 0) return undefined
-      Atomics.wait(sleeper, 0, 0, Math.min(-r, left))
+    const token = turn.acquireSync(ms)
+    if (token === undefined) return undefined
+    try {
+      for (;;) {
+        const r = native.rateTake(i32)
+        if (r > 0) return r
+        const left = end - native.now()
+        if (left <= 0) return undefined
+        Atomics.wait(sleeper, 0, 0, Math.min(-r, left))
+      }
+    } finally {
+      turn.release(token)
     }
   }
 
+  /** How many callers wait for their turn, on every thread. */
+  function nrWaiting () {
+    return turn.nrWaiting()
+  }
+
   Object.defineProperty(limit, 'sync', { value: sync, writable: true, configurable: true })
+  Object.defineProperty(limit, 'nrWaiting', { value: nrWaiting, writable: true, configurable: true })
   // Own enumerable, as on every primitive: { buffer, byteOffset } is the
   // handle another thread passes to RateLimit.from().
   Object.defineProperty(limit, 'buffer', { value: mem.buffer, enumerable: true })
@@ -87,19 +126,27 @@ function limiterOver (mem) {
   return limit
 }
 
-// Timers may fire a little early (Node measures from the loop's cached
-// time); rateTake says so and the loop above sleeps the rest. That loop also
-// covers waits beyond setTimeout's limit of 2^31-1 ms (a longer delay fires
-// after 1 ms, with a warning: found by the API fuzz, test/fuzz-primitives.test.js).
+// The turn's holder sleeps until its grant is due. setTimeout counts whole
+// milliseconds from the loop's cached time, so it fires up to a millisecond
+// early or late: a timer rounded up would make every grant late (a uniform
+// 4 ms spacing lost about 15% of its grants that way), one rounded down can
+// fire early. So the timer is set for the whole milliseconds, and what is
+// left (under 1 ms, rateTake says how much) is waited out by turns of the
+// event loop (setImmediate), which let I/O and other callbacks run. The
+// loop around this also covers waits beyond setTimeout's limit of 2^31-1 ms
+// (a longer delay fires after 1 ms, with a warning: found by the API fuzz,
+// test/fuzz-primitives.test.js).
 function sleep (ms, signal) {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(done, Math.min(0x7FFFFFFF, Math.max(1, Math.ceil(ms))))
+    const whole = Math.min(0x7FFFFFFF, Math.floor(ms))
+    const timer = whole >= 1 ? setTimeout(done, whole) : setImmediate(done)
     function done () {
       if (signal !== undefined) signal.removeEventListener('abort', aborted)
       resolve()
     }
     function aborted () {
-      clearTimeout(timer)
+      if (whole >= 1) clearTimeout(timer)
+      else clearImmediate(timer)
       reject(signal.reason)
     }
     if (signal !== undefined) signal.addEventListener('abort', aborted, { once: true })
@@ -113,19 +160,20 @@ function sleep (ms, signal) {
 function RateLimit (rps, options) {
   checkRps(rps)
   const { timeUnit, uniformDistribution } = parseOptions(options)
-  const mem = memoryOf('RateLimit', native.rateBytes(rps), options)
+  const mem = memoryOf('RateLimit', bytesFor(rps), options)
   native.rateInit(mem.i32, rps, timeUnit, uniformDistribution)
-  return limiterOver(mem)
+  const turn = new Sema(1, { buffer: mem.buffer, byteOffset: mem.byteOffset + native.rateBytes(rps) })
+  return limiterOver(mem, turn)
 }
 
 // Bytes that hold a RateLimit of up to 64 per time unit (API.md: every
 // primitive has a static byteLength); byteLengthFor(rps) for the exact size.
-Object.defineProperty(RateLimit, 'byteLength', { value: native.rateBytes(64), enumerable: true })
+Object.defineProperty(RateLimit, 'byteLength', { value: bytesFor(64), enumerable: true })
 
 /** Bytes a RateLimit of `rps` needs in shared memory (8-byte aligned). */
 RateLimit.byteLengthFor = function byteLengthFor (rps) {
   checkRps(rps)
-  return native.rateBytes(rps)
+  return bytesFor(rps)
 }
 
 /** Attach to a RateLimit made in another thread (or its { buffer, byteOffset }). */
@@ -140,7 +188,9 @@ RateLimit.from = function from (handle) {
   if (Atomics.load(head.i32, 0) !== MAGIC || !(rps >= 1 && rps <= MAX)) {
     throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `sabsync: no RateLimit at byteOffset ${head.byteOffset} of this buffer`)
   }
-  return limiterOver(memoryOf('RateLimit', native.rateBytes(rps), { buffer, byteOffset }))
+  const mem = memoryOf('RateLimit', bytesFor(rps), { buffer, byteOffset })
+  const turn = Sema.from({ buffer: mem.buffer, byteOffset: mem.byteOffset + native.rateBytes(rps) })
+  return limiterOver(mem, turn)
 }
 
 module.exports = { RateLimit }

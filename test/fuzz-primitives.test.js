@@ -461,7 +461,8 @@ const API = {
     statics: { from: () => [handle('RateLimit')], byteLength: GET, byteLengthFor: () => [chance(0.5) ? smallInt() : any()] },
     methods: {
       limit: () => [chance(0.5) ? undefined : chance(0.5) ? { signal: signal() } : any()],
-      sync: () => [blockingTimeout()]
+      sync: () => [blockingTimeout()],
+      nrWaiting: () => []
     }
   }
 }
@@ -674,7 +675,7 @@ function call (w) {
   }
   let fn
   if (kind === 'RateLimit') {
-    fn = name === 'limit' ? item.obj : item.obj.sync
+    fn = name === 'limit' ? item.obj : item.obj[name]
   } else if (gen !== GET) {
     fn = CLASSES[kind].prototype[name]
   }
@@ -828,7 +829,7 @@ async function endRound (w) {
     const bad = []
     for (const item of w.items) {
       let n = cellsOf(item)
-      if (item.kind === 'Sema') try { n += item.obj.nrWaiting() } catch {}
+      if (item.kind === 'Sema' || item.kind === 'RateLimit') try { n += item.obj.nrWaiting() } catch {}
       if (n > 0) bad.push(`${item.kind}${item.wild ? ' (wild)' : ''}: ${n}`)
       left += n
     }

@@ -3,11 +3,12 @@
 // Checked on the grant times the limiter reports (recorded under its lock),
 // never on how fast the machine is.
 const t = require('tap')
-const { RateLimit } = require('..')
-const { worker, exited } = require('./helpers')
+const { RateLimit, Sema } = require('..')
+const { worker, exited, until } = require('./helpers')
 
 const message = w => new Promise(resolve => w.once('message', resolve))
 const now = () => Number(process.hrtime.bigint()) / 1e6
+const handleOf = limit => ({ buffer: limit.buffer, byteOffset: limit.byteOffset })
 
 // Take grants until `until` (a time on the hrtime clock, ms); post them.
 const TAKER = `
@@ -121,6 +122,80 @@ t.test('async-sema style: await lim() in a loop; sync, abort, handles', async t 
   const at = RateLimit(3, { buffer, byteOffset: 8 })
   t.equal(at.byteOffset, 8)
   t.ok(at.sync() > 0)
+})
+
+t.test('callers are served in arrival order across threads', async t => {
+  // The test holds the limiter's turn (white box: the Sema of one token
+  // after its grant ring) while callers queue in a known order, alternating
+  // the main thread (async) and workers (async, and one sync); then lets
+  // go. Each records its place when it is granted: one grant per 30 ms.
+  const limit = RateLimit(1, { timeUnit: 30 })
+  const turn = Sema.from({ buffer: limit.buffer, byteOffset: limit.byteOffset + RateLimit.byteLengthFor(1) - Sema.byteLengthFor(1) })
+  const order = new Int32Array(new SharedArrayBuffer(4 * 8))
+  t.equal(turn.tryAcquire(), 0, 'the turn is free')
+  const ws = []
+  const mine = []
+  for (let k = 0; k < 6; k++) {
+    if (k % 2 === 0) {
+      mine.push(limit().then(() => { order[1 + Atomics.add(order, 0, 1)] = k }))
+    } else {
+      ws.push(worker(`
+        const limit = sabsync.RateLimit.from(workerData.limit)
+        const order = new Int32Array(workerData.order)
+        const record = () => { order[1 + Atomics.add(order, 0, 1)] = workerData.k }
+        if (workerData.sync) { limit.sync(); record() } else limit().then(record)`, { limit: handleOf(limit), order: order.buffer, k, sync: k === 3 }))
+    }
+    await until(() => limit.nrWaiting() === k + 1, 60000, `caller ${k} queued`)
+  }
+  turn.release(0)
+  await Promise.all(mine)
+  await Promise.all(ws.map(exited))
+  t.same(Array.from(order.subarray(1, 7)), [0, 1, 2, 3, 4, 5], 'granted in arrival order')
+  t.equal(limit.nrWaiting(), 0)
+})
+
+t.test('the turn is given up on abort and timeout, and comes back from a dead thread', async t => {
+  const limit = RateLimit(1, { timeUnit: 50 })
+  await limit()
+  // A caller that holds the turn and aborts: the next one gets it.
+  const ac = new AbortController()
+  const first = limit({ signal: ac.signal })
+  const second = limit()
+  await until(() => limit.nrWaiting() === 1)
+  ac.abort(new Error('enough'))
+  await t.rejects(first, { message: 'enough' })
+  t.ok(await second > 0, 'the next caller was granted')
+  // A queued caller that aborts leaves the queue.
+  const holder = limit()
+  const ac2 = new AbortController()
+  const queued = limit({ signal: ac2.signal })
+  await until(() => limit.nrWaiting() === 1)
+  ac2.abort(new Error('left'))
+  await t.rejects(queued, { message: 'left' })
+  t.equal(limit.nrWaiting(), 0)
+  await holder
+  // sync(timeout) behind a holder that sleeps longer: undefined, no turn kept.
+  const slow = RateLimit(1, { timeUnit: 400 })
+  await slow()
+  const sleeping = slow()
+  const w = worker(`
+    const slow = sabsync.RateLimit.from(workerData)
+    parentPort.postMessage(slow.sync(20) === undefined)`, handleOf(slow))
+  t.equal(await message(w), true, 'sync(20) timed out while another held the turn')
+  await exited(w)
+  await sleeping
+  // A worker terminated while it holds the turn (it sleeps until its grant
+  // is due, 400 ms after the last): the turn comes back.
+  const dying = worker(`
+    const slow = sabsync.RateLimit.from(workerData)
+    slow().then(() => {})
+    parentPort.postMessage(slow.nrWaiting())`, handleOf(slow))
+  t.equal(await message(dying), 0, 'the worker took the turn')
+  const after = slow()
+  t.equal(slow.nrWaiting(), 1, 'the main thread queues behind it')
+  await dying.terminate()
+  t.ok(await after > 0, 'granted after the holder died')
+  t.equal(slow.nrWaiting(), 0)
 })
 
 t.test('bad input names the argument', async t => {

@@ -64,6 +64,7 @@ async function primitives (): Promise<void> {
   const limit: RateLimiter = RateLimit(10, { timeUnit: 1000, uniformDistribution: true })
   const at: number = await limit()
   const at2: number | undefined = RateLimit.from({ buffer: limit.buffer, byteOffset: limit.byteOffset }).sync(5)
-  void [locked, sum, died, bytes, was, waited, woke, ran, opened, all, waiting, other, at, at2, once.done, latch.count]
+  const queued: number = limit.nrWaiting()
+  void [locked, sum, died, bytes, was, waited, woke, ran, opened, all, waiting, other, at, at2, queued, once.done, latch.count]
 }
 void primitives
