@@ -17,11 +17,12 @@ const LINES = 200
 
 if (isMainThread) {
   let rl
+  let closed = false // Node 24's readline throws on pause() or resume() after close
   let pauses = 0
   let resumes = 0
   const sema = new Sema(4, {
-    pauseFn: () => { pauses++; rl.pause() },
-    resumeFn: () => { resumes++; rl.resume() }
+    pauseFn: () => { pauses++; if (!closed) rl.pause() },
+    resumeFn: () => { resumes++; if (!closed) rl.resume() }
   })
   const worker = new Worker(__filename, { workerData: { buffer: sema.buffer, byteOffset: sema.byteOffset } })
   let done = 0
@@ -48,6 +49,7 @@ if (isMainThread) {
       })())
     })
     rl.on('close', async () => {
+      closed = true
       await Promise.all(work)
       await exited
       console.log(`${done} of ${LINES} lines processed`)
