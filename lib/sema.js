@@ -138,7 +138,7 @@ class Sema {
       throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `sabsync: no Sema at byteOffset ${head.byteOffset} of this buffer`)
     }
     const mem = memoryOf('Sema', native.semaBytes(nr), { buffer, byteOffset })
-    native.semaOpen(mem.i32) // checks it all again, natively
+    // #setup's semaView checks it all again, natively.
     return new Sema(ATTACH, { mem, nr, opts })
   }
 

@@ -159,14 +159,6 @@ static napi_value sema_view(napi_env env, napi_callback_info info) {
   return view;
 }
 
-/* semaOpen(i32) -> nr (throws ERR_SABSYNC_BAD_MEMORY) */
-static napi_value sema_open(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 1, NULL);
-  sab_sema_t s;
-  if (get_sema(env, argv[0], &s, NULL) != 0) return NULL;
-  return number(env, s.nr);
-}
-
 /* semaTry(view or i32) -> token, or -1 when none is free (or others wait) */
 static napi_value sema_try(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
@@ -397,21 +389,13 @@ int sab_napi_sema_register(napi_env env, napi_value exports) {
     const char *name;
     napi_callback cb;
   } fns[] = {
-      {"semaBytes", sema_bytes},
-      {"semaInit", sema_init},
-      {"semaOpen", sema_open},
-      {"semaView", sema_view},
-      {"semaTry", sema_try},
-      {"semaAcquire", sema_acquire},
-      {"semaAcquireAsync", sema_acquire_async},
-      {"semaRelease", sema_release},
-      {"semaWaiting", sema_waiting},
-      {"semaAvailable", sema_available},
-      {"rateBytes", rate_bytes},
-      {"rateInit", rate_init},
-      {"rateOpen", rate_open},
-      {"rateTake", rate_take},
-      {"now", now_ms},
+      {"semaBytes", sema_bytes},         {"semaInit", sema_init},
+      {"semaView", sema_view},           {"semaTry", sema_try},
+      {"semaAcquire", sema_acquire},     {"semaAcquireAsync", sema_acquire_async},
+      {"semaRelease", sema_release},     {"semaWaiting", sema_waiting},
+      {"semaAvailable", sema_available}, {"rateBytes", rate_bytes},
+      {"rateInit", rate_init},           {"rateOpen", rate_open},
+      {"rateTake", rate_take},           {"now", now_ms},
   };
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
     napi_value fn;
