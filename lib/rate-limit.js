@@ -67,16 +67,12 @@ function limiterOver (mem, turn) {
       if (signal !== undefined) signal = ownSignal(signal)
     }
     if (signal !== undefined && signal.aborted) throw signal.reason
-    let token = turn.tryAcquire() // undefined while others wait: no barging
-    if (token !== undefined) {
-      const r = native.rateTake(i32)
-      if (r > 0) {
-        turn.release(token)
-        return r
-      }
-    } else {
-      token = await turn.acquire(signal === undefined ? undefined : { signal })
-    }
+    // undefined while others wait: no barging
+    const token = turn.tryAcquire() ?? await turn.acquire(signal === undefined ? undefined : { signal })
+    // Every path out, a throw from rateTake included (memory that is not a
+    // RateLimit now: ERR_SABSYNC_BAD_MEMORY), gives the turn back: a turn
+    // kept by a live thread is never reclaimed, and every caller on every
+    // thread would wait for it forever.
     try {
       for (;;) {
         if (signal !== undefined && signal.aborted) throw signal.reason

@@ -35,7 +35,7 @@
  * address that hashes here. 64-byte aligned so that two buckets never
  * share a cache line.
  */
-typedef struct {
+typedef struct sab__bucket_s {
   pthread_mutex_t mu;
   sab_waiter_t *head; /* guarded by mu */
   sab_waiter_t *tail; /* guarded by mu */
@@ -63,7 +63,7 @@ void sab__wake_unlocked(sab__wake_t wk);
 /* Wakes collected under a bucket lock, delivered after it is released
  * (sab__wake_list_run): async records in order, futex words in a small
  * array that is flushed under the lock if it fills. */
-typedef struct {
+typedef struct sab__wake_list_s {
   sab_waiter_t *async_head;
   sab_waiter_t **async_tail;
   void *futex[32];
@@ -73,15 +73,9 @@ void sab__wake_list_init(sab__wake_list_t *l);
 void sab__wake_list_add(sab__wake_list_t *l, sab__wake_t wk);
 void sab__wake_list_run(sab__wake_list_t *l);
 
-/* Wake every record watching `owner` or any owner (owner.c, at a death);
- * for records watching SAB_WATCH_SEMA, run sab__sema_on_death instead. */
+/* At a death (owner.c): wake every record watching `owner` or any owner,
+ * and run the death hook of each address whose records have one. */
 void sab__wake_watchers(uint32_t owner);
-
-/* A death happened and records are queued on the semaphore at `addr`
- * (bucket `b`, locked): reclaim slots of dead holders and hand them to the
- * oldest waiters. Touches the semaphore's memory only while a record is
- * queued on it (that record keeps the memory alive). */
-void sab__sema_on_death(sab__bucket_t *b, uintptr_t addr, sab__wake_list_t *l);
 
 /* Nonzero when spinning can help: more than one CPU is ours to run on. */
 int sab__spin_allowed(void);

@@ -85,6 +85,7 @@ void sab_waiter_init_blocking(sab_waiter_t *w) {
   w->owner = 0;
   w->ctx = NULL;
   w->wake = NULL;
+  w->on_death = NULL;
   sab__parker_init(w);
 }
 
@@ -98,6 +99,7 @@ void sab_waiter_init_async(sab_waiter_t *w, sab_wake_cb wake) {
   w->owner = 0;
   w->ctx = NULL;
   w->wake = wake;
+  w->on_death = NULL;
 }
 
 void sab_waiter_destroy(sab_waiter_t *w) {
@@ -265,7 +267,8 @@ uint64_t sab_notify(uintptr_t addr, uint64_t count) {
   return n;
 }
 
-/* Wake every record watching `owner` (or any owner), bucket by bucket. */
+/* Wake every record watching `owner` (or any owner), and run each address's
+ * death hook once, bucket by bucket. */
 void sab__wake_watchers(uint32_t owner) {
   pthread_once(&lot_once, lot_init);
   for (unsigned i = 0; i < SAB_BUCKETS; i++) {
@@ -274,22 +277,21 @@ void sab__wake_watchers(uint32_t owner) {
     if (__atomic_load_n(&counts[i * SAB_COUNT_STRIDE], __ATOMIC_SEQ_CST) == 0) continue;
     sab__wake_list_init(&l);
     if (pthread_mutex_lock(&b->mu) != 0) abort();
-    uintptr_t semas[8];
-    unsigned nsemas = 0;
+    uintptr_t hooked[8];
+    unsigned nhooked = 0;
     for (sab_waiter_t *w = b->head, *next; w != NULL; w = next) {
       next = w->next;
-      if (w->watch == SAB_WATCH_SEMA) {
-        /* The reclaim dequeues records of this address only: step past
-         * them first, so that `next` stays queued. Each semaphore runs
-         * once per visit (again only if `semas` overflows: harmless, the
-         * reclaim is idempotent). */
+      if (w->on_death != NULL) {
+        /* The hook dequeues records of this address only: step past them
+         * first, so that `next` stays queued. Each address runs once per
+         * visit (again only if `hooked` overflows; hooks are idempotent). */
         uintptr_t addr = w->addr;
-        unsigned i = 0;
-        while (i < nsemas && semas[i] != addr) i++;
-        if (i < nsemas) continue;
-        if (nsemas < sizeof semas / sizeof semas[0]) semas[nsemas++] = addr;
+        unsigned k = 0;
+        while (k < nhooked && hooked[k] != addr) k++;
+        if (k < nhooked) continue;
+        if (nhooked < sizeof hooked / sizeof hooked[0]) hooked[nhooked++] = addr;
         while (next != NULL && next->addr == addr) next = next->next;
-        sab__sema_on_death(b, addr, &l);
+        w->on_death(b, w, &l);
       } else if (w->watch == owner || w->watch == SAB_WATCH_ANY) {
         sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
       }

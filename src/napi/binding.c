@@ -186,15 +186,13 @@ static napi_value sab_napi_wait_async(napi_env env, napi_callback_info info) {
 static napi_value sab_napi_cancel(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 2, NULL);
   sab_env_t *e = sab_napi_env_get(env);
-  void *a = NULL;
-  napi_valuetype t;
   napi_value r;
-  SAB_CALL(env, napi_typeof(env, argv[0], &t), NULL);
-  if (e == NULL || t != napi_external) {
-    napi_throw_type_error(env, NULL, "handle must be a waitAsync handle");
+  if (e == NULL) {
+    napi_throw_error(env, "ERR_SABSYNC_NAPI", "sabsync: no per-thread state");
     return NULL;
   }
-  SAB_CALL(env, napi_get_value_external(env, argv[0], &a), NULL);
+  sab_async_t *a = sab_napi_unwrap(env, argv[0], &sab_napi_tag_async, "a waitAsync handle");
+  if (a == NULL) return NULL;
   SAB_CALL(env, napi_get_boolean(env, sab_napi_async_cancel(e, a, argv[1]) != 0, &r), NULL);
   return r;
 }

@@ -20,6 +20,7 @@
 #include "env.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,34 @@ void sab_napi_throw_last(napi_env env, const char *call) {
   char buf[256];
   snprintf(buf, sizeof buf, "sabsync: %s failed: %s", call, msg != NULL ? msg : "unknown error");
   napi_throw_error(env, "ERR_SABSYNC_NAPI", buf);
+}
+
+/* ---- tagged externals ---- */
+
+/* Random 128-bit values, fixed: a tag must mean the same in every copy and
+ * version of the addon that could meet the external. */
+const napi_type_tag sab_napi_tag_async = {0x8d1f3c6a2b5e4f07ull, 0xa93c51e2d4b76f18ull};
+const napi_type_tag sab_napi_tag_sema_view = {0x47c2e9b1f05a3d86ull, 0x1e6b8f4ac27d905bull};
+
+int sab_napi_tag(napi_env env, napi_value external, const napi_type_tag *tag) {
+  SAB_CALL(env, napi_type_tag_object(env, external, tag), -1);
+  return 0;
+}
+
+void *sab_napi_unwrap(napi_env env, napi_value v, const napi_type_tag *tag, const char *what) {
+  napi_valuetype t;
+  bool tagged = false;
+  void *data = NULL;
+  SAB_CALL(env, napi_typeof(env, v, &t), NULL);
+  if (t == napi_external) SAB_CALL(env, napi_check_object_type_tag(env, v, tag, &tagged), NULL);
+  if (!tagged) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "handle must be %s", what);
+    napi_throw_type_error(env, NULL, msg);
+    return NULL;
+  }
+  SAB_CALL(env, napi_get_value_external(env, v, &data), NULL);
+  return data;
 }
 
 /* ---- the deadline heap (a binary min-heap on deadline) ---- */
@@ -252,7 +281,8 @@ int sab_napi_async_prepare(napi_env env, sab_env_t *e, sab_async_t *a, napi_valu
   }
   /* From here the handle's finalizer frees the record. */
   a->js_holds = 1;
-  if (napi_create_array_with_length(env, 2, &pair) != napi_ok ||
+  if (napi_type_tag_object(env, handle, &sab_napi_tag_async) != napi_ok ||
+      napi_create_array_with_length(env, 2, &pair) != napi_ok ||
       napi_set_element(env, pair, 0, promise) != napi_ok ||
       napi_set_element(env, pair, 1, handle) != napi_ok) {
     sab_napi_throw_last(env, what);

@@ -68,6 +68,20 @@ struct sab_env_s {
   uint32_t nref;
 };
 
+/*
+ * Type tags of the externals this binding hands to JS: each is tagged when
+ * it is made and checked before its pointer is used (sab_napi_unwrap), so
+ * that an external of another kind, or another addon's, is a TypeError and
+ * never a pointer taken for what it is not.
+ */
+extern const napi_type_tag sab_napi_tag_async;     /* a sab_async_t (waitAsync handles) */
+extern const napi_type_tag sab_napi_tag_sema_view; /* a Sema's checked view */
+/* Tag a fresh external: 0, or -1 with an exception pending. */
+int sab_napi_tag(napi_env env, napi_value external, const napi_type_tag *tag);
+/* The pointer of `v` if it is an external tagged `tag`; else NULL with a
+ * TypeError pending that says `what` was expected. */
+void *sab_napi_unwrap(napi_env env, napi_value v, const napi_type_tag *tag, const char *what);
+
 /* Create the env's state and register its teardown. NULL: an exception is
  * pending. */
 sab_env_t *sab_napi_env_create(napi_env env);

@@ -54,11 +54,10 @@ static int get_memory(napi_env env, napi_value ta, void **data, size_t *bytes, n
  * of its Int32Array by the calls that run often, which then skip the typed
  * array lookups and the header checks (most of a call's cost). The JS Sema
  * keeps both the view and the Int32Array, so the memory outlives every call
- * that is given the view. The magic tells it from other externals.
+ * that is given the view. Its type tag (sab_napi_tag_sema_view) tells it
+ * from other externals.
  */
-#define VIEW_MAGIC 0x56534D31u /* "VSM1" */
 typedef struct {
-  uint32_t magic;
   sab_sema_t sema;
 } sema_view_t;
 
@@ -76,12 +75,9 @@ static int get_sema(napi_env env, napi_value ta, sab_sema_t *s, napi_value *buff
     napi_valuetype t;
     SAB_CALL(env, napi_typeof(env, ta, &t), -1);
     if (t == napi_external) {
-      SAB_CALL(env, napi_get_value_external(env, ta, &data), -1);
-      const sema_view_t *v = data;
-      if (v == NULL || v->magic != VIEW_MAGIC) {
-        napi_throw_type_error(env, NULL, "memory must be a Sema view or an Int32Array");
-        return -1;
-      }
+      const sema_view_t *v =
+          sab_napi_unwrap(env, ta, &sab_napi_tag_sema_view, "a Sema view or an Int32Array");
+      if (v == NULL) return -1;
       /* What sab_sema_open checks that can change: the header words (the
        * memory may have been overwritten, or made a Sema anew). */
       if (sab_sema_check(&v->sema) != 0) {
@@ -149,13 +145,14 @@ static napi_value sema_view(napi_env env, napi_callback_info info) {
     throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
     return NULL;
   }
-  v->magic = VIEW_MAGIC;
   v->sema = s;
   if (napi_create_external(env, v, view_finalize, NULL, &view) != napi_ok) {
     sab_napi_throw_last(env, "semaView");
     free(v);
     return NULL;
   }
+  /* On failure the external's finalizer frees v. */
+  if (sab_napi_tag(env, view, &sab_napi_tag_sema_view) != 0) return NULL;
   return view;
 }
 
@@ -207,8 +204,12 @@ static napi_value sema_acquire(napi_env env, napi_callback_info info) {
     }
     if (r == SAB_OK && token == SAB_SEMA_NO_TOKEN) token = w.token;
     sab_waiter_destroy(&w);
-    /* Woken without a slot (a stray notify on the Sema's word): again. */
     if (r != SAB_OK || token != SAB_SEMA_NO_TOKEN) break;
+    /* Woken without a slot (only a raw notify on the waiters' key can do
+     * that): queue again, unless the thread is being torn down meanwhile. A
+     * stream of such wakes must not keep it from seeing its termination,
+     * which the loop above checks only after a quiet slice. */
+    if (sab_napi_env_terminating(e)) return NULL;
   }
   if (r == SAB_E_CORRUPT) return corrupt(env);
   if (r != SAB_OK) return number(env, -1);
