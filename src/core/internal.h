@@ -16,6 +16,30 @@
 #define SAB_LOAD(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define SAB_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
+/*
+ * Reads of a primitive's shared memory (sema.c, rate.c) go through these,
+ * relaxed (the bucket lock orders them). Built with SAB_FUZZ_READS, each read
+ * is followed by a call of sab__fuzz_after_read, which may write any word of
+ * the object as another thread could (test/c/fuzz_shared.c): a word read a
+ * second time after it was checked then comes back hostile, and ASan sees
+ * where it is used.
+ */
+#ifdef SAB_FUZZ_READS
+void sab__fuzz_after_read(const void *word);
+#else
+#define sab__fuzz_after_read(word) ((void)0)
+#endif
+static inline uint32_t sab__rd32(const int32_t *p) {
+  uint32_t v = (uint32_t)__atomic_load_n(p, __ATOMIC_RELAXED);
+  sab__fuzz_after_read(p);
+  return v;
+}
+static inline int64_t sab__rd64(const int64_t *p) {
+  int64_t v = __atomic_load_n(p, __ATOMIC_RELAXED);
+  sab__fuzz_after_read(p);
+  return v;
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 #define SAB_CPU_RELAX() __builtin_ia32_pause()
 #elif defined(__aarch64__)

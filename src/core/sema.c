@@ -106,7 +106,7 @@ enum { W_MAGIC = 0, W_AVAIL = 1, W_NR = 2, W_HEAD = 3, W_STAMP = 4, W_EPOCH = 5,
 #define OWNER_MASK     0x3FFFFFFFu
 #define HELD_RECOVERED 0x40000000u
 
-#define RD(p)    ((uint32_t)__atomic_load_n((p), __ATOMIC_RELAXED))
+#define RD(p)    sab__rd32(p)
 #define WR(p, v) __atomic_store_n((p), (int32_t)(v), __ATOMIC_RELAXED)
 
 /* The lot key of the semaphore's waiters (see "The queue" above). */
