@@ -177,6 +177,11 @@ export interface RateLimitOptions {
 /** `await limit()`: resolves (with the grant's time, ms on process.hrtime's clock) when a call may proceed. */
 export interface RateLimiter extends SharedHandle {
   (options?: { signal?: AbortSignal }): Promise<number>
+  /**
+   * `{ buffer, byteOffset }`: what to post to a worker (a function cannot be
+   * posted), where `RateLimit.from(message)` attaches.
+   */
+  readonly handle: SharedHandle
   /** Blocks this thread until a call may proceed (for workers); `undefined` after `timeout` ms. */
   sync (timeout?: number): number | undefined
   /** Callers queued for their turn, on every thread (callers are served in arrival order). */
@@ -194,7 +199,7 @@ export interface RateLimiter extends SharedHandle {
  * @example
  * const { RateLimit } = require('sabsync')
  * const limit = RateLimit(10, { timeUnit: 1000 })
- * worker.postMessage({ buffer: limit.buffer, byteOffset: limit.byteOffset })
+ * worker.postMessage(limit.handle)
  * // in the worker: const limit = RateLimit.from(message)
  * for (const url of urls) { await limit(); fetch(url) }
  */
@@ -228,7 +233,7 @@ export declare namespace RateLimit {
  * try { shared[0]++ } finally { mutex.unlock() }
  */
 export class Mutex implements SharedHandle {
-  /** Bytes a Mutex needs (8). */
+  /** Bytes a Mutex needs (16: its kind tag, the lock word and a waiter slot). */
   static readonly byteLength: number
   /** Attach to a Mutex made elsewhere (e.g. received with postMessage). */
   static from(handle: SharedHandle): Mutex

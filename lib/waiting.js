@@ -10,10 +10,9 @@
 // and w.epoch; anything else is the result. It reads w.code, the outcome of
 // the previous park (OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD; -1 at first).
 
-const { isSharedArrayBuffer } = require('util').types
 const native = require('./native')
 const { addressOf, bucketOf, counts } = require('./lot')
-const { parkSync, parkAsync, handleOf, invalidType, OK, TIMED_OUT, WATCH_ANY } = require('./shared')
+const { parkSync, parkAsync, OK, TIMED_OUT, WATCH_ANY } = require('./shared')
 
 const PARK = Symbol('park')
 
@@ -88,12 +87,4 @@ function addressKey (i32, index) {
   return addressOf(i32, i32.buffer, index, 4)
 }
 
-// The { buffer, byteOffset } of a handle for X.from(): unlike a
-// constructor's options, the buffer is required.
-function attachTo (who, handle) {
-  const h = handleOf(who, handle)
-  if (!isSharedArrayBuffer(h.buffer)) throw invalidType('handle.buffer', 'a SharedArrayBuffer', h.buffer)
-  return h
-}
-
-module.exports = { attachTo, PARK, Wait, settleSync, settleAsync, waker, addressKey }
+module.exports = { PARK, Wait, settleSync, settleAsync, waker, addressKey }
