@@ -23,7 +23,7 @@
 // cost as before.
 
 const { SEMA_MAGIC, RATE_MAGIC } = require('./native').constants
-const { memoryOf, handleOf, SabsyncError } = require('./shared')
+const { memoryOf, handleOf, article: a, SabsyncError } = require('./shared')
 
 const TAG = 0 // the index of the tag, for every kind
 
@@ -48,7 +48,6 @@ const MAKE = {
   RateLimit: 'RateLimit(rps, { buffer, byteOffset })'
 }
 const make = who => MAKE[who] || `new ${who}({ buffer, byteOffset })`
-const a = kind => (kind === 'AtomicFlag' ? 'an ' : 'a ') + kind
 
 // Written last by a constructor, once its memory is set up.
 function writeTag (i32, who) {
@@ -86,4 +85,4 @@ function attachTo (who, handle) {
   throw found !== undefined ? wrongKind(who, head.byteOffset, found) : noneThere(who, head.byteOffset, word)
 }
 
-module.exports = { TAG, TAGS, writeTag, attachTo, kindOf }
+module.exports = { TAG, TAGS, writeTag, attachTo }

@@ -194,6 +194,7 @@ module.exports = {
   deathEpoch: native.deathEpoch,
   memoryOf,
   madeAs,
+  article,
   handleOf,
   parseTimeout,
   parseAsyncOptions,
