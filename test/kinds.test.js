@@ -145,9 +145,10 @@ t.test('postMessage(limit) fails naming the fix; limit.handle is what to post', 
   t.ok(Object.isFrozen(limit.handle))
   // limit.handle crosses to a real worker, which attaches and takes a grant.
   const w = new Worker(path.join(__dirname, 'fixtures', 'rate-limit-handle.js'), { workerData: limit.handle })
+  const exited = new Promise(resolve => w.once('exit', resolve)) // listen at once: it may exit right after posting
   const msg = await new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject) })
   t.same(msg, { rps: 3, granted: true })
-  await new Promise(resolve => w.once('exit', resolve))
+  t.equal(await exited, 0)
 })
 
 t.test('each primitive\'s memory begins with its kind tag, written by its constructor', async t => {
