@@ -16,16 +16,13 @@
 #include <stdlib.h>
 #include <time.h>
 
-static sab__bucket_t buckets[SAB_BUCKETS];
+/* Initialised statically, so that no call can race the first lock (and the
+ * binary needs no pthread_once, which glibc 2.34 moved and versioned anew:
+ * a prebuilt binary that used it would not load on an older glibc). */
+static sab__bucket_t buckets[SAB_BUCKETS] = {
+    [0 ... SAB_BUCKETS - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER}};
 static int32_t counts[SAB_BUCKETS * SAB_COUNT_STRIDE] __attribute__((aligned(64)));
-static pthread_once_t lot_once = PTHREAD_ONCE_INIT;
 uint32_t sab__nudges;
-
-static void lot_init(void) {
-  for (unsigned i = 0; i < SAB_BUCKETS; i++) {
-    if (pthread_mutex_init(&buckets[i].mu, NULL) != 0) abort();
-  }
-}
 
 uint32_t sab_bucket_of(uintptr_t addr) {
   /* Fibonacci hashing of the 4-byte word index; lib/lot.js computes the
@@ -36,7 +33,6 @@ uint32_t sab_bucket_of(uintptr_t addr) {
 int32_t *sab_bucket_counts(void) { return counts; }
 
 static sab__bucket_t *lock_bucket(uintptr_t addr, uint32_t *index) {
-  pthread_once(&lot_once, lot_init);
   uint32_t b = sab_bucket_of(addr);
   if (index != NULL) *index = b;
   if (pthread_mutex_lock(&buckets[b].mu) != 0) abort();
@@ -267,7 +263,6 @@ uint64_t sab_notify(uintptr_t addr, uint64_t count) {
 
 /* Wake every record watching `owner` (or any owner), bucket by bucket. */
 void sab__wake_watchers(uint32_t owner) {
-  pthread_once(&lot_once, lot_init);
   for (unsigned i = 0; i < SAB_BUCKETS; i++) {
     sab__bucket_t *b = &buckets[i];
     sab__wake_list_t l;
@@ -310,7 +305,6 @@ uint32_t sab_waiters(uintptr_t addr) {
 }
 
 void sab_nudge_all(void) {
-  pthread_once(&lot_once, lot_init);
   __atomic_fetch_add(&sab__nudges, 1, __ATOMIC_SEQ_CST);
   for (unsigned i = 0; i < SAB_BUCKETS; i++) {
     sab__bucket_t *b = &buckets[i];
