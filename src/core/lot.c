@@ -164,8 +164,11 @@ static int result_of(uint32_t state) {
 int sab_wait_park(sab_waiter_t *w, uint64_t deadline) {
   uint32_t s = sab__park(w, deadline);
   /* A nudge seen or not, the caller re-checks why it waits after this
-   * return; a nudge from now on makes the next park return at once. */
-  __atomic_store_n(&w->nudged, 0, __ATOMIC_RELAXED);
+   * return; a nudge from now on makes the next park return at once. An
+   * acquire exchange: a nudge it clears happened before that re-check
+   * (the nudger's store is a release), so the re-check sees what the
+   * nudger did before nudging (the exit flag). */
+  (void)__atomic_exchange_n(&w->nudged, 0, __ATOMIC_ACQUIRE);
   return result_of(s);
 }
 
@@ -329,10 +332,10 @@ void sab_nudge_all(void) {
     if (pthread_mutex_lock(&b->mu) != 0) abort();
     for (sab_waiter_t *w = b->head; w != NULL; w = w->next) {
       /* Wake under the lock: the record cannot leave while we hold it. The
-       * flag's store is ordered before the state's (a release, or w's
-       * mutex in the portable parker). */
+       * flag's store is ordered before the state's exchange (a release; in
+       * the portable parker, w's mutex). */
       if (w->kind != SAB_WAITER_BLOCKING) continue;
-      __atomic_store_n(&w->nudged, 1, __ATOMIC_RELAXED);
+      __atomic_store_n(&w->nudged, 1, __ATOMIC_RELEASE);
       sab__unpark(sab__unpark_locked(w, SAB_W_WAITING));
     }
     unlock_bucket(b);
