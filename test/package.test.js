@@ -12,6 +12,10 @@ const { execFileSync, spawnSync } = require('child_process')
 const root = path.join(__dirname, '..')
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
 
+// Two prebuilds (one cross-compiled), two builds from source and tsc: more
+// than the suite's 120 s per file on a loaded machine (132 s was seen).
+t.setTimeout(600000)
+
 function sh (cmd, args, cwd, env = {}) {
   const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', env: { ...process.env, ...env }, timeout: 300000 })
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.status}):\n${r.stdout}\n${r.stderr}`)
