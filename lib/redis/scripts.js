@@ -1,0 +1,347 @@
+'use strict'
+// The Lua scripts of sabsync/redis. Every change of an object's state is
+// one script, so Redis runs it whole, between any two commands of other
+// clients: no interleaving can break an invariant below. ioredis's
+// defineCommand sends EVALSHA, and EVAL once per connection or after a
+// NOSCRIPT (a restarted server).
+//
+// Time is the server's (TIME), never a client's. All keys of one object
+// share one hash tag, `{prefix:kind:key}`, so they live in one slot of a
+// Redis Cluster; the only thing a script touches outside its keys is the
+// wake channel of a waiting client (PUBLISH takes a channel, not a key).
+//
+// The lease queue (Mutex is nr = 1 with fences, Sema is nr tokens):
+//
+//   key   type    holds
+//   M     hash    nr, fence (1: Mutex fences), seq (last ticket), top (slots ever handed out)
+//   H     hash    holder id -> "slot:fence"
+//   FL    list    slots given back, handed out again before new ones
+//   L     zset    holder id -> lease expiry (server ms)
+//   Q     zset    waiter id -> ticket (arrival order)
+//   W     hash    waiter id -> "client-id lease-ms"
+//   B     zset    client id -> heartbeat expiry (server ms): waiters of a
+//                 client whose heartbeat lapsed are skipped
+//   F     string  the last fence: max(INCR, server clock in µs); outlives
+//                 the rest by a day, so that fences keep growing after the
+//                 object goes idle
+//
+// Invariants after every script: HLEN(H) <= nr; top - LLEN(FL) = HLEN(H);
+// a slot is in FL or held by exactly one holder; H and L name the same
+// holders; Q and W name the same waiters; if HLEN(H) < nr then Q holds no
+// waiter of a live client (pump() grants before anything else happens).
+// When nobody holds or waits, every key but F is deleted; otherwise they
+// expire together a minute after the last lease or heartbeat would have.
+//
+// Replies of take: {1, slot, fence, lease-left-ms} granted; {0} busy (try);
+// {2, ms-to-next-lease-expiry or -1} queued.
+
+const WAKE = 'sabsync:wake:' // + client id: where grants to its waiters are published
+
+const prelude = `
+local M, H, FL, L, Q, W, B, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local nowUs = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+
+local function checkTypes ()
+  local want = { {M, 'hash'}, {H, 'hash'}, {FL, 'list'}, {L, 'zset'}, {Q, 'zset'}, {W, 'hash'}, {B, 'zset'}, {F, 'string'} }
+  for _, kt in ipairs(want) do
+    local got = redis.call('TYPE', kt[1]).ok
+    if got ~= 'none' and got ~= kt[2] then
+      return 'WRONGTYPE sabsync: key ' .. kt[1] .. ' holds a ' .. got .. ', not the ' .. kt[2] .. ' sabsync keeps there'
+    end
+  end
+  return nil
+end
+
+-- Remove holder w and give its slot back.
+local function drop (w)
+  local v = redis.call('HGET', H, w)
+  if v then
+    redis.call('RPUSH', FL, string.match(v, '^(%d+)'))
+    redis.call('HDEL', H, w)
+  end
+  redis.call('ZREM', L, w)
+end
+
+-- Grant a slot to w (the caller checked HLEN(H) < nr). A waiter's client
+-- (ctx) is told on its wake channel.
+local function grant (w, lease, ctx, fencing)
+  local slot = redis.call('LPOP', FL)
+  if not slot then slot = redis.call('HINCRBY', M, 'top', 1) - 1 end
+  local fence = 0
+  if fencing then
+    -- Never below the server's clock in µs: fences keep growing across a
+    -- restart without persistence, or a failover, unless a clock steps back.
+    fence = redis.call('INCR', F)
+    if fence < nowUs then
+      fence = nowUs
+      redis.call('SET', F, string.format('%.0f', fence))
+    end
+    redis.call('PEXPIRE', F, 86400000)
+  end
+  local f = string.format('%.0f', fence)
+  redis.call('HSET', H, w, slot .. ':' .. f)
+  redis.call('ZADD', L, now + lease, w)
+  if ctx then
+    redis.call('PUBLISH', '${WAKE}' .. ctx, w .. ' ' .. slot .. ' ' .. f .. ' ' .. lease)
+  end
+  return tonumber(slot), fence
+end
+
+-- Expire lapsed leases and heartbeats, then grant free slots to the queue
+-- in ticket order, skipping waiters whose client stopped beating.
+local function pump (nr, fencing)
+  local lapsed = redis.call('ZRANGEBYSCORE', L, '-inf', now)
+  for _, w in ipairs(lapsed) do drop(w) end
+  redis.call('ZREMRANGEBYSCORE', B, '-inf', now)
+  local free = nr - redis.call('HLEN', H)
+  while free > 0 do
+    local head = redis.call('ZRANGE', Q, 0, 0)[1]
+    if not head then break end
+    redis.call('ZREM', Q, head)
+    local info = redis.call('HGET', W, head)
+    redis.call('HDEL', W, head)
+    if info then
+      local ctx, lease = string.match(info, '^(%S+) (%d+)$')
+      if ctx and redis.call('ZSCORE', B, ctx) then
+        grant(head, tonumber(lease), ctx, fencing)
+        free = free - 1
+      end
+    end
+  end
+end
+
+-- Milliseconds until the first lease expires (-1: none held).
+local function nextExpiry ()
+  local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')[2]
+  if not first then return -1 end
+  return math.max(tonumber(first) - now, 0)
+end
+
+-- Delete an idle object's keys (F excepted), or let them all expire a
+-- minute after the last lease or heartbeat.
+local function tidy ()
+  if redis.call('HLEN', H) == 0 and redis.call('ZCARD', Q) == 0 then
+    redis.call('DEL', M, H, FL, L, Q, W, B)
+    return
+  end
+  local last = now
+  local l = redis.call('ZRANGE', L, -1, -1, 'WITHSCORES')[2]
+  if l then last = math.max(last, tonumber(l)) end
+  local b = redis.call('ZRANGE', B, -1, -1, 'WITHSCORES')[2]
+  if b then last = math.max(last, tonumber(b)) end
+  local ttl = last - now + 60000
+  for _, k in ipairs({M, H, FL, L, Q, W, B}) do redis.call('PEXPIRE', k, ttl) end
+end
+
+local function meta ()
+  local m = redis.call('HMGET', M, 'nr', 'fence')
+  if not m[1] then return nil end
+  return tonumber(m[1]), m[2] == '1'
+end
+
+local function holding (w)
+  local v = redis.call('HGET', H, w)
+  if not v then return nil end
+  local slot, fence = string.match(v, '^(%d+):(%d+)$')
+  local exp = tonumber(redis.call('ZSCORE', L, w))
+  return { 1, tonumber(slot), tonumber(fence), math.max(exp - now, 0) }
+end
+`
+
+// ARGV: id, client id, lease ms, heartbeat ms, wait (0 try / 1 queue), nr, fencing (0/1).
+const take = prelude + `
+local bad = checkTypes()
+if bad then return redis.error_reply(bad) end
+local w, ctx, lease, beat, queue, nr, fencing = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7] == '1'
+local hasNr, hasFencing = meta()
+if hasNr then
+  if hasNr ~= nr or hasFencing ~= fencing then
+    return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. M .. ' is in use with nr = ' .. hasNr .. ', not ' .. nr)
+  end
+else
+  redis.call('HSET', M, 'nr', nr, 'fence', ARGV[7])
+end
+pump(nr, fencing)
+-- The same id again (a command resent after a reconnect) gets the same answer.
+local held = holding(w)
+if held then tidy() return held end
+if redis.call('ZSCORE', Q, w) then tidy() return { 2, nextExpiry() } end
+if redis.call('HLEN', H) < nr then
+  local slot, fence = grant(w, lease, nil, fencing)
+  tidy()
+  return { 1, slot, fence, lease }
+end
+if not queue then tidy() return { 0 } end
+redis.call('ZADD', Q, redis.call('HINCRBY', M, 'seq', 1), w)
+redis.call('HSET', W, w, ctx .. ' ' .. lease)
+redis.call('ZADD', B, now + beat, ctx)
+tidy()
+return { 2, nextExpiry() }
+`
+
+// Release holder id, or take waiter id out of the queue. ARGV: id.
+// 1 if it held a lease that had not expired, else 0.
+const leave = prelude + `
+local bad = checkTypes()
+if bad then return redis.error_reply(bad) end
+local w = ARGV[1]
+local nr, fencing = meta()
+if not nr then return 0 end
+local r = 0
+local exp = redis.call('ZSCORE', L, w)
+if exp then
+  if tonumber(exp) > now then r = 1 end
+  drop(w)
+else
+  redis.call('ZREM', Q, w)
+  redis.call('HDEL', W, w)
+end
+pump(nr, fencing)
+tidy()
+return r
+`
+
+// Extend holder id's lease to lease ms from now, if it still holds one
+// that has not expired. ARGV: id, lease ms. 1 renewed, 0 lost.
+const renew = prelude + `
+local bad = checkTypes()
+if bad then return redis.error_reply(bad) end
+local w, lease = ARGV[1], tonumber(ARGV[2])
+local exp = redis.call('ZSCORE', L, w)
+if not exp then return 0 end
+if tonumber(exp) <= now then
+  local nr, fencing = meta()
+  if nr then pump(nr, fencing) end
+  tidy()
+  return 0
+end
+redis.call('ZADD', L, 'XX', now + lease, w)
+tidy()
+return 1
+`
+
+// A waiting client's heartbeat, which also reports on its waiters.
+// ARGV: client id, heartbeat ms, waiter ids...
+// Reply: { ms-to-next-lease-expiry or -1, per id: {1, slot, fence, lease-left} | {2} queued | {0} gone }.
+const beat = prelude + `
+local bad = checkTypes()
+if bad then return redis.error_reply(bad) end
+local ctx, hb = ARGV[1], tonumber(ARGV[2])
+local out = { -1 }
+local nr, fencing = meta()
+if not nr then
+  for i = 3, #ARGV do out[#out + 1] = { 0 } end
+  return out
+end
+redis.call('ZADD', B, now + hb, ctx)
+pump(nr, fencing)
+for i = 3, #ARGV do
+  local w = ARGV[i]
+  local held = holding(w)
+  if held then out[#out + 1] = held
+  elseif redis.call('ZSCORE', Q, w) then out[#out + 1] = { 2 }
+  else out[#out + 1] = { 0 } end
+end
+out[1] = nextExpiry()
+tidy()
+return out
+`
+
+// How many wait, on every client (those of clients that stopped beating
+// not counted). No ARGV.
+const count = prelude + `
+local bad = checkTypes()
+if bad then return redis.error_reply(bad) end
+local nr, fencing = meta()
+if not nr then return 0 end
+pump(nr, fencing)
+local n = 0
+for _, w in ipairs(redis.call('ZRANGE', Q, 0, -1)) do
+  local info = redis.call('HGET', W, w)
+  local ctx = info and string.match(info, '^(%S+) ')
+  if ctx and redis.call('ZSCORE', B, ctx) then n = n + 1 end
+end
+tidy()
+return n
+`
+
+// The rate limiter: a log of the grant times of the last rps grants,
+// which may lie in the future (reservations). KEYS: R (zset id -> µs),
+// RM (hash: rps, unit). A grant at t needs t >= now, t >= the newest
+// (arrival order), t >= the rps-th newest + unit (no window of unit holds
+// more than rps grants) and, with uniform spacing, t >= newest + unit/rps:
+// the window semantics of src/core/rate.c, with the caller sleeping until
+// t instead of asking again. Removing an unused reservation (an abort)
+// keeps every property above for the rest.
+//
+// ARGV: id, rps, unit µs, uniform (0/1), most µs the caller will wait (-1: any).
+// Reply: {1, t µs as a string, wait µs} reserved; {0, wait µs} too late for the caller.
+const rate = `
+local R, RM = KEYS[1], KEYS[2]
+for _, kt in ipairs({ {R, 'zset'}, {RM, 'hash'} }) do
+  local got = redis.call('TYPE', kt[1]).ok
+  if got ~= 'none' and got ~= kt[2] then
+    return redis.error_reply('WRONGTYPE sabsync: key ' .. kt[1] .. ' holds a ' .. got .. ', not the ' .. kt[2] .. ' sabsync keeps there')
+  end
+end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local id, rps, unit, uniform, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1', tonumber(ARGV[5])
+local m = redis.call('HMGET', RM, 'rps', 'unit', 'uniform')
+if m[1] then
+  if tonumber(m[1]) ~= rps or tonumber(m[2]) ~= unit or m[3] ~= ARGV[4] then
+    return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. R .. ' is in use with rps = ' .. m[1] .. ', timeUnit = ' .. (tonumber(m[2]) / 1000) .. ' ms, uniform = ' .. m[3])
+  end
+else
+  redis.call('HSET', RM, 'rps', rps, 'unit', ARGV[3], 'uniform', ARGV[4])
+end
+local t = now
+local n = redis.call('ZCARD', R)
+if n > 0 then
+  local newest = tonumber(redis.call('ZRANGE', R, -1, -1, 'WITHSCORES')[2])
+  if newest > t then t = newest end
+  if uniform and newest + math.floor(unit / rps) > t then t = newest + math.floor(unit / rps) end
+end
+if n >= rps then
+  local kth = tonumber(redis.call('ZRANGE', R, n - rps, n - rps, 'WITHSCORES')[2])
+  if kth + unit > t then t = kth + unit end
+end
+if most >= 0 and t - now > most then return { 0, t - now } end
+redis.call('ZADD', R, string.format('%.0f', t), id)
+if n + 1 > rps then redis.call('ZREMRANGEBYRANK', R, 0, n - rps) end
+local ttl = math.ceil((t - now + unit) / 1000) + 1000
+redis.call('PEXPIRE', R, ttl)
+redis.call('PEXPIRE', RM, ttl)
+return { 1, string.format('%.0f', t), t - now }
+`
+
+// Give back an unused reservation. KEYS: R. ARGV: id.
+const unrate = `
+if redis.call('TYPE', KEYS[1]).ok ~= 'zset' then return 0 end
+return redis.call('ZREM', KEYS[1], ARGV[1])
+`
+
+// Reservations not yet reached. KEYS: R.
+const rateWaiting = `
+if redis.call('TYPE', KEYS[1]).ok ~= 'zset' then return 0 end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
+`
+
+// Names carry a version: two copies of sabsync in one process never
+// share a command whose script differs.
+const commands = {
+  sabsync1Take: { numberOfKeys: 8, lua: take },
+  sabsync1Leave: { numberOfKeys: 8, lua: leave },
+  sabsync1Renew: { numberOfKeys: 8, lua: renew },
+  sabsync1Beat: { numberOfKeys: 8, lua: beat },
+  sabsync1Count: { numberOfKeys: 8, lua: count },
+  sabsync1Rate: { numberOfKeys: 2, lua: rate },
+  sabsync1Unrate: { numberOfKeys: 1, lua: unrate },
+  sabsync1RateWaiting: { numberOfKeys: 1, lua: rateWaiting }
+}
+
+module.exports = { commands, WAKE }
