@@ -86,15 +86,26 @@ function commandError (err, what) {
   return redisError(`sabsync: Redis failed (${what}): ${msg}`, err)
 }
 
+function noReply (ms, what, redis) {
+  const status = redis && typeof redis.status === 'string' ? `; the client is ${redis.status}` : ''
+  const cause = new Error(`no reply within ${Math.round(ms)} ms${status}`)
+  cause.noReply = true
+  return redisError(`sabsync: no reply from Redis within ${Math.round(ms)} ms (${what})${status}`, cause)
+}
+
+// Whether the client is connected: a reply that is late from a connected
+// client means a slow or paused server, or a timeout shorter than a round
+// trip, and a caller's timeout then answers as a timeout; from a client
+// that is not, it means Redis cannot be reached, an error.
+function connected (redis) {
+  return redis.status === 'ready'
+}
+
 // The reply of `promise` (a command), or ERR_SABSYNC_REDIS when none came
 // within `ms`. A reply that comes later is dropped, never unhandled.
 function within (promise, ms, what, redis) {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      const status = redis && typeof redis.status === 'string' ? `; the client is ${redis.status}` : ''
-      reject(redisError(`sabsync: no reply from Redis within ${Math.round(ms)} ms (${what})${status}`,
-        new Error(`no reply within ${Math.round(ms)} ms${status}`)))
-    }, Math.min(Math.max(ms, 1), MAX_MS))
+    const timer = setTimeout(() => reject(noReply(ms, what, redis)), Math.min(Math.max(ms, 1), MAX_MS))
     promise.then(v => { clearTimeout(timer); resolve(v) }, err => { clearTimeout(timer); reject(commandError(err, what)) })
   })
 }
@@ -113,6 +124,8 @@ module.exports = {
   redisError,
   commandError,
   within,
+  noReply,
+  connected,
   quiet,
   invalidType,
   outOfRange,

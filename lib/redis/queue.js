@@ -13,7 +13,7 @@
 // back at once instead of being held, unknowingly, until its lease ends.
 
 const { hubOf } = require('./hub')
-const { msOption, prefixOption, waitOptions, within, redisError, commandError, quiet, SabsyncError } = require('./common')
+const { msOption, prefixOption, waitOptions, within, noReply, connected, commandError, quiet, SabsyncError } = require('./common')
 
 const KEY_SUFFIXES = ['m', 'h', 'fl', 'l', 'q', 'w', 'b', 'f']
 
@@ -74,9 +74,10 @@ class LeaseQueue {
       const bound = queue && timeout !== Infinity ? timeout : this.commandTimeout
       timer = setTimeout(() => {
         if (settled) return
-        if (!replied) {
-          return w.failed(redisError(`sabsync: no reply from Redis within ${Math.round(bound)} ms (take on ${this.tag}); ` +
-            `the client is ${this.redis.status}`, new Error(`no reply within ${Math.round(bound)} ms`)))
+        // No reply by the caller's own deadline from a connected client is
+        // a timeout (see connected()); by commandTimeout, an error.
+        if (!replied && (timeout === Infinity || !queue || !connected(this.redis))) {
+          return w.failed(noReply(bound, 'take on ' + this.tag, this.redis))
         }
         settle()
         this.leaveQuietly(wid)

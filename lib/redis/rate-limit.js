@@ -14,7 +14,7 @@
 const { hubOf } = require('./hub')
 const {
   checkClient, checkKey, checkCount, msOption, objectOptions, prefixOption, waitOptions, within,
-  quiet, invalidType, outOfRange, MAX_MS
+  connected, quiet, invalidType, outOfRange, MAX_MS
 } = require('./common')
 
 function parseOptions (options) {
@@ -73,8 +73,10 @@ function RateLimit (redis, key, rps, options) {
     const id = hub.nextId()
     const sent = performance.now()
     const most = timeout === Infinity ? -1 : Math.floor(timeout * 1000)
-    // A reply must come within the caller's timeout (0: within commandTimeout).
-    const bound = timeout === Infinity || timeout === 0 ? commandTimeout : timeout
+    // A reply must come within the caller's timeout (0: within
+    // commandTimeout); a late one from a connected client is a timeout.
+    const ownDeadline = timeout !== Infinity && timeout !== 0
+    const bound = ownDeadline ? timeout : commandTimeout
     let r
     try {
       let reply
@@ -86,6 +88,7 @@ function RateLimit (redis, key, rps, options) {
       r = await abortable(within(reply, bound, 'rate limit on ' + tag, redis), signal)
     } catch (err) {
       giveBack(id) // in case the script runs after all
+      if (ownDeadline && err.code === 'ERR_SABSYNC_REDIS' && err.cause && err.cause.noReply && connected(redis)) return undefined
       throw err
     }
     if (r[0] !== 1) return undefined

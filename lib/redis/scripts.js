@@ -267,8 +267,8 @@ tidy()
 return n
 `
 
-// The rate limiter: a log of the grant times of the last rps grants,
-// which may lie in the future (reservations). KEYS: R (zset id -> µs),
+// The rate limiter: a log of the grant times of the last timeUnit, and of
+// those still to come (reservations). KEYS: R (zset id -> µs),
 // RM (hash: rps, unit). A grant at t needs t >= now, t >= the newest
 // (arrival order), t >= the rps-th newest + unit (no window of unit holds
 // more than rps grants) and, with uniform spacing, t >= newest + unit/rps:
@@ -297,6 +297,10 @@ if m[1] then
 else
   redis.call('HSET', RM, 'rps', rps, 'unit', ARGV[3], 'uniform', ARGV[4])
 end
+-- Grants at or before now - unit constrain no grant to come. (Trimming
+-- to the last rps instead would drop one that counts again once a later
+-- reservation is given back.)
+redis.call('ZREMRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit))
 local t = now
 local n = redis.call('ZCARD', R)
 if n > 0 then
@@ -310,7 +314,6 @@ if n >= rps then
 end
 if most >= 0 and t - now > most then return { 0, t - now } end
 redis.call('ZADD', R, string.format('%.0f', t), id)
-if n + 1 > rps then redis.call('ZREMRANGEBYRANK', R, 0, n - rps) end
 local ttl = math.ceil((t - now + unit) / 1000) + 1000
 redis.call('PEXPIRE', R, ttl)
 redis.call('PEXPIRE', RM, ttl)
