@@ -57,7 +57,11 @@ async function main () {
 
   t.test('never more than nr holders across clients, with timeouts and aborts mixed in', async t => {
     const nr = 3
-    const semas = [client(), client(), client(), client()].map(c => new Sema(c, 'bound', nr, opts()))
+    const conns = [client(), client(), client(), client()]
+    // Connected first: a late reply from a client still connecting is an
+    // error, from a connected one a timeout (tiny timeouts follow).
+    await Promise.all(conns.map(c => c.ping()))
+    const semas = conns.map(c => new Sema(c, 'bound', nr, opts()))
     let inside = 0
     let most = 0
     let served = 0

@@ -15,7 +15,7 @@
 const { hubOf } = require('./hub')
 const { msOption, prefixOption, waitOptions, within, noReply, connected, commandError, quiet, SabsyncError } = require('./common')
 
-const KEY_SUFFIXES = ['m', 'h', 'fl', 'l', 'q', 'w', 'b', 'f']
+const KEY_SUFFIXES = ['m', 'fl', 'l', 'q', 'b', 'f']
 
 class LeaseQueue {
   constructor (redis, kind, key, nr, fencing, options) {

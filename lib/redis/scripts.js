@@ -13,24 +13,27 @@
 // The lease queue (Mutex is nr = 1 with fences, Sema is nr tokens):
 //
 //   key   type    holds
-//   M     hash    nr, fence (1: Mutex fences), seq (last ticket), top (slots ever handed out)
-//   H     hash    holder id -> "slot:fence"
-//   FL    list    slots given back, handed out again before new ones
+//   M     hash    nr, fence (1: Mutex fences), held (how many hold), seq
+//                 (last ticket), top (slots ever handed out);
+//                 h:<holder id> -> "slot:fence"; w:<waiter id> -> "client-id lease-ms"
+//   FL    list    slots given back, handed out again before new ones (nr > 1)
 //   L     zset    holder id -> lease expiry (server ms)
 //   Q     zset    waiter id -> ticket (arrival order)
-//   W     hash    waiter id -> "client-id lease-ms"
 //   B     zset    client id -> heartbeat expiry (server ms): waiters of a
 //                 client whose heartbeat lapsed are skipped
 //   F     string  the last fence: max(INCR, server clock in µs); outlives
 //                 the rest by a day, so that fences keep growing after the
 //                 object goes idle
 //
-// Invariants after every script: HLEN(H) <= nr; top - LLEN(FL) = HLEN(H);
-// a slot is in FL or held by exactly one holder; H and L name the same
-// holders; Q and W name the same waiters; if HLEN(H) < nr then Q holds no
-// waiter of a live client (pump() grants before anything else happens).
-// When nobody holds or waits, every key but F is deleted; otherwise they
-// expire together a minute after the last lease or heartbeat would have.
+// Invariants after every script: held = the h: fields = the members of L
+// <= nr; for nr > 1, top - LLEN(FL) = held and a slot is in FL or held by
+// exactly one holder; the w: fields are the members of Q; if held < nr
+// then Q holds no waiter of a live client (pump() grants before anything
+// else happens). When nobody holds or waits, every key but F is deleted;
+// otherwise they expire together a minute after the last lease or
+// heartbeat would have. A script checks the types of all its keys before
+// it writes anything: a key that holds something else fails the call and
+// changes nothing.
 //
 // Replies of take: {1, slot, fence, lease-left-ms} granted; {0} busy (try);
 // {2, ms-to-next-lease-expiry or -1} queued.
@@ -38,13 +41,13 @@
 const WAKE = 'sabsync:wake:' // + client id: where grants to its waiters are published
 
 const prelude = `
-local M, H, FL, L, Q, W, B, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local M, FL, L, Q, B, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local nowUs = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 
 local function checkTypes ()
-  local want = { {M, 'hash'}, {H, 'hash'}, {FL, 'list'}, {L, 'zset'}, {Q, 'zset'}, {W, 'hash'}, {B, 'zset'}, {F, 'string'} }
+  local want = { {M, 'hash'}, {FL, 'list'}, {L, 'zset'}, {Q, 'zset'}, {B, 'zset'}, {F, 'string'} }
   for _, kt in ipairs(want) do
     local got = redis.call('TYPE', kt[1]).ok
     if got ~= 'none' and got ~= kt[2] then
@@ -54,60 +57,82 @@ local function checkTypes ()
   return nil
 end
 
+-- The object's parameters and holder count (st.nr nil: no state), and
+-- the given fields of M besides.
+local function load (...)
+  local v = redis.call('HMGET', M, 'nr', 'fence', 'held', ...)
+  local st = { nr = tonumber(v[1]), fencing = v[2] == '1', held = tonumber(v[3]) or 0, dirty = false }
+  return st, v
+end
+
+local function save (st)
+  if st.dirty then redis.call('HSET', M, 'held', st.held) end
+end
+
 -- Remove holder w and give its slot back.
-local function drop (w)
-  local v = redis.call('HGET', H, w)
+local function drop (st, w)
+  local v = redis.call('HGET', M, 'h:' .. w)
   if v then
-    redis.call('RPUSH', FL, string.match(v, '^(%d+)'))
-    redis.call('HDEL', H, w)
+    if st.nr > 1 then redis.call('RPUSH', FL, string.match(v, '^(%d+)')) end
+    redis.call('HDEL', M, 'h:' .. w)
+    st.held = st.held - 1
+    st.dirty = true
   end
   redis.call('ZREM', L, w)
 end
 
--- Grant a slot to w (the caller checked HLEN(H) < nr). A waiter's client
--- (ctx) is told on its wake channel.
-local function grant (w, lease, ctx, fencing)
-  local slot = redis.call('LPOP', FL)
-  if not slot then slot = redis.call('HINCRBY', M, 'top', 1) - 1 end
+-- Grant a slot to w (the caller checked st.held < st.nr). A waiter's
+-- client (ctx) is told on its wake channel.
+local function grant (st, w, lease, ctx)
+  local slot = 0
+  if st.nr > 1 then
+    slot = redis.call('LPOP', FL)
+    if not slot then slot = redis.call('HINCRBY', M, 'top', 1) - 1 end
+  end
   local fence = 0
-  if fencing then
+  if st.fencing then
     -- Never below the server's clock in µs: fences keep growing across a
     -- restart without persistence, or a failover, unless a clock steps back.
     fence = redis.call('INCR', F)
     if fence < nowUs then
       fence = nowUs
-      redis.call('SET', F, string.format('%.0f', fence))
+      redis.call('SET', F, string.format('%.0f', fence), 'PX', 86400000)
+    else
+      redis.call('PEXPIRE', F, 86400000)
     end
-    redis.call('PEXPIRE', F, 86400000)
   end
   local f = string.format('%.0f', fence)
-  redis.call('HSET', H, w, slot .. ':' .. f)
+  redis.call('HSET', M, 'h:' .. w, slot .. ':' .. f)
   redis.call('ZADD', L, now + lease, w)
+  st.held = st.held + 1
+  st.dirty = true
   if ctx then
     redis.call('PUBLISH', '${WAKE}' .. ctx, w .. ' ' .. slot .. ' ' .. f .. ' ' .. lease)
   end
   return tonumber(slot), fence
 end
 
--- Expire lapsed leases and heartbeats, then grant free slots to the queue
--- in ticket order, skipping waiters whose client stopped beating.
-local function pump (nr, fencing)
-  local lapsed = redis.call('ZRANGEBYSCORE', L, '-inf', now)
-  for _, w in ipairs(lapsed) do drop(w) end
-  redis.call('ZREMRANGEBYSCORE', B, '-inf', now)
-  local free = nr - redis.call('HLEN', H)
-  while free > 0 do
+-- Expire lapsed leases, then grant free slots to the queue in ticket
+-- order, skipping waiters whose client stopped beating.
+local function pump (st)
+  local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')[2]
+  if first and tonumber(first) <= now then
+    for _, w in ipairs(redis.call('ZRANGEBYSCORE', L, '-inf', now)) do drop(st, w) end
+  end
+  local pruned = false
+  while st.held < st.nr do
     local head = redis.call('ZRANGE', Q, 0, 0)[1]
     if not head then break end
+    if not pruned then
+      redis.call('ZREMRANGEBYSCORE', B, '-inf', now)
+      pruned = true
+    end
     redis.call('ZREM', Q, head)
-    local info = redis.call('HGET', W, head)
-    redis.call('HDEL', W, head)
+    local info = redis.call('HGET', M, 'w:' .. head)
+    redis.call('HDEL', M, 'w:' .. head)
     if info then
       local ctx, lease = string.match(info, '^(%S+) (%d+)$')
-      if ctx and redis.call('ZSCORE', B, ctx) then
-        grant(head, tonumber(lease), ctx, fencing)
-        free = free - 1
-      end
+      if ctx and redis.call('ZSCORE', B, ctx) then grant(st, head, tonumber(lease), ctx) end
     end
   end
 end
@@ -119,30 +144,25 @@ local function nextExpiry ()
   return math.max(tonumber(first) - now, 0)
 end
 
--- Delete an idle object's keys (F excepted), or let them all expire a
--- minute after the last lease or heartbeat.
-local function tidy ()
-  if redis.call('HLEN', H) == 0 and redis.call('ZCARD', Q) == 0 then
-    redis.call('DEL', M, H, FL, L, Q, W, B)
+-- Save, then delete an idle object's keys (F excepted), or let them all
+-- expire a minute after the last lease or heartbeat.
+local function tidy (st)
+  if st.held == 0 and redis.call('ZCARD', Q) == 0 then
+    redis.call('DEL', M, FL, L, Q, B)
     return
   end
+  save(st)
   local last = now
   local l = redis.call('ZRANGE', L, -1, -1, 'WITHSCORES')[2]
   if l then last = math.max(last, tonumber(l)) end
   local b = redis.call('ZRANGE', B, -1, -1, 'WITHSCORES')[2]
   if b then last = math.max(last, tonumber(b)) end
   local ttl = last - now + 60000
-  for _, k in ipairs({M, H, FL, L, Q, W, B}) do redis.call('PEXPIRE', k, ttl) end
+  for _, k in ipairs({M, FL, L, Q, B}) do redis.call('PEXPIRE', k, ttl) end
 end
 
-local function meta ()
-  local m = redis.call('HMGET', M, 'nr', 'fence')
-  if not m[1] then return nil end
-  return tonumber(m[1]), m[2] == '1'
-end
-
-local function holding (w)
-  local v = redis.call('HGET', H, w)
+-- {1, slot, fence, lease left} if w holds a slot, else nil.
+local function holding (w, v)
   if not v then return nil end
   local slot, fence = string.match(v, '^(%d+):(%d+)$')
   local exp = tonumber(redis.call('ZSCORE', L, w))
@@ -155,29 +175,31 @@ const take = prelude + `
 local bad = checkTypes()
 if bad then return redis.error_reply(bad) end
 local w, ctx, lease, beat, queue, nr, fencing = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7] == '1'
-local hasNr, hasFencing = meta()
-if hasNr then
-  if hasNr ~= nr or hasFencing ~= fencing then
-    return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. M .. ' is in use with nr = ' .. hasNr .. ', not ' .. nr)
+local st = load()
+if st.nr then
+  if st.nr ~= nr or st.fencing ~= fencing then
+    return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. M .. ' is in use with nr = ' .. st.nr .. ', not ' .. nr)
   end
 else
   redis.call('HSET', M, 'nr', nr, 'fence', ARGV[7])
+  st.nr, st.fencing = nr, fencing
 end
-pump(nr, fencing)
+pump(st)
 -- The same id again (a command resent after a reconnect) gets the same answer.
-local held = holding(w)
-if held then tidy() return held end
-if redis.call('ZSCORE', Q, w) then tidy() return { 2, nextExpiry() } end
-if redis.call('HLEN', H) < nr then
-  local slot, fence = grant(w, lease, nil, fencing)
-  tidy()
+local held = holding(w, redis.call('HGET', M, 'h:' .. w))
+if held then tidy(st) return held end
+if st.held < nr then
+  -- pump() left nobody waiting: w is not queued, and takes a slot.
+  local slot, fence = grant(st, w, lease, nil)
+  tidy(st)
   return { 1, slot, fence, lease }
 end
-if not queue then tidy() return { 0 } end
+if redis.call('ZSCORE', Q, w) then tidy(st) return { 2, nextExpiry() } end
+if not queue then tidy(st) return { 0 } end
 redis.call('ZADD', Q, redis.call('HINCRBY', M, 'seq', 1), w)
-redis.call('HSET', W, w, ctx .. ' ' .. lease)
+redis.call('HSET', M, 'w:' .. w, ctx .. ' ' .. lease)
 redis.call('ZADD', B, now + beat, ctx)
-tidy()
+tidy(st)
 return { 2, nextExpiry() }
 `
 
@@ -187,19 +209,18 @@ const leave = prelude + `
 local bad = checkTypes()
 if bad then return redis.error_reply(bad) end
 local w = ARGV[1]
-local nr, fencing = meta()
-if not nr then return 0 end
+local st = load()
+if not st.nr then return 0 end
 local r = 0
 local exp = redis.call('ZSCORE', L, w)
 if exp then
   if tonumber(exp) > now then r = 1 end
-  drop(w)
-else
-  redis.call('ZREM', Q, w)
-  redis.call('HDEL', W, w)
+  drop(st, w)
+elseif redis.call('ZREM', Q, w) == 1 then
+  redis.call('HDEL', M, 'w:' .. w)
 end
-pump(nr, fencing)
-tidy()
+pump(st)
+tidy(st)
 return r
 `
 
@@ -211,14 +232,14 @@ if bad then return redis.error_reply(bad) end
 local w, lease = ARGV[1], tonumber(ARGV[2])
 local exp = redis.call('ZSCORE', L, w)
 if not exp then return 0 end
+local st = load()
 if tonumber(exp) <= now then
-  local nr, fencing = meta()
-  if nr then pump(nr, fencing) end
-  tidy()
+  pump(st)
+  tidy(st)
   return 0
 end
 redis.call('ZADD', L, 'XX', now + lease, w)
-tidy()
+tidy(st)
 return 1
 `
 
@@ -230,22 +251,22 @@ local bad = checkTypes()
 if bad then return redis.error_reply(bad) end
 local ctx, hb = ARGV[1], tonumber(ARGV[2])
 local out = { -1 }
-local nr, fencing = meta()
-if not nr then
+local st = load()
+if not st.nr then
   for i = 3, #ARGV do out[#out + 1] = { 0 } end
   return out
 end
 redis.call('ZADD', B, now + hb, ctx)
-pump(nr, fencing)
+pump(st)
 for i = 3, #ARGV do
   local w = ARGV[i]
-  local held = holding(w)
+  local held = holding(w, redis.call('HGET', M, 'h:' .. w))
   if held then out[#out + 1] = held
   elseif redis.call('ZSCORE', Q, w) then out[#out + 1] = { 2 }
   else out[#out + 1] = { 0 } end
 end
 out[1] = nextExpiry()
-tidy()
+tidy(st)
 return out
 `
 
@@ -254,16 +275,17 @@ return out
 const count = prelude + `
 local bad = checkTypes()
 if bad then return redis.error_reply(bad) end
-local nr, fencing = meta()
-if not nr then return 0 end
-pump(nr, fencing)
+local st = load()
+if not st.nr then return 0 end
+pump(st)
 local n = 0
 for _, w in ipairs(redis.call('ZRANGE', Q, 0, -1)) do
-  local info = redis.call('HGET', W, w)
+  local info = redis.call('HGET', M, 'w:' .. w)
   local ctx = info and string.match(info, '^(%S+) ')
-  if ctx and redis.call('ZSCORE', B, ctx) then n = n + 1 end
+  local alive = ctx and redis.call('ZSCORE', B, ctx)
+  if alive and tonumber(alive) > now then n = n + 1 end
 end
-tidy()
+tidy(st)
 return n
 `
 
@@ -337,11 +359,11 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // Names carry a version: two copies of sabsync in one process never
 // share a command whose script differs.
 const commands = {
-  sabsync1Take: { numberOfKeys: 8, lua: take },
-  sabsync1Leave: { numberOfKeys: 8, lua: leave },
-  sabsync1Renew: { numberOfKeys: 8, lua: renew },
-  sabsync1Beat: { numberOfKeys: 8, lua: beat },
-  sabsync1Count: { numberOfKeys: 8, lua: count },
+  sabsync1Take: { numberOfKeys: 6, lua: take },
+  sabsync1Leave: { numberOfKeys: 6, lua: leave },
+  sabsync1Renew: { numberOfKeys: 6, lua: renew },
+  sabsync1Beat: { numberOfKeys: 6, lua: beat },
+  sabsync1Count: { numberOfKeys: 6, lua: count },
   sabsync1Rate: { numberOfKeys: 2, lua: rate },
   sabsync1Unrate: { numberOfKeys: 1, lua: unrate },
   sabsync1RateWaiting: { numberOfKeys: 1, lua: rateWaiting }
