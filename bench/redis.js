@@ -10,21 +10,28 @@
 // after its own cases when a server can be had.
 //
 // Cases, every subject in the same run, repeated and interleaved:
-// - uncontended lock+unlock: one client, one lock; time per pair, and the
-//   commands the server processed per pair (its INFO counter), which is
-//   the round trips;
+// - uncontended lock+unlock: one client, one lock; time per pair; the
+//   commands the clients sent per pair (round trips: every command an
+//   ioredis client sends is counted, see support/redis-count.js); and the
+//   server's count of commands per pair (its INFO counter: this one
+//   includes the calls scripts make);
 // - contended: 4 processes (child_process.fork), one lock, each taking it
 //   `n` times and holding it for one turn of its event loop. Hand-off: the
 //   time from one holder leaving to the next entering, when the next was
 //   already waiting (median over the run). Max wait: the longest any
-//   acquisition waited. Overlaps: entries before the previous holder left
-//   (the subject's own check: it must be 0);
+//   acquisition waited. Both after a warm-up round (3 acquisitions each).
+//   Overlaps: entries before the previous holder left (the subject's own
+//   check: it must be 0);
 // - RateLimit: one call with capacity free, against rate-limiter-flexible's
 //   Redis limiter; and the most grants any window of the time unit saw when
-//   a caller starts late in a window and then calls as fast as it is let.
+//   a caller starts late in a window and then calls as fast as it is let
+//   (sabsync's grant times are the server's, which it answers; the peer
+//   answers none, so its are this process's clock when a grant resolves).
 const os = require('os')
 const path = require('path')
 const { fork, spawnSync } = require('child_process')
+
+const { sent } = require('./support/redis-count')
 
 const quick = process.argv.includes('--quick')
 const repeats = quick ? 3 : 5
@@ -45,11 +52,15 @@ async function totalCommands (admin) {
   return Number(/total_commands_processed:(\d+)/.exec(info)[1])
 }
 
-// Commands the server processed while fn ran (the second INFO counts the first).
+// Commands sent by this process's clients and processed by the server
+// while fn ran (the admin's INFO calls are not counted; the server's
+// second INFO counts the first).
 async function commandsDuring (admin, fn) {
   const before = await totalCommands(admin)
+  const sentBefore = sent()
   await fn()
-  return (await totalCommands(admin)) - before - 1
+  const sentAfter = sent()
+  return { client: sentAfter - sentBefore, server: (await totalCommands(admin)) - before - 1 }
 }
 
 function uncontendedLock (subject, redis, key) {
@@ -76,7 +87,7 @@ async function uncontended (Redis, url, admin, runs) {
     clients[s] = new Redis(url)
     fns[s] = uncontendedLock(s, clients[s], `bench:${process.pid}:uncontended:${s}`)
     for (let i = 0; i < 50; i++) await fns[s]() // connect, load scripts
-    runs[s] = { us: [], commands: [] }
+    runs[s] = { us: [], commands: [], server: [] }
   }
   for (let r = 0; r < repeats; r++) {
     for (const s of Object.keys(fns)) {
@@ -87,7 +98,8 @@ async function uncontended (Redis, url, admin, runs) {
         ns = process.hrtime.bigint() - t0
       })
       runs[s].us.push(Number(ns) / 1e3 / ops)
-      runs[s].commands.push(commands / ops)
+      runs[s].commands.push(commands.client / ops)
+      runs[s].server.push(commands.server / ops)
     }
   }
   for (const c of Object.values(clients)) c.disconnect()
@@ -99,14 +111,22 @@ async function contendedRun (url, admin, subject, n) {
     [JSON.stringify({ subject, url, key, n, lease: 10000 })], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }))
   const ready = procs.map(p => new Promise(resolve => p.once('message', resolve)))
   const done = procs.map(p => new Promise((resolve, reject) => {
-    p.on('message', m => { if (Array.isArray(m)) resolve(m) })
+    p.on('message', m => { if (m && Array.isArray(m.records)) resolve(m) })
     p.on('exit', code => { if (code !== 0) reject(new Error(`${subject} contender exited with ${code}`)) })
   }))
   await Promise.all(ready)
+  // A warm-up round, all four at once, not measured: sabsync's first wait
+  // in a process opens its wake connection, a cost paid once.
+  const warm = procs.map(p => new Promise(resolve => p.on('message', m => { if (m === 'warm') resolve() })))
+  for (const p of procs) p.send('warm')
+  await Promise.all(warm)
   let records
+  let sentByProcs = 0
   const commands = await commandsDuring(admin, async () => {
     for (const p of procs) p.send('go')
-    records = (await Promise.all(done)).flat()
+    const outs = await Promise.all(done)
+    records = outs.flatMap(o => o.records)
+    sentByProcs = outs.reduce((n, o) => n + o.sent, 0)
   })
   await Promise.all(procs.map(p => p.exitCode !== null ? null : new Promise(resolve => p.once('exit', resolve))))
   records.sort((a, b) => a[1] - b[1])
@@ -121,13 +141,13 @@ async function contendedRun (url, admin, subject, n) {
     if (entered < prevLeft) overlaps++
     else if (asked < prevLeft) handoffs.push(entered - prevLeft)
   }
-  return { handoffUs: median(handoffs) / 1e3, maxWaitMs: maxWait / 1e6, overlaps, commands: commands / records.length }
+  return { handoffUs: median(handoffs) / 1e3, maxWaitMs: maxWait / 1e6, overlaps, commands: sentByProcs / records.length, server: commands.server / records.length }
 }
 
 async function contended (url, admin, runs) {
-  const n = { sabsync: quick ? 40 : 100, 'redis-semaphore': quick ? 40 : 100, redlock: quick ? 5 : 12 }
+  const n = { sabsync: quick ? 40 : 100, 'redis-semaphore': quick ? 40 : 100, redlock: quick ? 10 : 15 }
   const rounds = quick ? 1 : 3
-  for (const s of Object.keys(n)) runs[s] = { handoffUs: [], maxWaitMs: [], overlaps: 0, commands: [] }
+  for (const s of Object.keys(n)) runs[s] = { handoffUs: [], maxWaitMs: [], overlaps: 0, commands: [], server: [] }
   for (let r = 0; r < rounds; r++) {
     for (const s of Object.keys(n)) {
       const out = await contendedRun(url, admin, s, n[s])
@@ -135,22 +155,21 @@ async function contended (url, admin, runs) {
       runs[s].maxWaitMs.push(out.maxWaitMs)
       runs[s].overlaps += out.overlaps
       runs[s].commands.push(out.commands)
+      runs[s].server.push(out.server)
     }
   }
 }
 
 // Grants when one call comes at the start of a window and the rest, as
-// fast as allowed, from 90% of the unit on: the most in any window.
+// fast as allowed, from 90% of the unit on: the most in any window. take()
+// answers the grant's time (ms), or undefined for "now, on this clock".
 async function edgeBurst (take, rps, unitMs) {
   const times = []
   const t0 = performance.now()
-  await take()
-  times.push(performance.now())
+  const at = async () => { const t = await take(); times.push(t === undefined ? performance.now() : t) }
+  await at()
   await sleep(unitMs * 0.9 - (performance.now() - t0))
-  while (performance.now() - t0 < unitMs * 2.2) {
-    await take()
-    times.push(performance.now())
-  }
+  while (performance.now() - t0 < unitMs * 2.2) await at()
   let most = 0
   for (let i = 0, j = 0; i < times.length; i++) {
     while (times[i] - times[j] >= unitMs) j++
@@ -174,7 +193,7 @@ async function rate (Redis, url, admin, runs) {
   }
   for (const s of Object.keys(fast)) {
     for (let i = 0; i < 50; i++) await fast[s]()
-    runs[s] = { us: [], commands: [], most: 0 }
+    runs[s] = { us: [], commands: [], server: [], most: 0 }
   }
   for (let r = 0; r < repeats; r++) {
     for (const s of Object.keys(fast)) {
@@ -185,7 +204,8 @@ async function rate (Redis, url, admin, runs) {
         ns = process.hrtime.bigint() - t0
       })
       runs[s].us.push(Number(ns) / 1e3 / ops)
-      runs[s].commands.push(commands / ops)
+      runs[s].commands.push(commands.client / ops)
+      runs[s].server.push(commands.server / ops)
     }
   }
   const rps = 10
@@ -195,7 +215,7 @@ async function rate (Redis, url, admin, runs) {
   const rl = new RateLimiterRedis({ storeClient: client, keyPrefix: tag + ':rlf-edge', points: rps, duration: unitMs / 1000 })
   runs['rate-limiter-flexible'].most = await edgeBurst(async () => {
     for (;;) {
-      try { return await rl.consume('k') } catch (res) {
+      try { await rl.consume('k'); return undefined } catch (res) {
         if (!(res && typeof res.msBeforeNext === 'number')) throw res
         await sleep(res.msBeforeNext)
       }
@@ -230,25 +250,25 @@ async function main () {
     process.stderr.write('bench:redis: RateLimit ...\n')
     const { rps, unitMs } = await rate(Redis, url, admin, r)
 
-    const rows = ['| case | subject | min | median | max | unit | sabsync faster by | commands / op | notes |',
-      '|---|---|---:|---:|---:|---|---:|---:|---|']
+    const rows = ['| case | subject | min | median | max | unit | sabsync faster by | round trips / op | server calls / op | notes |',
+      '|---|---|---:|---:|---:|---|---:|---:|---:|---|']
     const ratio = (peer, own) => (median(peer) / median(own)).toFixed(1) + '×'
     for (const s of Object.keys(u)) {
-      rows.push(`| uncontended lock+unlock | ${s} | ${stats(u[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(u[s].us, u.sabsync.us)} | ${median(u[s].commands).toFixed(2)} | |`)
+      rows.push(`| uncontended lock+unlock | ${s} | ${stats(u[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(u[s].us, u.sabsync.us)} | ${median(u[s].commands).toFixed(2)} | ${median(u[s].server).toFixed(1)} | |`)
     }
     for (const s of Object.keys(c)) {
-      rows.push(`| contended hand-off, 4 processes | ${s} | ${stats(c[s].handoffUs)} | µs | ${s === 'sabsync' ? '' : ratio(c[s].handoffUs, c.sabsync.handoffUs)} | ${median(c[s].commands).toFixed(1)} | ${c[s].overlaps} overlaps |`)
+      rows.push(`| contended hand-off, 4 processes | ${s} | ${stats(c[s].handoffUs)} | µs | ${s === 'sabsync' ? '' : ratio(c[s].handoffUs, c.sabsync.handoffUs)} | ${median(c[s].commands).toFixed(1)} | ${median(c[s].server).toFixed(1)} | ${c[s].overlaps} overlaps |`)
     }
     for (const s of Object.keys(c)) {
-      rows.push(`| contended max wait, 4 processes | ${s} | ${stats(c[s].maxWaitMs)} | ms | ${s === 'sabsync' ? '' : ratio(c[s].maxWaitMs, c.sabsync.maxWaitMs)} | | |`)
+      rows.push(`| contended max wait, 4 processes | ${s} | ${stats(c[s].maxWaitMs)} | ms | ${s === 'sabsync' ? '' : ratio(c[s].maxWaitMs, c.sabsync.maxWaitMs)} | | | |`)
     }
     for (const s of Object.keys(r)) {
-      rows.push(`| RateLimit call, capacity free | ${s} | ${stats(r[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(r[s].us, r.sabsync.us)} | ${median(r[s].commands).toFixed(2)} | most in any ${unitMs} ms window at ${rps} per window: ${r[s].most} |`)
+      rows.push(`| RateLimit call, capacity free | ${s} | ${stats(r[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(r[s].us, r.sabsync.us)} | ${median(r[s].commands).toFixed(2)} | ${median(r[s].server).toFixed(1)} | most in any ${unitMs} ms window at ${rps} per window: ${r[s].most} |`)
     }
 
     const peersPolling = ['redlock', 'redis-semaphore']
     const goals = [
-      [`uncontended round trips within 1.2× of redlock's (${median(u.sabsync.commands).toFixed(2)} vs ${median(u.redlock.commands).toFixed(2)} commands)`,
+      [`uncontended round trips within 1.2× of redlock's (${median(u.sabsync.commands).toFixed(2)} vs ${median(u.redlock.commands).toFixed(2)})`,
         median(u.sabsync.commands) <= 1.2 * median(u.redlock.commands)],
       ...peersPolling.map(p => [`contended hand-off at least 5× faster than ${p} (${ratio(c[p].handoffUs, c.sabsync.handoffUs)})`,
         median(c[p].handoffUs) >= 5 * median(c.sabsync.handoffUs)]),

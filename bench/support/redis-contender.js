@@ -3,8 +3,10 @@
 // `n` times through its own Redis connection with the subject's library,
 // holding it for one turn of the event loop, and reports [asked, entered,
 // left] (monotonic ns, comparable across processes on one machine) for
-// each time. argv: JSON { subject, url, key, n, lease }.
+// each time. argv: JSON { subject, url, key, n, lease }. Messages in:
+// 'warm' (3 times, unrecorded; answers 'warm'), then 'go'.
 const Redis = require('ioredis')
+const { sent } = require('./redis-count')
 
 const { subject, url, key, n, lease } = JSON.parse(process.argv[2])
 const redis = new Redis(url)
@@ -33,8 +35,16 @@ function lockOf () {
 }
 
 const lock = lockOf()
-process.once('message', async () => {
+process.on('message', async msg => {
+  if (msg === 'warm') {
+    for (let i = 0; i < 3; i++) {
+      await lock.acquire()
+      await lock.release()
+    }
+    return process.send('warm')
+  }
   const records = []
+  const sentBefore = sent()
   for (let i = 0; i < n; i++) {
     const asked = now()
     await lock.acquire()
@@ -44,7 +54,7 @@ process.once('message', async () => {
     await lock.release()
     records.push([asked, entered, left])
   }
-  process.send(records, () => {
+  process.send({ records, sent: sent() - sentBefore }, () => {
     redis.disconnect()
     process.disconnect()
   })

@@ -6,8 +6,9 @@
 // Wake-ups. A grant to a queued waiter is published by the granting script
 // on the channel of the waiter's client, `sabsync:wake:<hub id>`. The hub
 // keeps one subscriber connection (client.duplicate()) for all its waiters
-// on every object, opened when one of them first has to queue and closed a
-// second after the last one is served (or when the client ends), so
+// on every object, opened when one of them first has to queue and closed
+// five seconds after the last one is served (at once when the client
+// ends), so
 // waiters never poll and never pin a connection each. Pub/Sub delivers at
 // most once: a message published while the subscriber is down is lost. The
 // grant itself is in the object's keys, so nothing is lost but time: every
@@ -27,7 +28,7 @@ const { randomBytes } = require('crypto')
 const { commands, WAKE } = require('./scripts')
 const { within, redisError, quiet } = require('./common')
 
-const LINGER_MS = 1000 // how long the subscriber outlives its last waiter
+const LINGER_MS = 5000 // how long the subscriber outlives its last waiter
 
 const hubs = new WeakMap()
 
