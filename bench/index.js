@@ -7,6 +7,8 @@
 //   npm run bench                 the whole suite
 //   npm run bench -- --quick      a short pass
 //   npm run bench -- mutex sema   only cases whose name contains a word
+//   npm run bench -- redis        only bench/redis.js (run after the
+//                                 cases when a Redis server can be had)
 //
 // A case: { name, unit: 'ns/op' | 'us/op' | 'ops/s', compare, goal,
 //   taskset?, subjects: { sabsync: async ({ quick }) => ({ value, check,
@@ -170,6 +172,13 @@ async function main () {
   if (failed) {
     console.error('bench: sabsync failed its own check in a case')
     process.exitCode = 1
+  }
+  // sabsync/redis against its peers (bench/redis.js), when a Redis server
+  // can be had: its own table after this one; it writes no file.
+  if ((filters.length === 0 || filters.some(f => f.toLowerCase() === 'redis')) && require('./redis').available()) {
+    console.log('')
+    const r = spawnSync(process.execPath, [path.join(__dirname, 'redis.js'), ...(quick ? ['--quick'] : [])], { stdio: 'inherit' })
+    if (r.status !== 0) process.exitCode = 1
   }
 }
 
