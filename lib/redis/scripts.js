@@ -29,11 +29,17 @@
 // <= nr; for nr > 1, top - LLEN(FL) = held and a slot is in FL or held by
 // exactly one holder; the w: fields are the members of Q; if held < nr
 // then Q holds no waiter of a live client (pump() grants before anything
-// else happens). When nobody holds or waits, every key but F is deleted;
-// otherwise they expire together a minute after the last lease or
-// heartbeat would have. A script checks the types of all its keys before
-// it writes anything: a key that holds something else fails the call and
-// changes nothing.
+// else happens), so held = 0 means idle. When idle, every key but F is
+// deleted. Otherwise every key expires at M's `exp` (server ms), which is
+// at least a minute after every lease or heartbeat expiry recorded: a
+// script that records a later one moves `exp` (and every key's TTL), and
+// one that creates a key gives it the TTL `exp` says. So an object whose
+// clients all died leaves nothing behind for long.
+//
+// A script checks the types of its keys before it writes anything: its
+// first reads of M, L and Q fail on a key of another type; B, and F or FL,
+// get a TYPE. A key that holds something else fails the call and changes
+// nothing.
 //
 // Replies of take: {1, slot, fence, lease-left-ms} granted; {0} busy (try);
 // {2, ms-to-next-lease-expiry or -1} queued.
@@ -46,39 +52,47 @@ local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local nowUs = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 
-local function checkTypes ()
-  local want = { {M, 'hash'}, {FL, 'list'}, {L, 'zset'}, {Q, 'zset'}, {B, 'zset'}, {F, 'string'} }
-  for _, kt in ipairs(want) do
+-- The object's state, read once; w (optional): also whether w holds.
+-- nr, fencing: the caller's, for an object without state (take). st.nr
+-- is nil when there is no state and nothing to make it with. Returns
+-- st, or nil and a WRONGTYPE message.
+local function open (w, nr, fencing)
+  local v = redis.call('HMGET', M, 'nr', 'fence', 'held', 'exp', 'h:' .. (w or ''))
+  local st = { nr = tonumber(v[1]), fencing = v[2] == '1', held = tonumber(v[3]) or 0, exp = tonumber(v[4]) or 0,
+    mine = v[5], dirty = false, created = {}, latest = 0, granted = {} }
+  local n, fz = st.nr, st.fencing
+  if not n then n, fz = nr, fencing end
+  if not n then return st end
+  local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')
+  st.firstId, st.firstExp = first[1], tonumber(first[2])
+  st.head = redis.call('ZRANGE', Q, 0, 0)[1] or false -- false: none; nil: not known
+  local checks = { {B, 'zset'} }
+  if fz then checks[2] = {F, 'string'} end
+  if n > 1 then checks[#checks + 1] = {FL, 'list'} end
+  for _, kt in ipairs(checks) do
     local got = redis.call('TYPE', kt[1]).ok
     if got ~= 'none' and got ~= kt[2] then
-      return 'WRONGTYPE sabsync: key ' .. kt[1] .. ' holds a ' .. got .. ', not the ' .. kt[2] .. ' sabsync keeps there'
+      return nil, 'WRONGTYPE sabsync: key ' .. kt[1] .. ' holds a ' .. got .. ', not the ' .. kt[2] .. ' sabsync keeps there'
     end
   end
-  return nil
+  return st
 end
 
--- The object's parameters and holder count (st.nr nil: no state), and
--- the given fields of M besides.
-local function load (...)
-  local v = redis.call('HMGET', M, 'nr', 'fence', 'held', ...)
-  local st = { nr = tonumber(v[1]), fencing = v[2] == '1', held = tonumber(v[3]) or 0, dirty = false }
-  return st, v
+local function later (st, at)
+  if at > st.latest then st.latest = at end
 end
 
-local function save (st)
-  if st.dirty then redis.call('HSET', M, 'held', st.held) end
-end
-
--- Remove holder w and give its slot back.
-local function drop (st, w)
-  local v = redis.call('HGET', M, 'h:' .. w)
+-- Remove holder w (v: its h: field, if known) and give its slot back.
+local function drop (st, w, v)
+  v = v or redis.call('HGET', M, 'h:' .. w)
   if v then
-    if st.nr > 1 then redis.call('RPUSH', FL, string.match(v, '^(%d+)')) end
+    if st.nr > 1 and redis.call('RPUSH', FL, string.match(v, '^(%d+)')) == 1 then st.created[FL] = true end
     redis.call('HDEL', M, 'h:' .. w)
     st.held = st.held - 1
     st.dirty = true
   end
   redis.call('ZREM', L, w)
+  if st.firstId == w then st.firstId, st.firstExp, st.firstStale = nil, nil, true end
 end
 
 -- Grant a slot to w (the caller checked st.held < st.nr). A waiter's
@@ -103,9 +117,12 @@ local function grant (st, w, lease, ctx)
   end
   local f = string.format('%.0f', fence)
   redis.call('HSET', M, 'h:' .. w, slot .. ':' .. f)
+  if st.held == 0 then st.created[L] = true end
   redis.call('ZADD', L, now + lease, w)
+  later(st, now + lease)
   st.held = st.held + 1
   st.dirty = true
+  st.granted[w] = true
   if ctx then
     redis.call('PUBLISH', '${WAKE}' .. ctx, w .. ' ' .. slot .. ' ' .. f .. ' ' .. lease)
   end
@@ -115,14 +132,22 @@ end
 -- Expire lapsed leases, then grant free slots to the queue in ticket
 -- order, skipping waiters whose client stopped beating.
 local function pump (st)
-  local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')[2]
-  if first and tonumber(first) <= now then
-    for _, w in ipairs(redis.call('ZRANGEBYSCORE', L, '-inf', now)) do drop(st, w) end
+  if st.held > 0 then
+    local first = st.firstExp
+    if st.firstStale then first = tonumber(redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')[2]) end
+    if first and first <= now then
+      for _, w in ipairs(redis.call('ZRANGEBYSCORE', L, '-inf', now)) do drop(st, w) end
+    end
   end
   local pruned = false
   while st.held < st.nr do
-    local head = redis.call('ZRANGE', Q, 0, 0)[1]
-    if not head then break end
+    local head = st.head
+    if head == nil then head = redis.call('ZRANGE', Q, 0, 0)[1] or false end
+    st.head = nil
+    if not head then
+      st.head = false
+      break
+    end
     if not pruned then
       redis.call('ZREMRANGEBYSCORE', B, '-inf', now)
       pruned = true
@@ -144,24 +169,24 @@ local function nextExpiry ()
   return math.max(tonumber(first) - now, 0)
 end
 
--- Save, then delete an idle object's keys (F excepted), or let them all
--- expire a minute after the last lease or heartbeat.
+-- Delete an idle object's keys (F excepted); else keep every key alive
+-- until M's exp (see above), and save the held count.
 local function tidy (st)
-  if st.held == 0 and redis.call('ZCARD', Q) == 0 then
+  if st.held == 0 then
     redis.call('DEL', M, FL, L, Q, B)
     return
   end
-  save(st)
-  local last = now
-  local l = redis.call('ZRANGE', L, -1, -1, 'WITHSCORES')[2]
-  if l then last = math.max(last, tonumber(l)) end
-  local b = redis.call('ZRANGE', B, -1, -1, 'WITHSCORES')[2]
-  if b then last = math.max(last, tonumber(b)) end
-  local ttl = last - now + 60000
-  for _, k in ipairs({M, FL, L, Q, B}) do redis.call('PEXPIRE', k, ttl) end
+  local keys = st.created
+  if st.exp < st.latest + 60000 then
+    st.exp = st.latest + 120000
+    st.dirty = true
+    if not st.created[M] then keys = { [M] = true, [FL] = true, [L] = true, [Q] = true, [B] = true } end
+  end
+  for k in pairs(keys) do redis.call('PEXPIRE', k, st.exp - now) end
+  if st.dirty then redis.call('HSET', M, 'held', st.held, 'exp', st.exp) end
 end
 
--- {1, slot, fence, lease left} if w holds a slot, else nil.
+-- {1, slot, fence, lease left} if w holds a slot (v: its h: field), else nil.
 local function holding (w, v)
   if not v then return nil end
   local slot, fence = string.match(v, '^(%d+):(%d+)$')
@@ -172,10 +197,9 @@ end
 
 // ARGV: id, client id, lease ms, heartbeat ms, wait (0 try / 1 queue), nr, fencing (0/1).
 const take = prelude + `
-local bad = checkTypes()
-if bad then return redis.error_reply(bad) end
 local w, ctx, lease, beat, queue, nr, fencing = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7] == '1'
-local st = load()
+local st, bad = open(w, nr, fencing)
+if not st then return redis.error_reply(bad) end
 if st.nr then
   if st.nr ~= nr or st.fencing ~= fencing then
     return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. M .. ' is in use with nr = ' .. st.nr .. ', not ' .. nr)
@@ -183,11 +207,14 @@ if st.nr then
 else
   redis.call('HSET', M, 'nr', nr, 'fence', ARGV[7])
   st.nr, st.fencing = nr, fencing
+  st.created[M] = true
 end
 pump(st)
 -- The same id again (a command resent after a reconnect) gets the same answer.
-local held = holding(w, redis.call('HGET', M, 'h:' .. w))
-if held then tidy(st) return held end
+if st.mine or st.granted[w] then
+  local held = holding(w, redis.call('HGET', M, 'h:' .. w))
+  if held then tidy(st) return held end
+end
 if st.held < nr then
   -- pump() left nobody waiting: w is not queued, and takes a slot.
   local slot, fence = grant(st, w, lease, nil)
@@ -199,6 +226,8 @@ if not queue then tidy(st) return { 0 } end
 redis.call('ZADD', Q, redis.call('HINCRBY', M, 'seq', 1), w)
 redis.call('HSET', M, 'w:' .. w, ctx .. ' ' .. lease)
 redis.call('ZADD', B, now + beat, ctx)
+st.created[Q], st.created[B] = true, true
+later(st, now + beat)
 tidy(st)
 return { 2, nextExpiry() }
 `
@@ -206,18 +235,19 @@ return { 2, nextExpiry() }
 // Release holder id, or take waiter id out of the queue. ARGV: id.
 // 1 if it held a lease that had not expired, else 0.
 const leave = prelude + `
-local bad = checkTypes()
-if bad then return redis.error_reply(bad) end
 local w = ARGV[1]
-local st = load()
+local st, bad = open(w)
+if not st then return redis.error_reply(bad) end
 if not st.nr then return 0 end
 local r = 0
-local exp = redis.call('ZSCORE', L, w)
-if exp then
-  if tonumber(exp) > now then r = 1 end
-  drop(st, w)
+if st.mine then
+  local exp = st.firstExp
+  if st.firstId ~= w then exp = tonumber(redis.call('ZSCORE', L, w)) end
+  if exp and exp > now then r = 1 end
+  drop(st, w, st.mine)
 elseif redis.call('ZREM', Q, w) == 1 then
   redis.call('HDEL', M, 'w:' .. w)
+  st.head = nil
 end
 pump(st)
 tidy(st)
@@ -227,18 +257,19 @@ return r
 // Extend holder id's lease to lease ms from now, if it still holds one
 // that has not expired. ARGV: id, lease ms. 1 renewed, 0 lost.
 const renew = prelude + `
-local bad = checkTypes()
-if bad then return redis.error_reply(bad) end
 local w, lease = ARGV[1], tonumber(ARGV[2])
-local exp = redis.call('ZSCORE', L, w)
-if not exp then return 0 end
-local st = load()
-if tonumber(exp) <= now then
+local st, bad = open(w)
+if not st then return redis.error_reply(bad) end
+if not st.nr or not st.mine then return 0 end
+local exp = st.firstExp
+if st.firstId ~= w then exp = tonumber(redis.call('ZSCORE', L, w)) end
+if not exp or exp <= now then
   pump(st)
   tidy(st)
   return 0
 end
 redis.call('ZADD', L, 'XX', now + lease, w)
+later(st, now + lease)
 tidy(st)
 return 1
 `
@@ -247,16 +278,17 @@ return 1
 // ARGV: client id, heartbeat ms, waiter ids...
 // Reply: { ms-to-next-lease-expiry or -1, per id: {1, slot, fence, lease-left} | {2} queued | {0} gone }.
 const beat = prelude + `
-local bad = checkTypes()
-if bad then return redis.error_reply(bad) end
 local ctx, hb = ARGV[1], tonumber(ARGV[2])
+local st, bad = open(nil)
+if not st then return redis.error_reply(bad) end
 local out = { -1 }
-local st = load()
 if not st.nr then
   for i = 3, #ARGV do out[#out + 1] = { 0 } end
   return out
 end
 redis.call('ZADD', B, now + hb, ctx)
+st.created[B] = true
+later(st, now + hb)
 pump(st)
 for i = 3, #ARGV do
   local w = ARGV[i]
@@ -273,9 +305,8 @@ return out
 // How many wait, on every client (those of clients that stopped beating
 // not counted). No ARGV.
 const count = prelude + `
-local bad = checkTypes()
-if bad then return redis.error_reply(bad) end
-local st = load()
+local st, bad = open(nil)
+if not st then return redis.error_reply(bad) end
 if not st.nr then return 0 end
 pump(st)
 local n = 0
