@@ -16,7 +16,9 @@
 //   server's count of commands per pair (its INFO counter: this one
 //   includes the calls scripts make);
 // - contended: 4 processes (child_process.fork), one lock, each taking it
-//   `n` times and holding it for one turn of its event loop. Hand-off: the
+//   `n` times, holding it for one turn of its event loop, then staying
+//   away 2 ms (so that the next holder is a process that waited, not the
+//   last one taking it straight back, as polling locks let it). Hand-off: the
 //   time from one holder leaving to the next entering, when the next was
 //   already waiting (median over the run). Max wait: the longest any
 //   acquisition waited. Both after a warm-up round (3 acquisitions each).

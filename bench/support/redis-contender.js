@@ -1,7 +1,8 @@
 'use strict'
 // One of the processes of bench/redis.js's contended case: takes a lock
 // `n` times through its own Redis connection with the subject's library,
-// holding it for one turn of the event loop, and reports [asked, entered,
+// holding it for one turn of the event loop and staying away 2 ms after
+// each release, and reports [asked, entered,
 // left] (monotonic ns, comparable across processes on one machine) for
 // each time. argv: JSON { subject, url, key, n, lease }. Messages in:
 // 'warm' (3 times, unrecorded; answers 'warm'), then 'go'.
@@ -53,6 +54,9 @@ process.on('message', async msg => {
     const left = now()
     await lock.release()
     records.push([asked, entered, left])
+    // Away for 2 ms: the next holder is one that waited, not this process
+    // taking the lock straight back (which a polling lock lets it do).
+    await new Promise(resolve => setTimeout(resolve, 2))
   }
   process.send({ records, sent: sent() - sentBefore }, () => {
     redis.disconnect()

@@ -95,7 +95,7 @@ class Mutex {
 
   /** Whether this Mutex holds the lock with a lease not known to be lost. */
   get isHeld () {
-    return this.#holding !== null && !this.#holding.signal.aborted
+    return this.#holding !== null && !this.#holding.lost
   }
 }
 

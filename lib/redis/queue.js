@@ -125,6 +125,7 @@ class LeaseQueue {
 // ms after the last confirmed renewal was sent). Then `signal` aborts
 // with ERR_SABSYNC_LEASE_LOST, and the slot is given back in case the
 // server still counts it. The renewal timer never rejects anything.
+// `lost` tells whether the lease is known to be lost.
 class Holding {
   constructor (queue, wid, slot, fence, deadline) {
     this.queue = queue
@@ -133,8 +134,8 @@ class Holding {
     this.fence = fence
     this.deadline = deadline
     this.state = 'held' // -> 'lost' | 'released'
-    this.ac = new AbortController()
-    this.signal = this.ac.signal
+    this.ac = null // made when `signal` is first read (most holders never read it)
+    this.reason = undefined // the ERR_SABSYNC_LEASE_LOST, once lost
     this.timer = null
     this.arm(queue.lease / 3)
   }
@@ -172,6 +173,10 @@ class Holding {
     })
   }
 
+  get lost () {
+    return this.reason !== undefined
+  }
+
   lose (why, cause) {
     if (this.state !== 'held') return
     this.state = 'lost'
@@ -181,9 +186,20 @@ class Holding {
   }
 
   abort (why, cause) {
+    if (this.reason !== undefined) return
     const err = new SabsyncError('ERR_SABSYNC_LEASE_LOST', `sabsync: the lease on ${this.queue.tag} was lost: ${why}`)
     if (cause !== undefined) Object.defineProperty(err, 'cause', { value: cause, writable: true, configurable: true })
-    this.ac.abort(err)
+    this.reason = err
+    if (this.ac !== null) this.ac.abort(err)
+  }
+
+  // Aborts with ERR_SABSYNC_LEASE_LOST when the lease is lost.
+  get signal () {
+    if (this.ac === null) {
+      this.ac = new AbortController()
+      if (this.reason !== undefined) this.ac.abort(this.reason)
+    }
+    return this.ac.signal
   }
 
   // true: it was still held, and is released; false: it had been lost.
