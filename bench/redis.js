@@ -23,10 +23,13 @@
 //   already waiting (median over the run). Max wait: the longest any
 //   acquisition waited. Both after a warm-up round (3 acquisitions each).
 //   Overlaps: entries before the previous holder left (the subject's own
-//   check: it must be 0);
+//   check: it must be 0). For reference, the time a bare message takes
+//   from one process to another through the same server (PUBLISH), the
+//   least any wake-up by the server can take on the machine at the time;
 // - RateLimit: one call with capacity free, against rate-limiter-flexible's
 //   Redis limiter; and the most grants any window of the time unit saw when
-//   a caller starts late in a window and then calls as fast as it is let
+//   a caller calls once, then again from 100 ms before the limiter's window
+//   ends, as fast as it is let
 //   (sabsync's grant times are the server's, which it answers; the peer
 //   answers none, so its are this process's clock when a grant resolves).
 const os = require('os')
@@ -146,6 +149,27 @@ async function contendedRun (url, admin, subject, n) {
   return { handoffUs: median(handoffs) / 1e3, maxWaitMs: maxWait / 1e6, overlaps, commands: sentByProcs / records.length, server: commands.server / records.length }
 }
 
+// Reference: half the round trip of a message to another process and
+// back through Redis (PUBLISH, SUBSCRIBE): the least a wake-up through the
+// server can take on this machine now. Median of `n`, in µs.
+async function messageFloor (Redis, url, n) {
+  const echo = fork(path.join(__dirname, 'support', 'redis-echo.js'), [url], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  await new Promise(resolve => echo.once('message', resolve))
+  const sub = new Redis(url)
+  const pub = new Redis(url)
+  await sub.subscribe('sabsync-bench:pong')
+  const times = []
+  for (let i = 0; i < n; i++) {
+    const t0 = process.hrtime.bigint()
+    await new Promise(resolve => { sub.once('message', resolve); pub.publish('sabsync-bench:ping', String(i)) })
+    times.push(Number(process.hrtime.bigint() - t0) / 2e3)
+  }
+  sub.disconnect()
+  pub.disconnect()
+  echo.disconnect()
+  return median(times)
+}
+
 async function contended (url, admin, runs) {
   const n = { sabsync: quick ? 40 : 100, 'redis-semaphore': quick ? 40 : 100, redlock: quick ? 10 : 15 }
   const rounds = quick ? 1 : 3
@@ -163,15 +187,22 @@ async function contended (url, admin, runs) {
 }
 
 // Grants when one call comes at the start of a window and the rest, as
-// fast as allowed, from 90% of the unit on: the most in any window. take()
-// answers the grant's time (ms), or undefined for "now, on this clock".
+// fast as allowed, from 100 ms before that window ends (as the limiter
+// says: `left` ms after the first call) until 1.2 units later: the most in
+// any window. take() answers { t: the grant's time (ms), or undefined for
+// "now, on this clock"; left: ms left in the limiter's window, if it has one }.
 async function edgeBurst (take, rps, unitMs) {
   const times = []
+  const at = async () => {
+    const { t, left } = await take()
+    times.push(t === undefined ? performance.now() : t)
+    return left
+  }
   const t0 = performance.now()
-  const at = async () => { const t = await take(); times.push(t === undefined ? performance.now() : t) }
-  await at()
-  await sleep(unitMs * 0.9 - (performance.now() - t0))
-  while (performance.now() - t0 < unitMs * 2.2) await at()
+  const left = await at()
+  await sleep((left === undefined ? unitMs : left) - 100 - (performance.now() - t0))
+  const t1 = performance.now()
+  while (performance.now() - t1 < unitMs * 1.2) await at()
   let most = 0
   for (let i = 0, j = 0; i < times.length; i++) {
     while (times[i] - times[j] >= unitMs) j++
@@ -213,11 +244,11 @@ async function rate (Redis, url, admin, runs) {
   const rps = 10
   const unitMs = 1000
   const limit = RateLimit(client, tag + ':edge', rps, { timeUnit: unitMs })
-  runs.sabsync.most = await edgeBurst(() => limit(), rps, unitMs)
+  runs.sabsync.most = await edgeBurst(async () => ({ t: await limit() }), rps, unitMs)
   const rl = new RateLimiterRedis({ storeClient: client, keyPrefix: tag + ':rlf-edge', points: rps, duration: unitMs / 1000 })
   runs['rate-limiter-flexible'].most = await edgeBurst(async () => {
     for (;;) {
-      try { await rl.consume('k'); return undefined } catch (res) {
+      try { return { left: (await rl.consume('k')).msBeforeNext } } catch (res) {
         if (!(res && typeof res.msBeforeNext === 'number')) throw res
         await sleep(res.msBeforeNext)
       }
@@ -249,6 +280,8 @@ async function main () {
     await uncontended(Redis, url, admin, u)
     process.stderr.write('bench:redis: contended, 4 processes ...\n')
     await contended(url, admin, c)
+    const floor = []
+    for (let i = 0; i < repeats; i++) floor.push(await messageFloor(Redis, url, quick ? 100 : 300))
     process.stderr.write('bench:redis: RateLimit ...\n')
     const { rps, unitMs } = await rate(Redis, url, admin, r)
 
@@ -261,6 +294,7 @@ async function main () {
     for (const s of Object.keys(c)) {
       rows.push(`| contended hand-off, 4 processes | ${s} | ${stats(c[s].handoffUs)} | µs | ${s === 'sabsync' ? '' : ratio(c[s].handoffUs, c.sabsync.handoffUs)} | ${median(c[s].commands).toFixed(1)} | ${median(c[s].server).toFixed(1)} | ${c[s].overlaps} overlaps |`)
     }
+    rows.push(`| reference: a message to another process through Redis, one way | PUBLISH | ${stats(floor)} | µs | | | | the least a wake-up through the server takes here |`)
     for (const s of Object.keys(c)) {
       rows.push(`| contended max wait, 4 processes | ${s} | ${stats(c[s].maxWaitMs)} | ms | ${s === 'sabsync' ? '' : ratio(c[s].maxWaitMs, c.sabsync.maxWaitMs)} | | | |`)
     }
