@@ -36,8 +36,6 @@ const os = require('os')
 const path = require('path')
 const { fork, spawnSync } = require('child_process')
 
-const { sent } = require('./support/redis-count')
-
 const quick = process.argv.includes('--quick')
 const repeats = quick ? 3 : 5
 
@@ -61,6 +59,7 @@ async function totalCommands (admin) {
 // while fn ran (the admin's INFO calls are not counted; the server's
 // second INFO counts the first).
 async function commandsDuring (admin, fn) {
+  const { sent } = require('./support/redis-count') // loaded (and counting) only when the bench runs
   const before = await totalCommands(admin)
   const sentBefore = sent()
   await fn()
