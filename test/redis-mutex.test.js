@@ -138,6 +138,12 @@ async function main () {
     t.equal(ma.fence, undefined, 'released after')
     await t.rejects(ma.runExclusive(() => { throw new Error('boom') }), { message: 'boom' })
     t.type(await mb.tryLock(), 'number', 'released after a throw too')
+    const late = ma.lockAsync({ timeout: 1e12 }) // past setTimeout's reach: no limit, not an early answer
+    await tick(50)
+    t.equal(await mb.unlock(), true)
+    t.type(await late, 'number')
+    t.equal(await ma.unlock(), true)
+    t.type(await mb.tryLock(), 'number')
     await t.rejects(ma.runExclusive(() => 1, { timeout: 50 }), { code: 'ERR_SABSYNC_TIMEOUT' })
     await mb.unlock()
   })

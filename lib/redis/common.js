@@ -60,7 +60,8 @@ function waitOptions (options) {
     if (typeof timeout !== 'number' || Number.isNaN(timeout)) {
       throw invalidType('options.timeout', 'a number of milliseconds (or Infinity)', timeout)
     }
-    t = timeout > 0 ? timeout : 0
+    // Beyond setTimeout's reach (~24.8 days) is no limit at all.
+    t = timeout >= MAX_MS ? Infinity : timeout > 0 ? timeout : 0
   }
   if (signal !== undefined && !isAbortSignal(signal)) throw invalidType('options.signal', 'an AbortSignal', signal)
   return { timeout: t, signal: signal === undefined ? undefined : ownSignal(signal) }
