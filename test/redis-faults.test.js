@@ -144,15 +144,15 @@ async function main () {
 
   t.test('CLIENT KILL of a holder\'s and a waiter\'s connections: they reconnect, the lease holds, the waiter is served', async t => {
     const [a, b] = [client(), client()]
-    const ma = new Mutex(a, 'kill-main', { lease: 600 })
-    const mb = new Mutex(b, 'kill-main', { lease: 600 })
+    const ma = new Mutex(a, 'kill-main', { lease: 1000 })
+    const mb = new Mutex(b, 'kill-main', { lease: 1000 })
     await ma.lockAsync()
     const waiting = mb.lockAsync({ timeout: 20000 })
     await until(async () => (await ma.nrWaiting()) === 1, 'the waiter to queue')
     const [ida, idb] = [await a.client('ID'), await b.client('ID')]
     await admin.client('KILL', 'ID', ida)
     await admin.client('KILL', 'ID', idb)
-    await tick(1500) // past two leases: renewals go on over the new connection
+    await tick(2500) // past two leases: renewals go on over the new connection
     t.equal(ma.lost.aborted, false, 'the holder kept its lease')
     t.equal(await ma.unlock(), true)
     t.type(await waiting, 'number', 'the waiter is served')

@@ -168,10 +168,12 @@ async function main () {
 
   t.test('the lease is renewed while the holder lives', async t => {
     const [a, b] = [client(), client()]
-    const ma = new Mutex(a, 'renew', opts({ lease: 200 }))
-    const mb = new Mutex(b, 'renew', opts({ lease: 200 }))
+    // Renewed every 333 ms: only a stall of over 667 ms (this process or
+    // the server) would lose it, which even a loaded machine should not see.
+    const ma = new Mutex(a, 'renew', opts({ lease: 1000 }))
+    const mb = new Mutex(b, 'renew', opts({ lease: 1000 }))
     await ma.lockAsync()
-    await tick(700)
+    await tick(3500)
     t.equal(ma.lost.aborted, false, 'held past several leases')
     t.equal(await mb.tryLock(), false)
     t.equal(await ma.unlock(), true)
