@@ -8,15 +8,22 @@
     {
       "target_name": "sabsync",
       "sources": [
+        "src/core/clock.c",
         "src/core/lot.c",
         "src/core/owner.c",
         "src/core/sema.c",
         "src/core/rate.c",
         "src/core/parker_futex.c",
         "src/core/parker_uv.c",
+        "src/napi/values.c",
         "src/napi/env.c",
-        "src/napi/binding.c",
-        "src/napi/sema.c"
+        "src/napi/lifecycle.c",
+        "src/napi/async.c",
+        "src/napi/park.c",
+        "src/napi/wait.c",
+        "src/napi/sema.c",
+        "src/napi/rate.c",
+        "src/napi/binding.c"
       ],
       "include_dirs": ["include", "src/core"],
       "defines": ["NAPI_VERSION=8"],

@@ -56,6 +56,20 @@ typedef struct sab_waiter_s sab_waiter_t;
  */
 typedef void (*sab_wake_cb)(sab_waiter_t *w);
 
+/*
+ * A primitive whose records need more than a wake when an owner dies (the
+ * token semaphore reclaims the slots of dead holders) gives its records a
+ * death hook. At every death the lot calls it once per address, under the
+ * bucket lock, with the oldest record of that address that has one; the
+ * hook may dequeue records of that address only (sab__dequeue_locked, into
+ * `wakes`, which the lot runs after unlocking). The lot knows nothing else
+ * of its clients.
+ */
+struct sab__bucket_s;
+struct sab__wake_list_s;
+typedef void (*sab_death_cb)(struct sab__bucket_s *bucket, sab_waiter_t *oldest,
+                             struct sab__wake_list_s *wakes);
+
 /* Waiter states (the `state` word). */
 enum {
   SAB_W_WAITING = 0,   /* queued, its thread running (spinning, or async) */
@@ -89,7 +103,8 @@ struct sab_waiter_s {
    * Set before the record is queued; read under the bucket lock. */
   uint32_t owner;
   const void *ctx;
-  sab_wake_cb wake; /* async records only */
+  sab_wake_cb wake;      /* async records only */
+  sab_death_cb on_death; /* NULL, or the primitive's death hook (above) */
 #ifdef SAB_PARKER_UV
   uv_mutex_t mu; /* blocking records only: the portable parker */
   uv_cond_t cv;
@@ -130,10 +145,6 @@ int sab_wait_enqueue(sab_waiter_t *w, const void *cell, int size, int64_t expect
  * queued and SAB_OWNER_DEAD is answered (after SAB_NOT_EQUAL is ruled out).
  */
 #define SAB_WATCH_ANY 0xFFFFFFFFu
-/* A token semaphore's waiter (sab_sema_acquire sets it): a death is not a
- * wake for it; instead the semaphore's reclaim runs under its bucket lock
- * (see src/core/sema.c). */
-#define SAB_WATCH_SEMA 0xFFFFFFFEu
 uint32_t sab_owner_new(void);
 int sab_owner_alive(uint32_t id);
 void sab_owner_died(uint32_t id);
@@ -188,9 +199,12 @@ enum {
 
 /*
  * The token semaphore (src/core/sema.c). Its state lives in caller-provided
- * shared memory (the layout is in sema.c); its waiters queue in the lot on
- * the address of its first word, so every change to the pool and the queue
- * happens under that bucket's lock. Tokens are slot numbers 0 .. nr-1; each
+ * shared memory (the layout is in sema.c); its waiters queue in the lot
+ * under the key base + 1, an address no Int32Array or BigInt64Array cell
+ * has (cells are 4-byte aligned), so a plain wait or notify on the first
+ * word never meets them; base + 1 is in the bucket of base (the lot hashes
+ * addr >> 2), so every change to the pool and the queue happens under that
+ * bucket's lock. Tokens are slot numbers 0 .. nr-1; each
  * slot out of the pool records the owner id of its holder, so that slots
  * held by a thread that died come back (reclaimed lazily, see sema.c).
  *
@@ -198,10 +212,16 @@ enum {
  * queued record (w->ctx): nr comes from the view, never again from the
  * shared memory, so a corrupted word cannot send an index out of bounds.
  */
-#define SAB_SEMA_MAGIC     0x53454D31 /* "SEM1" */
-#define SAB_SEMA_MAX       0x100000u  /* the most slots */
-#define SAB_SEMA_NO_TOKEN  0xFFFFFFFFu
-#define SAB_SEMA_RECOVERED 0x80000000u /* in a token: its last holder died */
+#define SAB_SEMA_MAGIC 0x53454D31 /* "SEM1" */
+/* Header words that JS reads too (Sema.from, resumeFn's watch): the
+ * magic, the pool's size, nr; the header's bytes. Layout: sema.c. */
+#define SAB_SEMA_W_MAGIC      0
+#define SAB_SEMA_W_AVAIL      1
+#define SAB_SEMA_W_NR         2
+#define SAB_SEMA_HEADER_BYTES 32
+#define SAB_SEMA_MAX          0x100000u /* the most slots */
+#define SAB_SEMA_NO_TOKEN     0xFFFFFFFFu
+#define SAB_SEMA_RECOVERED    0x80000000u /* in a token: its last holder died */
 /* sab_sema_release's *info bits. */
 #define SAB_SEMA_HANDED_SELF 1u /* the slot went to a waiter of the same owner */
 #define SAB_SEMA_POOLED      2u /* the slot went to the pool (no waiter) */
@@ -262,7 +282,10 @@ int sab_sema_wait(const sab_sema_t *s, uint32_t owner, uint64_t timeout_ns, uint
  * grants. Nothing is ever handed back: a thread that dies leaks nothing.
  */
 #define SAB_RATE_MAGIC 0x52415431 /* "RAT1" */
-#define SAB_RATE_MAX   0x100000u
+/* The rps word and the header's bytes (RateLimit.from reads them). */
+#define SAB_RATE_W_RPS        1
+#define SAB_RATE_HEADER_BYTES 32
+#define SAB_RATE_MAX          0x100000u
 
 typedef struct {
   int32_t *base;

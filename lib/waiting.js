@@ -12,7 +12,7 @@
 
 const { isSharedArrayBuffer } = require('util').types
 const native = require('./native')
-const { addressOf, bucketOf, counts } = require('./atomics')
+const { addressOf, bucketOf, counts } = require('./lot')
 const { parkSync, parkAsync, handleOf, invalidType, OK, TIMED_OUT, WATCH_ANY } = require('./shared')
 
 const PARK = Symbol('park')
@@ -72,7 +72,7 @@ async function settleAsync (w, attempt, abandon) {
 
 // A cell's wake function with its address and bucket computed once: skips
 // the native call when no thread waits in that bucket (the ordering
-// argument is in lib/atomics.js), which makes an unlock with nobody
+// argument is in lib/lot.js), which makes an unlock with nobody
 // waiting cost one atomic read-modify-write of the bucket counter.
 function waker (i32, index) {
   const addr = addressOf(i32, i32.buffer, index, 4)

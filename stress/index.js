@@ -18,8 +18,24 @@ const scenarios = [
   ['Barrier: 7 parties in epochs of rounds, reset() between, 6 workers + main (async), random timeouts, aborts, terminations, process.exit()', () => p().barrierScenario(), 60000],
   [`Sema: 3 tokens, acquireSync/tryAcquire/acquire/release, ${chaos}`, () => p().semaScenario(), 60000],
   [`RateLimit: 20 per 50 ms and uniform 10 per 40 ms, sync/async, ${chaos}`, () => p().rateScenario(), 60000],
-  ['soak: 1,000,000 lockAsync/unlock cycles, a worker contending part of the time', () => p().soakLockAsync(), 120000]
+  ['soak: 1,000,000 lockAsync/unlock cycles, a worker contending part of the time', () => p().soakLockAsync(), 120000],
+  ['scribble: Sema and RateLimit memory flipped word by word to hostile values while 4 workers use them and others are terminated, 8 seeds each', () => scribbleLong(), 240000]
 ]
+
+// The race fuzzer of test/scribble.test.js, longer: more seeds, more users,
+// 4 s each.
+async function scribbleLong () {
+  const { scribble } = require('../test/scribble')
+  const lines = []
+  for (const [kind, nr] of [['sema', 3], ['sema', 1], ['rate', 4], ['rate', 1]]) {
+    for (let seed = 1; seed <= 8; seed++) {
+      const r = await scribble({ kind, nr, ms: 4000 / (kind === 'rate' ? 2 : 1), users: 4, seed: 1000 + seed })
+      if (!r.ok) return { ok: false, detail: `${kind}(${nr}) seed ${1000 + seed}: ${r.problems.join('; ')}` }
+      lines.push(`${kind}(${nr})#${seed}: ${r.flips} flips, ${r.ops} ops, ${r.terminated} terminated`)
+    }
+  }
+  return { ok: true, detail: lines.join('; ') }
+}
 
 const only = process.argv.slice(2).filter(a => !a.startsWith('--'))
 const DEADLINE_MS = 240000

@@ -185,17 +185,28 @@ t.test('the turn is given up on abort and timeout, and comes back from a dead th
   await exited(w)
   await sleeping
   // A worker terminated while it holds the turn (it sleeps until its grant
-  // is due, 400 ms after the last): the turn comes back.
+  // is due, a minute after the last, however slowly it started): the turn
+  // comes back, and the main thread, queued behind it, takes it.
+  const held = RateLimit(1, { timeUnit: 60000 })
+  await held()
   const dying = worker(`
-    const slow = sabsync.RateLimit.from(workerData)
-    slow().then(() => {})
-    parentPort.postMessage(slow.nrWaiting())`, handleOf(slow))
+    const held = sabsync.RateLimit.from(workerData)
+    held().then(() => {})
+    parentPort.postMessage(held.nrWaiting())`, handleOf(held))
   t.equal(await message(dying), 0, 'the worker took the turn')
-  const after = slow()
-  t.equal(slow.nrWaiting(), 1, 'the main thread queues behind it')
+  const ac3 = new AbortController()
+  const after = held({ signal: ac3.signal })
+  t.equal(held.nrWaiting(), 1, 'the main thread queues behind it')
   await dying.terminate()
-  t.ok(await after > 0, 'granted after the holder died')
-  t.equal(slow.nrWaiting(), 0)
+  await until(() => held.nrWaiting() === 0, 60000, 'the turn to come back')
+  ac3.abort(new Error('done'))
+  await t.rejects(after, { message: 'done' }, 'the main thread held the turn, sleeping for its grant')
+  const ac4 = new AbortController()
+  const again = held({ signal: ac4.signal })
+  t.equal(held.nrWaiting(), 0, 'an abort gave the turn up: the next caller takes it at once')
+  ac4.abort(new Error('done'))
+  await t.rejects(again, { message: 'done' })
+  t.equal(held.nrWaiting(), 0)
 })
 
 t.test('bad input names the argument', async t => {

@@ -16,6 +16,30 @@
 #define SAB_LOAD(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define SAB_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
+/*
+ * Reads of a primitive's shared memory (sema.c, rate.c) go through these,
+ * relaxed (the bucket lock orders them). Built with SAB_FUZZ_READS, each read
+ * is followed by a call of sab__fuzz_after_read, which may write any word of
+ * the object as another thread could (test/c/fuzz_shared.c): a word read a
+ * second time after it was checked then comes back hostile, and ASan sees
+ * where it is used.
+ */
+#ifdef SAB_FUZZ_READS
+void sab__fuzz_after_read(const void *word);
+#else
+#define sab__fuzz_after_read(word) ((void)0)
+#endif
+static inline uint32_t sab__rd32(const int32_t *p) {
+  uint32_t v = (uint32_t)__atomic_load_n(p, __ATOMIC_RELAXED);
+  sab__fuzz_after_read(p);
+  return v;
+}
+static inline int64_t sab__rd64(const int64_t *p) {
+  int64_t v = __atomic_load_n(p, __ATOMIC_RELAXED);
+  sab__fuzz_after_read(p);
+  return v;
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 #define SAB_CPU_RELAX() __builtin_ia32_pause()
 #elif defined(__aarch64__)
@@ -35,7 +59,7 @@
  * address that hashes here. 64-byte aligned so that two buckets never
  * share a cache line.
  */
-typedef struct {
+typedef struct sab__bucket_s {
   pthread_mutex_t mu;
   sab_waiter_t *head; /* guarded by mu */
   sab_waiter_t *tail; /* guarded by mu */
@@ -63,7 +87,7 @@ void sab__wake_unlocked(sab__wake_t wk);
 /* Wakes collected under a bucket lock, delivered after it is released
  * (sab__wake_list_run): async records in order, futex words in a small
  * array that is flushed under the lock if it fills. */
-typedef struct {
+typedef struct sab__wake_list_s {
   sab_waiter_t *async_head;
   sab_waiter_t **async_tail;
   void *futex[32];
@@ -73,15 +97,9 @@ void sab__wake_list_init(sab__wake_list_t *l);
 void sab__wake_list_add(sab__wake_list_t *l, sab__wake_t wk);
 void sab__wake_list_run(sab__wake_list_t *l);
 
-/* Wake every record watching `owner` or any owner (owner.c, at a death);
- * for records watching SAB_WATCH_SEMA, run sab__sema_on_death instead. */
-void sab__wake_watchers(uint32_t owner);
-
-/* A death happened and records are queued on the semaphore at `addr`
- * (bucket `b`, locked): reclaim slots of dead holders and hand them to the
- * oldest waiters. Touches the semaphore's memory only while a record is
- * queued on it (that record keeps the memory alive). */
-void sab__sema_on_death(sab__bucket_t *b, uintptr_t addr, sab__wake_list_t *l);
+/* Mark an owner dead and raise the death epoch (owner.c); sab_owner_died
+ * (lot.c) does this, then visits the lot's buckets. */
+void sab__owner_mark_dead(uint32_t id);
 
 /* Nonzero when spinning can help: more than one CPU is ours to run on. */
 int sab__spin_allowed(void);
@@ -103,7 +121,17 @@ void sab__unpark(void *token);
 extern uint32_t sab__nudges;
 
 /* Spin until the record leaves WAITING or SAB_SPIN_NS pass; answer the
- * state last seen. Shared by both parkers. */
-uint32_t sab__spin(sab_waiter_t *w);
+ * state last seen. Shared by both parkers (each has sab__spin_allowed). */
+static inline uint32_t sab__spin(sab_waiter_t *w) {
+  uint32_t s = SAB_LOAD(&w->state);
+  if (s != SAB_W_WAITING || !sab__spin_allowed()) return s;
+  uint64_t until = sab_now() + SAB_SPIN_NS;
+  for (unsigned i = 1;; i++) {
+    SAB_CPU_RELAX();
+    s = SAB_LOAD(&w->state);
+    if (s != SAB_W_WAITING) return s;
+    if ((i & 31) == 0 && sab_now() >= until) return s;
+  }
+}
 
 #endif /* SAB_INTERNAL_H */

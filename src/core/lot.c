@@ -14,7 +14,6 @@
 #include "internal.h"
 
 #include <stdlib.h>
-#include <time.h>
 
 static sab__bucket_t buckets[SAB_BUCKETS];
 static int32_t counts[SAB_BUCKETS * SAB_COUNT_STRIDE] __attribute__((aligned(64)));
@@ -69,12 +68,6 @@ static void unlink_record(sab__bucket_t *b, sab_waiter_t *w) {
   __atomic_fetch_sub(&counts[sab_bucket_of(w->addr) * SAB_COUNT_STRIDE], 1, __ATOMIC_SEQ_CST);
 }
 
-uint64_t sab_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void sab_waiter_init_blocking(sab_waiter_t *w) {
   w->next = w->prev = w->wake_next = NULL;
   w->addr = 0;
@@ -85,6 +78,7 @@ void sab_waiter_init_blocking(sab_waiter_t *w) {
   w->owner = 0;
   w->ctx = NULL;
   w->wake = NULL;
+  w->on_death = NULL;
   sab__parker_init(w);
 }
 
@@ -98,6 +92,7 @@ void sab_waiter_init_async(sab_waiter_t *w, sab_wake_cb wake) {
   w->owner = 0;
   w->ctx = NULL;
   w->wake = wake;
+  w->on_death = NULL;
 }
 
 void sab_waiter_destroy(sab_waiter_t *w) {
@@ -133,7 +128,7 @@ int sab_wait_enqueue_watch(sab_waiter_t *w, const void *cell, int size, int64_t 
   count = &counts[index * SAB_COUNT_STRIDE];
   /* Raise the counter before the load (both seq-cst): a notifier that
    * stored to the cell and then read the counter as 0 is ordered before
-   * this load, which then sees its store. See lib/atomics.js. */
+   * this load, which then sees its store. See lib/lot.js. */
   __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
   int r = SAB_PENDING;
   if (!cell_equals(cell, size, expected)) {
@@ -265,8 +260,9 @@ uint64_t sab_notify(uintptr_t addr, uint64_t count) {
   return n;
 }
 
-/* Wake every record watching `owner` (or any owner), bucket by bucket. */
-void sab__wake_watchers(uint32_t owner) {
+/* Wake every record watching `owner` (or any owner), and run each address's
+ * death hook once, bucket by bucket. */
+static void wake_watchers(uint32_t owner) {
   pthread_once(&lot_once, lot_init);
   for (unsigned i = 0; i < SAB_BUCKETS; i++) {
     sab__bucket_t *b = &buckets[i];
@@ -274,22 +270,21 @@ void sab__wake_watchers(uint32_t owner) {
     if (__atomic_load_n(&counts[i * SAB_COUNT_STRIDE], __ATOMIC_SEQ_CST) == 0) continue;
     sab__wake_list_init(&l);
     if (pthread_mutex_lock(&b->mu) != 0) abort();
-    uintptr_t semas[8];
-    unsigned nsemas = 0;
+    uintptr_t hooked[8];
+    unsigned nhooked = 0;
     for (sab_waiter_t *w = b->head, *next; w != NULL; w = next) {
       next = w->next;
-      if (w->watch == SAB_WATCH_SEMA) {
-        /* The reclaim dequeues records of this address only: step past
-         * them first, so that `next` stays queued. Each semaphore runs
-         * once per visit (again only if `semas` overflows: harmless, the
-         * reclaim is idempotent). */
+      if (w->on_death != NULL) {
+        /* The hook dequeues records of this address only: step past them
+         * first, so that `next` stays queued. Each address runs once per
+         * visit (again only if `hooked` overflows; hooks are idempotent). */
         uintptr_t addr = w->addr;
-        unsigned i = 0;
-        while (i < nsemas && semas[i] != addr) i++;
-        if (i < nsemas) continue;
-        if (nsemas < sizeof semas / sizeof semas[0]) semas[nsemas++] = addr;
+        unsigned k = 0;
+        while (k < nhooked && hooked[k] != addr) k++;
+        if (k < nhooked) continue;
+        if (nhooked < sizeof hooked / sizeof hooked[0]) hooked[nhooked++] = addr;
         while (next != NULL && next->addr == addr) next = next->next;
-        sab__sema_on_death(b, addr, &l);
+        w->on_death(b, w, &l);
       } else if (w->watch == owner || w->watch == SAB_WATCH_ANY) {
         sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
       }
@@ -297,6 +292,14 @@ void sab__wake_watchers(uint32_t owner) {
     unlock_bucket(b);
     sab__wake_list_run(&l);
   }
+}
+
+void sab_owner_died(uint32_t id) {
+  if (id == 0) return;
+  /* The mark and the epoch first, then the visit of every bucket: an
+   * enqueue that read the old epoch is found by the visit. */
+  sab__owner_mark_dead(id);
+  wake_watchers(id);
 }
 
 uint32_t sab_waiters(uintptr_t addr) {
@@ -326,15 +329,3 @@ void sab_nudge_all(void) {
 
 int sab_spin_allowed(void) { return sab__spin_allowed(); }
 void sab_cpu_relax(void) { SAB_CPU_RELAX(); }
-
-uint32_t sab__spin(sab_waiter_t *w) {
-  uint32_t s = SAB_LOAD(&w->state);
-  if (s != SAB_W_WAITING || !sab__spin_allowed()) return s;
-  uint64_t until = sab_now() + SAB_SPIN_NS;
-  for (unsigned i = 1;; i++) {
-    SAB_CPU_RELAX();
-    s = SAB_LOAD(&w->state);
-    if (s != SAB_W_WAITING) return s;
-    if ((i & 31) == 0 && sab_now() >= until) return s;
-  }
-}

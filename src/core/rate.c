@@ -20,6 +20,24 @@
  * of `unit` holds more than rps of them. With uniform spacing a grant also
  * needs t >= ring[head - 1] + unit / rps.
  *
+ * Untrusted memory. Any thread's JS can write these words at any moment.
+ * Every word is read once into a local, the local is checked, and only the
+ * local is used; rps comes from the view that sab_rate_open checked against
+ * the memory's size, never from a later read. Each read, and its bounds:
+ *
+ *   word      read by              checked / used as
+ *   magic     open                 == SAB_RATE_MAGIC, else SAB_E_CORRUPT
+ *   rps       open                 1 .. SAB_RATE_MAX and fits the bytes; then
+ *                                  only the view's copy is used
+ *   flags     uniform              bit 0 only
+ *   head      take                 < rps, else SAB_E_CORRUPT; an index
+ *   unit      take, unit_ns        1 .. INT64_MAX / 4 (take), else SAB_E_CORRUPT;
+ *                                  unit_ns hands it to JS as a number
+ *   ring[i]   take (head, head-1)  EMPTY or 0 .. now, else SAB_E_CORRUPT (so
+ *                                  oldest + unit cannot overflow)
+ *
+ * The ring's indexes are the checked head and (head + rps - 1) % rps.
+ *
  * Nothing is held between calls: a caller that dies after a grant used
  * it, one that dies while it waits for its turn had nothing recorded. The
  * lock is the lot's bucket mutex, held only inside sab_rate_take, which a
@@ -27,12 +45,13 @@
  */
 #include "internal.h"
 
-enum { W_MAGIC = 0, W_RPS = 1, W_FLAGS = 2, W_HEAD = 3, HEADER_BYTES = 32 };
-#define EMPTY INT64_MIN
+enum { W_MAGIC = 0, W_RPS = SAB_RATE_W_RPS, W_FLAGS = 2, W_HEAD = 3 };
+#define HEADER_BYTES SAB_RATE_HEADER_BYTES
+#define EMPTY        INT64_MIN
 
-#define RD32(p)    ((uint32_t)__atomic_load_n((p), __ATOMIC_RELAXED))
+#define RD32(p)    sab__rd32(p)
 #define WR32(p, v) __atomic_store_n((p), (int32_t)(v), __ATOMIC_RELAXED)
-#define RD64(p)    __atomic_load_n((p), __ATOMIC_RELAXED)
+#define RD64(p)    sab__rd64(p)
 #define WR64(p, v) __atomic_store_n((p), (int64_t)(v), __ATOMIC_RELAXED)
 
 static int64_t *unit_of(const sab_rate_t *r) { return (int64_t *)((char *)r->base + 16); }

@@ -1,11 +1,11 @@
 /*
  * The token semaphore: a pool of nr slots in shared memory, its waiters in
- * the lot's queue of the address of its first word.
+ * the lot's queue of the key base + 1 (see "The queue" below).
  *
  * Layout: int32 words from an 8-byte aligned base.
  *
  *   word          name    written            meaning
- *   0             magic   init               SAB_SEMA_MAGIC; &base[0] keys the waiters
+ *   0             magic   init               SAB_SEMA_MAGIC; its bucket lock guards the rest
  *   1             avail   bucket lock        slots in the pool, 0 .. nr; &base[1] keys
  *                                            those waiting for the pool to refill
  *   2             nr      init               number of slots
@@ -26,6 +26,40 @@
  *
  * Every word is read and written with atomics (relaxed under the lock,
  * avail seq-cst), as JS may read avail without the lock.
+ *
+ * Untrusted memory. Any thread's JS can write any of these words at any
+ * moment, lock or no lock. So every word is read once into a local, the
+ * local is checked, and only the local is used; the view (base, nr) comes
+ * from sab_sema_open's checks when the JS Sema was made, never from a later
+ * read. Each read, and what bounds its use:
+ *
+ *   word      read by                  checked / used as
+ *   magic     open, check              == SAB_SEMA_MAGIC, else SAB_E_CORRUPT
+ *   nr        open, check              1 .. SAB_SEMA_MAX and fits the bytes (open);
+ *                                      == the view's nr (check); never an index
+ *   head      pool_of                  < nr, else SAB_E_CORRUPT; an index
+ *   avail     pool_of, acquire,        <= nr, else SAB_E_CORRUPT (pool_of); the
+ *             available                others only compare it with 0
+ *   stamp     grant, release           any value: only stored back, + 1
+ *   epoch     reclaim                  only compared with sab_death_epoch()
+ *   ring[i]   pool_checked             < nr and its holder's owner bits 0, else
+ *                                      SAB_E_CORRUPT; grant takes that local,
+ *                                      it never reads the ring again
+ *   holder[i] pool_checked, reclaim,   masked; compared with owner ids, or the
+ *             latest_of, release       RECOVERED bit tested; never an index
+ *   stamps[i] latest_of                any value: only ages compared
+ *
+ * Indexes into ring, holder and stamps are the loop counters below nr, the
+ * checked head and avail (mod nr), the checked ring local, or a slot that
+ * the caller passed and release checked against nr. So a scribbled word
+ * earns SAB_E_CORRUPT, a wrong answer or a wait that times out; never an
+ * access outside the 8 + 3 nr words, or a token >= nr.
+ *
+ * The queue. Waiters queue in the lot under the key base + 1 (KEY below):
+ * no Int32Array or BigInt64Array cell has that address, so a plain wait on
+ * the first word is never served by a release, and a plain notify never
+ * wakes an acquirer. base + 1 is in the bucket of base (the lot hashes
+ * addr >> 2).
  *
  * Invariants, under the bucket lock of &base[0]:
  *  I1 A slot is in the ring iff its holder bits are 0; avail slots are.
@@ -48,9 +82,9 @@
  *     and, when it moved, scan the holders: a slot whose holder is dead goes
  *     back to the pool, RECOVERED. The epoch is read before the scan, so a
  *     death during the scan moves it again and the next caller scans again.
- *  R2 Queued records watch SAB_WATCH_SEMA. A death visits every bucket with
- *     records (sab__wake_watchers) and, under this bucket's lock, runs the
- *     scan and hands what came back to the oldest waiters (sab__sema_on_death).
+ *  R2 Queued records carry a death hook (on_death). A death visits every
+ *     bucket with records (sab__wake_watchers) and, under this bucket's lock,
+ *     runs the scan and hands what came back to the oldest waiters.
  *     Touching the memory there is safe: a queued record keeps it alive (an
  *     async record holds a reference to its buffer; a blocking record's
  *     thread is inside the call that was given it), and the visit reads
@@ -67,13 +101,24 @@
 
 #include <limits.h>
 
-enum { W_MAGIC = 0, W_AVAIL = 1, W_NR = 2, W_HEAD = 3, W_STAMP = 4, W_EPOCH = 5, HEADER = 8 };
+enum {
+  W_MAGIC = SAB_SEMA_W_MAGIC,
+  W_AVAIL = SAB_SEMA_W_AVAIL,
+  W_NR = SAB_SEMA_W_NR,
+  W_HEAD = 3,
+  W_STAMP = 4,
+  W_EPOCH = 5,
+  HEADER = SAB_SEMA_HEADER_BYTES / 4
+};
 
 #define OWNER_MASK     0x3FFFFFFFu
 #define HELD_RECOVERED 0x40000000u
 
-#define RD(p)    ((uint32_t)__atomic_load_n((p), __ATOMIC_RELAXED))
+#define RD(p)    sab__rd32(p)
 #define WR(p, v) __atomic_store_n((p), (int32_t)(v), __ATOMIC_RELAXED)
+
+/* The lot key of the semaphore's waiters (see "The queue" above). */
+static uintptr_t key_of(const sab_sema_t *s) { return (uintptr_t)s->base + 1; }
 
 static int32_t *ring_of(const sab_sema_t *s) { return s->base + HEADER; }
 static int32_t *holder_of(const sab_sema_t *s) { return s->base + HEADER + s->nr; }
@@ -161,40 +206,44 @@ static int reclaim(const sab_sema_t *s) {
   return back;
 }
 
-/* Under the lock, with avail > 0: take the oldest pooled slot for `owner`.
- * Answers the token. */
-static uint32_t grant(const sab_sema_t *s, uint32_t owner, uint32_t head, uint32_t avail) {
-  int32_t *ring = ring_of(s), *holder = holder_of(s), *stamp = stamp_of(s);
-  uint32_t slot = RD(&ring[head]);
-  uint32_t stamp_now = RD(&s->base[W_STAMP]) + 1;
-  uint32_t recovered = RD(&holder[slot]) & HELD_RECOVERED;
-  WR(&s->base[W_HEAD], (head + 1) % s->nr);
-  set_avail(s, avail - 1);
-  WR(&holder[slot], owner & OWNER_MASK);
-  WR(&stamp[slot], stamp_now);
-  WR(&s->base[W_STAMP], stamp_now);
-  return slot | (recovered ? SAB_SEMA_RECOVERED : 0);
+/* Under the lock: the pool, checked (pool_of), and when it is not empty its
+ * oldest slot, read once and checked: below nr and not held. *held gets
+ * that slot's holder word (its RECOVERED bit). */
+typedef struct {
+  uint32_t head, avail, slot, held;
+} pool_t;
+
+static int pool_checked(const sab_sema_t *s, pool_t *p) {
+  if (pool_of(s, &p->head, &p->avail) != 0) return SAB_E_CORRUPT;
+  if (p->avail == 0) return 0;
+  p->slot = RD(&ring_of(s)[p->head]);
+  if (p->slot >= s->nr) return SAB_E_CORRUPT;
+  p->held = RD(&holder_of(s)[p->slot]);
+  return (p->held & OWNER_MASK) == 0 ? 0 : SAB_E_CORRUPT;
 }
 
-/* Under the lock: checked pool, and its first slot in range. */
-static int pool_checked(const sab_sema_t *s, uint32_t *head, uint32_t *avail) {
-  if (pool_of(s, head, avail) != 0) return SAB_E_CORRUPT;
-  if (*avail > 0) {
-    uint32_t slot = RD(&ring_of(s)[*head]);
-    if (slot >= s->nr || (RD(&holder_of(s)[slot]) & OWNER_MASK) != 0) return SAB_E_CORRUPT;
-  }
-  return 0;
+/* Under the lock, with p checked by pool_checked and p->avail > 0: take the
+ * oldest pooled slot (p->slot, never read again) for `owner`. Answers the
+ * token. */
+static uint32_t grant(const sab_sema_t *s, uint32_t owner, const pool_t *p) {
+  uint32_t stamp_now = RD(&s->base[W_STAMP]) + 1;
+  WR(&s->base[W_HEAD], (p->head + 1) % s->nr);
+  set_avail(s, p->avail - 1);
+  WR(&holder_of(s)[p->slot], owner & OWNER_MASK);
+  WR(&stamp_of(s)[p->slot], stamp_now);
+  WR(&s->base[W_STAMP], stamp_now);
+  return p->slot | ((p->held & HELD_RECOVERED) ? SAB_SEMA_RECOVERED : 0);
 }
 
 /* Under the lock: hand pooled slots to the oldest waiters while both last.
  * Reads the memory only while a record is queued (see R2). */
-static void hand_out(sab__bucket_t *b, const sab_sema_t *s, uintptr_t addr, sab__wake_list_t *l) {
+static void hand_out(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l) {
   for (;;) {
-    sab_waiter_t *w = sab__oldest_locked(b, addr);
+    sab_waiter_t *w = sab__oldest_locked(b, key_of(s));
     if (w == NULL) return;
-    uint32_t head, avail;
-    if (pool_checked(s, &head, &avail) != 0 || avail == 0) return;
-    w->token = grant(s, w->owner, head, avail);
+    pool_t p;
+    if (pool_checked(s, &p) != 0 || p.avail == 0) return;
+    w->token = grant(s, w->owner, &p);
     sab__wake_list_add(l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
   }
 }
@@ -211,15 +260,14 @@ static void refilled(const sab_sema_t *s) {
 
 /* Under the lock: R1, then the slots that came back go to the queued
  * waiters first (I2). Answers how many came back, or SAB_E_CORRUPT. */
-static int sync_deaths(sab__bucket_t *b, const sab_sema_t *s, uintptr_t addr, sab__wake_list_t *l) {
+static int sync_deaths(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l) {
   int back = reclaim(s);
-  if (back > 0) hand_out(b, s, addr, l);
+  if (back > 0) hand_out(b, s, l);
   return back;
 }
 
-void sab__sema_on_death(sab__bucket_t *b, uintptr_t addr, sab__wake_list_t *l) {
-  sab_waiter_t *w = sab__oldest_locked(b, addr);
-  if (w == NULL || w->ctx == NULL) return;
+/* The records' death hook (R2), called with the oldest queued record. */
+static void on_death(sab__bucket_t *b, sab_waiter_t *w, sab__wake_list_t *l) {
   /* A copy: w->ctx may live in the frame of a blocking waiter, gone once
    * hand_out has dequeued that waiter. */
   sab_sema_t view = *(const sab_sema_t *)w->ctx;
@@ -227,24 +275,25 @@ void sab__sema_on_death(sab__bucket_t *b, uintptr_t addr, sab__wake_list_t *l) {
    * Slots left over after every waiter got one stay pooled. Those who wait
    * for a refill (resumeFn) watch every death themselves and look again, so
    * no refill wake is sent from here (it would take a second bucket lock). */
-  sync_deaths(b, &view, addr, l);
+  sync_deaths(b, &view, l);
 }
 
 int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint32_t *token) {
-  uintptr_t addr = (uintptr_t)s->base;
-  int32_t *count = &sab_bucket_counts()[sab_bucket_of(addr) * SAB_COUNT_STRIDE];
+  uintptr_t key = key_of(s);
+  int32_t *count = &sab_bucket_counts()[sab_bucket_of(key) * SAB_COUNT_STRIDE];
   sab__wake_list_t l;
-  uint32_t head, avail, before;
+  pool_t p;
+  uint32_t before;
   int r;
   sab__wake_list_init(&l);
-  sab__bucket_t *b = sab__lock(addr);
+  sab__bucket_t *b = sab__lock(key);
   /* R3: raise the counter before the epoch is read. */
   __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
   before = RD(&s->base[W_AVAIL]);
-  if (sync_deaths(b, s, addr, &l) < 0 || pool_checked(s, &head, &avail) != 0) {
+  if (sync_deaths(b, s, &l) < 0 || pool_checked(s, &p) != 0) {
     r = SAB_E_CORRUPT;
-  } else if (avail > 0) {
-    *token = grant(s, owner, head, avail);
+  } else if (p.avail > 0) {
+    *token = grant(s, owner, &p);
     r = SAB_OK;
   } else if (w == NULL) {
     r = SAB_TIMED_OUT;
@@ -252,8 +301,8 @@ int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint3
     w->owner = owner;
     w->ctx = s;
     w->token = SAB_SEMA_NO_TOKEN;
-    w->watch = SAB_WATCH_SEMA;
-    sab__enqueue_locked(b, w, addr);
+    w->on_death = on_death;
+    sab__enqueue_locked(b, w, key);
     r = SAB_PENDING;
   }
   uint32_t after = RD(&s->base[W_AVAIL]);
@@ -281,14 +330,14 @@ static int64_t latest_of(const sab_sema_t *s, uint32_t owner) {
 }
 
 int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t *info) {
-  uintptr_t addr = (uintptr_t)s->base;
+  uintptr_t key = key_of(s);
   sab__wake_list_t l;
-  uint32_t head, avail, flags = 0;
+  uint32_t head = 0, avail = 0, flags = 0;
   int r;
   if (owner == 0 || (owner & ~OWNER_MASK) != 0) return SAB_E_BAD_TOKEN;
   sab__wake_list_init(&l);
-  sab__bucket_t *b = sab__lock(addr);
-  if (sync_deaths(b, s, addr, &l) < 0 || pool_of(s, &head, &avail) != 0) {
+  sab__bucket_t *b = sab__lock(key);
+  if (sync_deaths(b, s, &l) < 0 || pool_of(s, &head, &avail) != 0) {
     r = SAB_E_CORRUPT;
     goto out;
   }
@@ -299,7 +348,7 @@ int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t
     goto out;
   }
   r = (int)slot;
-  sab_waiter_t *w = sab__oldest_locked(b, addr);
+  sab_waiter_t *w = sab__oldest_locked(b, key);
   if (w != NULL) {
     /* I2 and I3: straight to the oldest waiter. */
     uint32_t stamp_now = RD(&s->base[W_STAMP]) + 1;
@@ -334,18 +383,16 @@ void sab_sema_give_back(const sab_sema_t *s, uint32_t owner, uint32_t token) {
   (void)sab_sema_release(s, owner, token & ~SAB_SEMA_RECOVERED, NULL);
 }
 
-uint32_t sab_sema_waiting(const sab_sema_t *s) { return sab_waiters((uintptr_t)s->base); }
+uint32_t sab_sema_waiting(const sab_sema_t *s) { return sab_waiters(key_of(s)); }
 
 int sab_sema_available(const sab_sema_t *s) {
-  uintptr_t addr = (uintptr_t)s->base;
   sab__wake_list_t l;
   uint32_t head, avail;
   int r;
   sab__wake_list_init(&l);
-  sab__bucket_t *b = sab__lock(addr);
+  sab__bucket_t *b = sab__lock(key_of(s));
   uint32_t before = RD(&s->base[W_AVAIL]);
-  r = sync_deaths(b, s, addr, &l) < 0 || pool_of(s, &head, &avail) != 0 ? SAB_E_CORRUPT
-                                                                        : (int)avail;
+  r = sync_deaths(b, s, &l) < 0 || pool_of(s, &head, &avail) != 0 ? SAB_E_CORRUPT : (int)avail;
   sab__unlock(b);
   sab__wake_list_run(&l);
   if (before == 0 && r > 0) refilled(s);

@@ -21,7 +21,7 @@ static int failures;
 
 #define MS 1000000ull /* nanoseconds */
 
-static void sleep_ms(unsigned ms) {
+static inline void sleep_ms(unsigned ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
 }

@@ -285,8 +285,9 @@ static void test_handoff_to_a_quitter(void) {
   sab_waiter_destroy(&wn);
 }
 
-/* A notify on the semaphore's address (not ours) wakes a waiter without a
- * token: it queues again, and the pool stays whole. */
+/* A notify on the semaphore's first word (a plain cell) does not reach its
+ * waiters; one on their key (base + 1, which no JS cell has) wakes a waiter
+ * without a token: it queues again, and the pool stays whole. */
 static void test_stray_notify(void) {
   mem_t m;
   sab_sema_t s;
@@ -297,11 +298,31 @@ static void test_stray_notify(void) {
   pthread_t t;
   pthread_create(&t, NULL, waiter, &w);
   await_waiting(&s, 1);
-  CHECK(sab_notify((uintptr_t)s.base, 1) == 1);
+  CHECK(sab_notify((uintptr_t)s.base, 1) == 0);
+  CHECK(sab_waiters((uintptr_t)s.base) == 0 && sab_sema_waiting(&s) == 1);
+  CHECK(sab_notify((uintptr_t)s.base + 1, 1) == 1);
   await_waiting(&s, 1); /* back in the queue */
   CHECK(sab_sema_release(&s, a, 0, NULL) == 0);
   pthread_join(t, NULL);
   CHECK(w.result == SAB_OK && w.token == 0);
+}
+
+/* A plain waiter on the first word (the key of a JS cell) is not an
+ * acquirer: a release pools its slot instead of handing it over. */
+static void test_plain_waiter_is_not_served(void) {
+  mem_t m;
+  sab_sema_t s;
+  sab_waiter_t w;
+  uint32_t a = sab_owner_new(), tok;
+  make(&s, &m, 1);
+  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
+  sab_waiter_init_blocking(&w);
+  CHECK(sab_wait_enqueue(&w, s.base, 4, SAB_SEMA_MAGIC) == SAB_PENDING);
+  uint32_t info = 0;
+  CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  CHECK(sab_wait_cancel(&w, SAB_TIMED_OUT) == SAB_TIMED_OUT);
+  sab_waiter_destroy(&w);
+  CHECK(sab_sema_available(&s) == 1);
 }
 
 static void test_timeouts(void) {
@@ -405,6 +426,7 @@ int main(void) {
   test_death_races_acquire();
   test_handoff_to_a_quitter();
   test_stray_notify();
+  test_plain_waiter_is_not_served();
   test_timeouts();
   test_rate();
   return report("test_sema");
