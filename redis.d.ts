@@ -140,7 +140,11 @@ export interface RedisRateLimiter {
  */
 export function RateLimit(redis: RedisClient, key: string, rps: number, options?: RedisRateLimitOptions): RedisRateLimiter
 
-/** sabsync's errors: `code` is `ERR_SABSYNC_REDIS` (with the client's error as `cause`), `ERR_SABSYNC_LEASE_LOST`, … */
-export class SabsyncError extends Error {
-  readonly code: string
-}
+/**
+ * sabsync's errors (the same class as `require('sabsync').SabsyncError`):
+ * here `ERR_SABSYNC_REDIS` (with the client's error as `cause`),
+ * `ERR_SABSYNC_LEASE_LOST`, `ERR_SABSYNC_SHARED_MISMATCH`,
+ * `ERR_SABSYNC_NOT_OWNER`, `ERR_SABSYNC_BAD_TOKEN`, `ERR_SABSYNC_TIMEOUT`.
+ */
+export { SabsyncError } from './index'
+export type { SabsyncErrorCode } from './index'

@@ -2,7 +2,7 @@
 // sabsync/redis used with ioredis's own types, as the README shows it.
 import Redis, { Cluster } from 'ioredis'
 import { Mutex, Sema, RateLimit, SabsyncError } from 'sabsync/redis'
-import type { RedisClient, LeaseOptions, RedisRateLimiter } from 'sabsync/redis'
+import type { RedisClient, LeaseOptions, RedisRateLimiter, SabsyncErrorCode } from 'sabsync/redis'
 
 async function main (): Promise<void> {
   const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
@@ -39,7 +39,8 @@ async function main (): Promise<void> {
     await lock.unlock()
   } catch (err) {
     if (err instanceof SabsyncError) {
-      const code: string = err.code
+      const code: SabsyncErrorCode = err.code
+      const redisDown: boolean = code === 'ERR_SABSYNC_REDIS' || code === 'ERR_SABSYNC_LEASE_LOST'
     }
   }
   // @ts-expect-error: a key is a string
