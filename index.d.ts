@@ -111,6 +111,9 @@ export type SabsyncErrorCode =
   | 'ERR_SABSYNC_NAPI'
   | 'ERR_SABSYNC_NOMEM'
   | 'ERR_SABSYNC_UV'
+  | 'ERR_SABSYNC_REDIS'
+  | 'ERR_SABSYNC_LEASE_LOST'
+  | 'ERR_SABSYNC_SHARED_MISMATCH'
 
 /** sabsync's own errors: `code` is one of {@link SabsyncErrorCode}. */
 export class SabsyncError extends Error {

@@ -46,7 +46,10 @@ const CODES = Object.freeze({
   ERR_SABSYNC_NOT_BUILT: 'no native addon loads on this platform',
   ERR_SABSYNC_NAPI: 'a Node-API call failed inside the addon',
   ERR_SABSYNC_NOMEM: 'the addon ran out of memory',
-  ERR_SABSYNC_UV: 'the addon could not set up its libuv handles'
+  ERR_SABSYNC_UV: 'the addon could not set up its libuv handles',
+  ERR_SABSYNC_REDIS: 'sabsync/redis: Redis failed a call, or did not answer within its timeout (the client\'s error is the cause)',
+  ERR_SABSYNC_LEASE_LOST: 'sabsync/redis: a lease ran out or the server lost it (the reason of a `lost` signal)',
+  ERR_SABSYNC_SHARED_MISMATCH: 'a key in use with other parameters (a sabsync/redis Sema of another nr, a RateLimit of another rps)'
 })
 
 class SabsyncError extends Error {

@@ -68,6 +68,7 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
   for (const arch of archs) t.ok(listed.includes(binary(arch)), binary(arch) + ' ships')
   t.equal(listed.filter(f => f.startsWith('prebuilds/')).length, archs.length, 'and no other binary')
   t.ok(listed.includes('index.d.ts') && listed.includes('index.mjs') && listed.includes('LICENSE'))
+  t.ok(listed.includes('redis.d.ts') && listed.includes('redis.mjs') && listed.includes('lib/redis/index.js'), 'sabsync/redis ships')
   t.notOk(listed.some(f => /^(test|bench|build|examples|node_modules|\.ci)\//.test(f)), 'no tests, benches or build leftovers')
 
   const app = path.join(work, 'app')
@@ -109,6 +110,11 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
   t.equal(e.r, 'not-equal')
   t.same(e.keys, c.keys, 'ESM and CommonJS give the same exports')
   t.equal(e.same, true, 'the default export is the CommonJS module')
+  // sabsync/redis needs no Redis client installed to load (ioredis is an
+  // optional peer: the caller passes its own).
+  t.notOk(fs.existsSync(path.join(app, 'node_modules', 'ioredis')), 'ioredis was not installed with sabsync')
+  t.equal(sh(process.execPath, ['-p', 'Object.keys(require(\'sabsync/redis\')).sort().join()'], app).trim(), 'Mutex,RateLimit,SabsyncError,Sema')
+  t.equal(sh(process.execPath, ['--input-type=module', '-e', 'import { Mutex } from \'sabsync/redis\'; console.log(typeof Mutex)'], app).trim(), 'function')
 
   fs.copyFileSync(path.join(__dirname, 'types', 'usage.ts'), path.join(app, 'usage.ts'))
   const tsc = require.resolve('typescript/bin/tsc')

@@ -49,10 +49,17 @@ function compile (t, options, list) {
   })
 }
 
+// Files that use Node's own API (redis.ts: ioredis and process.env, as a
+// service using sabsync/redis does) compile in the Node project only.
+const nodeOnly = new Set(['redis.ts'])
+
 t.test('test/types/*.ts compile with --strict', { skip: tsc === undefined && 'typescript is not installed' }, async t => {
   t.ok(files.some(f => f.endsWith('mistakes.ts')), 'the mistakes file is among them')
   const names = Object.keys(projects)
-  const rs = await Promise.all(names.map(name => compile(t, projects[name], files)))
+  const rs = await Promise.all(names.map(name => {
+    const list = projects[name].types.length > 0 ? files : files.filter(f => !nodeOnly.has(path.basename(f)))
+    return compile(t, projects[name], list)
+  }))
   rs.forEach((r, i) => t.equal(r.status, 0, `${names[i]}: ${r.stdout}${r.stderr}`))
 })
 
