@@ -68,8 +68,8 @@ t.test('notifyOne wakes one, notifyAll the rest; blocking and async', async t =>
   await until(() => Atomics.load(c, 0) === 3)
   // All five queued (not a sleep: a slow machine, or an emulated one,
   // may take longer than any fixed time to get the workers there).
-  const cell = new Int32Array(f.buffer, f.byteOffset, 1)
-  await until(() => waiters(cell, 0) === 5, 60000, 'five waiters queued')
+  const words = new Int32Array(f.buffer, f.byteOffset, 2) // [kind tag, flag]
+  await until(() => waiters(words, 1) === 5, 60000, 'five waiters queued')
   f.testAndSet()
   t.equal(f.notifyOne(), 1, 'one woken')
   await until(() => Atomics.load(c, 1) + asyncWoken === 1)
