@@ -24,6 +24,11 @@ const files = fs.readdirSync(dir).filter(f => f.endsWith('.ts')).sort().map(f =>
 let tsc
 try { tsc = require.resolve('typescript/bin/tsc') } catch {}
 
+// Each compile takes seconds, far more on a loaded machine or under a
+// sanitizer build (scripts/test-flavour.sh runs this file with `node`, where
+// tap's default limit is 30 s).
+t.setTimeout(600000)
+
 const projects = {
   'with @types/node (lib es2022)': { lib: ['es2022'], types: ['node'], typeRoots: [path.join(root, 'node_modules', '@types')] },
   'without @types/node (libs es2022, esnext.disposable, dom)': { lib: ['es2022', 'esnext.disposable', 'dom'], types: [] },
