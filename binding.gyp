@@ -14,15 +14,20 @@
         "src/core/rate.c",
         "src/core/parker_futex.c",
         "src/core/parker_uv.c",
+        "src/core/space.c",
+        "src/core/space_lot.c",
+        "src/core/lifeline.c",
         "src/napi/env.c",
         "src/napi/binding.c",
-        "src/napi/sema.c"
+        "src/napi/sema.c",
+        "src/napi/space.c"
       ],
       "include_dirs": ["include", "src/core"],
       "defines": ["NAPI_VERSION=8"],
       "cflags_c": ["-std=c11", "-Wall", "-Wextra", "-O2"],
       "conditions": [
-        ["sab_parker_uv==1 or OS!='linux'", { "defines": ["SAB_PARKER_UV"] }]
+        ["sab_parker_uv==1 or OS!='linux'", { "defines": ["SAB_PARKER_UV"] }],
+        ["OS=='linux'", { "libraries": ["-ldl"] }]
       ]
     }
   ]

@@ -244,13 +244,17 @@ static int map_space(const char *name, uint32_t size, unsigned mode, sab_space_t
     sp->base = NULL;
     goto fail;
   }
-  close(fd); /* drops the flock; the mapping stays */
+  /* Unlock explicitly: the mapping keeps the open file description (and
+   * with it the flock) alive after close. */
+  flock(fd, LOCK_UN);
+  close(fd);
   *created = made;
   return 0;
 sys:
   r = SAB_E_SPACE_SYS;
 fail : {
   int e = errno;
+  flock(fd, LOCK_UN);
   close(fd);
   errno = e;
 }

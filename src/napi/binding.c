@@ -302,6 +302,8 @@ static int set_counts(napi_env env, napi_value exports) {
   return 0;
 }
 
+int sab_napi_space_register(napi_env env, napi_value exports); /* space.c */
+
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   static const struct {
     const char *name;
@@ -321,6 +323,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
     SAB_CALL(env, napi_set_named_property(env, exports, fns[i].name, fn), NULL);
   }
   if (sab_napi_sema_register(env, exports) != 0) return NULL;
+  if (sab_napi_space_register(env, exports) != 0) return NULL;
   if (set_number(env, exports, "bucketBits", SAB_BUCKET_BITS) != 0 ||
       set_number(env, exports, "countStride", SAB_COUNT_STRIDE) != 0 ||
       set_counts(env, exports) != 0) {
