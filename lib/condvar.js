@@ -10,7 +10,7 @@
 // waiter that was between its unlock and its park. Callers loop on their
 // predicate, as with every condition variable.
 
-const { selfId, memoryOf, parseTimeout, parseAsyncOptions, parkSync, parkAsync, TIMED_OUT, SabsyncError, invalidType } = require('./shared')
+const { memoryOf, parseTimeout, parseAsyncOptions, parkSync, parkAsync, TIMED_OUT, SabsyncError, invalidType } = require('./shared')
 const { attachTo, waker } = require('./waiting')
 const { internals } = require('./mutex')
 
@@ -19,7 +19,7 @@ const ATTACH = Symbol('attach')
 
 function holdsIt (mutex) {
   if (!internals.isMutex(mutex)) throw invalidType('mutex', 'a sabsync Mutex', mutex)
-  if (internals.ownerOf(mutex) !== selfId) {
+  if (!internals.heldByMe(mutex)) {
     throw new SabsyncError('ERR_SABSYNC_NOT_OWNER', 'CondVar wait: this thread does not hold the mutex')
   }
 }

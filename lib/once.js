@@ -13,10 +13,7 @@
 // and runs fn itself. Waiters watch every owner (WATCH_ANY), so that the
 // death wakes them.
 
-const {
-  selfId, alive, deathEpoch, memoryOf, parseTimeout, parseAsyncOptions,
-  SabsyncError, invalidType
-} = require('./shared')
+const { memoryOf, parseTimeout, parseAsyncOptions, SabsyncError, invalidType } = require('./shared')
 const { attachTo, PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
 
 const OWNER = 0x3FFFFFFF
@@ -27,16 +24,17 @@ const RUN = Symbol('run')
 
 function attemptOnce (w) {
   const i32 = w.i32
+  const { self, alive, deathEpoch } = w.own
   for (;;) {
     const epoch = deathEpoch()
     const s = Atomics.load(i32, 0)
     if (s === DONE) return false
     const owner = s & OWNER
-    if (owner === 0 || (owner !== selfId && !alive(owner))) {
-      if (Atomics.compareExchange(i32, 0, s, selfId) === s) return RUN
+    if (owner === 0 || (owner !== self && !alive(owner))) {
+      if (Atomics.compareExchange(i32, 0, s, self) === s) return RUN
       continue
     }
-    if (owner === selfId && !w.async) {
+    if (owner === self && !w.async) {
       throw new SabsyncError('ERR_SABSYNC_DEADLOCK', 'Once: run() called from within its own fn')
     }
     const wait = w.remaining()

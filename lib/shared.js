@@ -9,10 +9,26 @@ const native = require('./native')
 const { addressOf, bucketOf, counts } = require('./atomics')
 const { invalidType, outOfRange, SabsyncError } = require('./errors')
 const { isAbortSignal, ownSignal, guard } = require('./abort')
+const { spaceOf } = require('./space-registry')
 
 // This thread's owner id: unique in the process, never reused, marked dead
 // by the native side when the thread ends (see include/sabsync.h).
 const selfId = native.envId()
+
+// Owners as a primitive sees them: this thread's id, whether an id's
+// thread lives, and the count of deaths (a primitive reads it before it
+// looks at an owner, then parks with it). In this process's memory these
+// are the process's own; in a shared space (lib/space.js), the space's,
+// which mean the same in every process.
+const LOCAL = Object.freeze({ self: selfId, alive: native.alive, deathEpoch: native.deathEpoch })
+
+function ownersOf (buffer) {
+  return spaceOf(buffer) ?? LOCAL
+}
+
+function isMemory (buffer) {
+  return isSharedArrayBuffer(buffer) || spaceOf(buffer) !== undefined
+}
 
 // Result codes of native.wait / native.waitAsync.
 const OK = 0
@@ -35,7 +51,7 @@ function memoryOf (who, byteLength, options) {
     buffer = new SharedArrayBuffer(byteLength)
     byteOffset = 0
   } else {
-    if (!isSharedArrayBuffer(buffer)) {
+    if (!isMemory(buffer)) {
       throw invalidType('options.buffer', 'a SharedArrayBuffer', buffer)
     }
     if (byteOffset === undefined) byteOffset = 0
@@ -89,6 +105,8 @@ function parseAsyncOptions (options) {
 // the caller looked at that owner, the death of the owner wakes the wait,
 // and OWNER_DEAD is answered if an owner died since `epoch`.
 function parkSync (i32, index, value, timeout, watch, epoch) {
+  const space = spaceOf(i32.buffer)
+  if (space !== undefined) return space.parkSync(i32, index, value, timeout, watch, epoch)
   return native.wait(i32, index, value, timeout, watch, epoch)
 }
 
@@ -98,6 +116,8 @@ function parkSync (i32, index, value, timeout, watch, epoch) {
 function parkAsync (i32, index, value, timeout, signal, ref, watch, epoch) {
   if (timeout === 0) return Atomics.load(i32, index) !== value ? NOT_EQUAL : TIMED_OUT
   if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
+  const space = spaceOf(i32.buffer)
+  if (space !== undefined) return space.parkAsync(i32, index, value, timeout, signal, ref, watch, epoch)
   const r = native.waitAsync(i32, index, value, timeout, (ref ? 1 : 0) | (signal !== undefined ? 2 : 0), watch, epoch)
   if (typeof r === 'number' || signal === undefined) return r
   guard(signal, r[1], r[0])
@@ -107,17 +127,23 @@ function parkAsync (i32, index, value, timeout, signal, ref, watch, epoch) {
 // Wake up to `count` waiters of i32[index]; skips the native call when the
 // bucket has no waiter (see lib/atomics.js for why that is safe).
 function wake (i32, index, count = Infinity) {
+  const space = spaceOf(i32.buffer)
+  if (space !== undefined) return space.wake(i32, index, count)
   const addr = addressOf(i32, i32.buffer, index, 4)
   if (counts !== null && Atomics.add(counts, bucketOf(addr), 0) === 0) return 0
   return native.notify(addr, count)
 }
 
 function waitersOn (i32, index) {
+  const space = spaceOf(i32.buffer)
+  if (space !== undefined) return space.waitersOn(i32, index)
   return native.waiters(addressOf(i32, i32.buffer, index, 4))
 }
 
 module.exports = {
   selfId,
+  ownersOf,
+  isMemory,
   OK,
   NOT_EQUAL,
   TIMED_OUT,

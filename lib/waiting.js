@@ -10,10 +10,10 @@
 // and w.epoch; anything else is the result. It reads w.code, the outcome of
 // the previous park (OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD; -1 at first).
 
-const { isSharedArrayBuffer } = require('util').types
 const native = require('./native')
 const { addressOf, bucketOf, counts } = require('./atomics')
-const { parkSync, parkAsync, handleOf, invalidType, OK, TIMED_OUT, WATCH_ANY } = require('./shared')
+const { parkSync, parkAsync, handleOf, invalidType, ownersOf, isMemory, OK, TIMED_OUT, WATCH_ANY } = require('./shared')
+const { spaceOf } = require('./space-registry')
 
 const PARK = Symbol('park')
 
@@ -30,6 +30,7 @@ class Wait {
     this.parked = 0 // how many parks so far
     this.signal = undefined
     this.ref = true
+    this.own = ownersOf(i32.buffer) // owner ids, liveness, deaths (lib/shared.js)
   }
 
   // Milliseconds left (Infinity for none), or 0 when the deadline passed.
@@ -75,6 +76,8 @@ async function settleAsync (w, attempt, abandon) {
 // argument is in lib/atomics.js), which makes an unlock with nobody
 // waiting cost one atomic read-modify-write of the bucket counter.
 function waker (i32, index) {
+  const space = spaceOf(i32.buffer)
+  if (space !== undefined) return space.waker(i32, index)
   const addr = addressOf(i32, i32.buffer, index, 4)
   const bucket = bucketOf(addr)
   if (counts === null) return count => native.notify(addr, count)
@@ -92,7 +95,7 @@ function addressKey (i32, index) {
 // constructor's options, the buffer is required.
 function attachTo (who, handle) {
   const h = handleOf(who, handle)
-  if (!isSharedArrayBuffer(h.buffer)) throw invalidType('handle.buffer', 'a SharedArrayBuffer', h.buffer)
+  if (!isMemory(h.buffer)) throw invalidType('handle.buffer', 'a SharedArrayBuffer', h.buffer)
   return h
 }
 

@@ -36,7 +36,9 @@
  *   magic, version   attach           == SPACE_MAGIC, SAB_SPACE_VERSION, else VERSION
  *   abi              attach           == this build's, else VERSION
  *   size             attach           == the file's size, else VERSION
- *   ready            attach           1: use it; else initialise it (flock held)
+ *   ready            attach           1: use it; 0 with magic 0 or SPACE_MAGIC: an
+ *                                     initialisation never finished, redo it (flock
+ *                                     held); anything else: VERSION
  *   heap_used        lookup           <= heap_bytes, else SAB_E_CORRUPT; an offset
  *   dir_count        lookup           <= NDIR, else SAB_E_CORRUPT; a loop bound
  *   entry.state      lookup           one of DIR_*; anything else: entry skipped
@@ -233,11 +235,16 @@ static int map_space(const char *name, uint32_t size, unsigned mode, sab_space_t
     sp->base = NULL;
     goto sys;
   }
-  if (__atomic_load_n(&sab__hdr(sp)[HDR_READY], __ATOMIC_ACQUIRE) != 1) {
-    r = init_space(sp); /* new, or its initialiser died half-way */
+  uint32_t ready = __atomic_load_n(&sab__hdr(sp)[HDR_READY], __ATOMIC_ACQUIRE);
+  uint32_t magic = __atomic_load_n(&sab__hdr(sp)[HDR_MAGIC], __ATOMIC_RELAXED);
+  if (ready == 0 && (magic == 0 || magic == SPACE_MAGIC)) {
+    /* New (zero-filled), or its initialiser died half-way: init_space zeroes
+     * everything and stores the magic before `ready`. Anything else is not
+     * ours to overwrite. */
+    r = init_space(sp);
     made = 1;
   } else {
-    r = check_space(sp);
+    r = ready == 1 ? check_space(sp) : SAB_E_SPACE_VERSION;
   }
   if (r != 0) {
     munmap(sp->base, sp->size);

@@ -458,16 +458,21 @@ static napi_value space_close(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* spaceUnlink(name) */
+/* spaceUnlink(name) -> true, or false if there was no such space */
 static napi_value space_unlink(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
   char name[SAB_SPACE_NAME_MAX + 2];
   size_t len = 0;
+  napi_value result;
   SAB_CALL(env, napi_get_value_string_utf8(env, argv[0], name, sizeof name, &len), NULL);
   int r =
       len > SAB_SPACE_NAME_MAX || strlen(name) != len ? SAB_E_SPACE_NAME : sab_space_unlink(name);
-  if (r != 0) throw_space(env, r, "unlink");
-  return NULL;
+  if (r != 0 && !(r == SAB_E_SPACE_SYS && errno == ENOENT)) {
+    throw_space(env, r, "unlink");
+    return NULL;
+  }
+  SAB_CALL(env, napi_get_boolean(env, r == 0, &result), NULL);
+  return result;
 }
 
 /* spaceLookup(handle, key, kind, bytes, p0, p1, p2, p3) -> [created, off] */
