@@ -37,7 +37,7 @@ function spawn (t, name, body) {
     if (m !== undefined) return Promise.resolve(m)
     return new Promise(resolve => waiters.push({ pred, resolve }))
   }
-  p.done = p.message(m => 'done' in m || 'error' in m).then(m => {
+  p.done = p.message(m => m !== null && typeof m === 'object' && ('done' in m || 'error' in m)).then(m => {
     if ('error' in m) throw new Error('child failed: ' + m.error)
     return m.done
   })
