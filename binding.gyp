@@ -17,6 +17,7 @@
         "src/core/space.c",
         "src/core/space_lot.c",
         "src/core/lifeline.c",
+        "src/core/space_sema.c",
         "src/napi/env.c",
         "src/napi/binding.c",
         "src/napi/sema.c",

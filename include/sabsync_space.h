@@ -169,6 +169,23 @@ uint32_t sab_space_waiters(sab_space_t *sp, uint32_t off);
 int sab_space_wait(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t expected,
                    uint64_t timeout_ns);
 
+/*
+ * The token semaphore (include/sabsync.h) in a space: its memory at `off`
+ * (made by sab_sema_init), its waiters in the space's queue keyed off | 1,
+ * its holders owner ids of the space. As sab_sema_*, with records named by
+ * index: acquire with `rec` NULL tries; otherwise a record may be queued
+ * (SAB_PENDING, *rec), woken with its slot as its token (sab_space_settle).
+ * Holders found dead (by a probe, or at the death of an owner) give their
+ * slots back, marked SAB_SEMA_RECOVERED, oldest waiter first.
+ */
+int sab_space_sema_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t flags,
+                           uint32_t *token, uint32_t *rec);
+int sab_space_sema_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t slot,
+                           uint32_t *info);
+void sab_space_sema_give_back(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t token);
+uint32_t sab_space_sema_waiting(sab_space_t *sp, uint32_t off);
+int sab_space_sema_available(sab_space_t *sp, uint32_t off);
+
 /* Test hook: the number of records in use (all owners). */
 uint32_t sab_space_records_used(sab_space_t *sp);
 

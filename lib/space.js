@@ -32,6 +32,8 @@ const { Latch } = require('./latch')
 const { CondVar } = require('./condvar')
 const { RWLock } = require('./rwlock')
 const { Barrier } = require('./barrier')
+const { Sema } = require('./sema')
+const { RateLimit } = require('./rate-limit')
 
 const C = native.spaceConstants
 const GOLDEN = 0x9E3779B1 | 0
@@ -229,6 +231,33 @@ function contextOf (opened) {
     },
     waitersAddr (addr) {
       return native.spaceWaiters(h, addr - base + pub)
+    },
+
+    // lib/sema.js: a Sema's pool and queue in the space (src/core/space_sema.c),
+    // with the answers of its in-process ops. Its view is its offset.
+    sema: {
+      view: i32 => pub + i32.byteOffset,
+      try: off => call(native.spaceSemaTry, h, off),
+      acquire: (off, ms) => call(native.spaceSemaAcquire, h, off, ms),
+      acquireAsync (off, i32, timeout, signal, ref) {
+        const proxy = new Int32Array(new SharedArrayBuffer(4))
+        const r = call(native.spaceSemaAcquireAsync, h, off, proxy)
+        if (r >= 0) return r
+        const rec = -r
+        const settle = why => native.spaceSemaSettle(h, rec, why)
+        const p = parkLocalAsync(proxy, 0, 0, timeout, signal, ref)
+        if (typeof p === 'number') return Promise.resolve(settle(C.CANCELLED))
+        return p.then(v => settle(v === 'ok' ? C.CANCELLED : C.TIMED_OUT), err => {
+          // Aborted, unless a release handed it a slot first: then the slot
+          // is this caller's (as in-process).
+          const t = native.spaceSemaSettle(h, rec, C.CANCELLED)
+          if (t >= 0) return t
+          throw err
+        })
+      },
+      release: (off, slot) => call(native.spaceSemaRelease, h, off, slot),
+      waiting: off => native.spaceSemaWaiting(h, off),
+      available: off => call(native.spaceSemaAvailable, h, off)
     }
   }
   return ctx
@@ -333,6 +362,39 @@ class Space {
   barrier (key, parties) {
     const bytes = Barrier.byteLengthFor(parties) // validates it
     return this.#object(KIND.barrier, key, [parties], bytes, m => new Barrier(parties, m), m => Barrier.from(m))
+  }
+
+  /**
+   * A Sema of `nr` tokens shared by every process. options: initFn,
+   * pauseFn, resumeFn (this thread's, as for Sema.from).
+   */
+  sema (key, nr, options) {
+    const bytes = Sema.byteLengthFor(nr) // validates it
+    if (options !== undefined && (options === null || typeof options !== 'object')) {
+      throw invalidType('options', 'an object', options)
+    }
+    const { initFn, pauseFn, resumeFn } = options || {}
+    const own = { initFn, pauseFn, resumeFn }
+    return this.#object(KIND.sema, key, [nr], bytes,
+      m => new Sema(nr, { ...own, ...m }), m => Sema.from(m, own))
+  }
+
+  /**
+   * A RateLimit of `rps` per options.timeUnit ms shared by every process:
+   * an async function (and .sync) as RateLimit gives.
+   */
+  rateLimit (key, rps, options) {
+    const bytes = RateLimit.byteLengthFor(rps) // validates it
+    if (options !== undefined && (options === null || typeof options !== 'object')) {
+      throw invalidType('options', 'an object', options)
+    }
+    const { timeUnit = 1000, uniformDistribution = false } = options || {}
+    // Checked as RateLimit checks them, before the directory is touched.
+    RateLimit(rps, { timeUnit, uniformDistribution })
+    const unit = new Float64Array([timeUnit])
+    const [lo, hi] = new Uint32Array(unit.buffer)
+    return this.#object(KIND.rateLimit, key, [rps, lo, hi, uniformDistribution ? 1 : 0], bytes,
+      m => RateLimit(rps, { timeUnit, uniformDistribution, ...m }), m => RateLimit.from(m))
   }
 
   /**

@@ -188,8 +188,39 @@ static inline uint32_t sab__sbucket_of(uint32_t off) {
 int sab__robust_lock(pthread_mutex_t *mu);
 int sab__robust_init(pthread_mutex_t *mu);
 
+/* Deaths found under a bucket lock, buried after it (lifeline.c). */
+typedef struct sab__deaths_s {
+  uint32_t ids[8];
+  unsigned n;
+} sab__deaths_t;
+
+/* Futex words to wake once a bucket lock is released. */
+typedef struct {
+  uint32_t *words[32];
+  unsigned n;
+} sab__wakes_t;
+void sab__wakes_run(sab__wakes_t *w);
+
 /* space_lot.c: */
 void sab__space_lot_init(sab_space_t *sp);
+/* Bucket locks (NULL: unusable), for space_sema.c. */
+sab__sbucket_t *sab__space_lock(sab_space_t *sp, uint32_t b);
+void sab__space_unlock(sab__sbucket_t *bk);
+/* A free record for `id` (0: none), and giving it back. */
+uint32_t sab__space_take(sab_space_t *sp, uint32_t id);
+void sab__space_free(sab_space_t *sp, uint32_t i, uint32_t id);
+/* Under bucket b's lock: queue record i with key `off` (| 1 with
+ * SAB_SPACE_SEMA); `raised`: increments of b's counter the caller made and
+ * will take back. */
+void sab__space_queue(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t off, uint32_t watch,
+                      uint32_t flags, uint32_t raised);
+/* Under the lock: the oldest record queued with `key` whose owner lives
+ * (those of dead owners are dropped on the way), or 0. */
+uint32_t sab__space_oldest(sab_space_t *sp, uint32_t b, uint32_t key, sab__deaths_t *dead);
+uint32_t sab__space_owner(sab_space_t *sp, uint32_t i);
+/* Under the lock: record i leaves its queue NOTIFIED, carrying `token`. */
+void sab__space_notify_token(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t token,
+                             sab__wakes_t *w);
 /* At a death: wake every record watching `id` (or any owner), drop the
  * records `id` itself left queued, free those it left taken. */
 void sab__space_wake_watchers(sab_space_t *sp, uint32_t id);
@@ -200,12 +231,14 @@ void sab__space_died(sab_space_t *sp, uint32_t id);
 /* Liveness of an id for code that holds a bucket lock: probes without ever
  * blocking; a death found here is recorded later, by sab__space_flush_deaths
  * with the ids collected in `dead` (lifelines still held by this thread). */
-typedef struct {
-  uint32_t ids[8];
-  unsigned n;
-} sab__deaths_t;
 int sab__space_alive_locked(sab_space_t *sp, uint32_t id, sab__deaths_t *dead);
 void sab__space_flush_deaths(sab_space_t *sp, sab__deaths_t *dead);
+
+/* space_sema.c: at a death, under bucket b's lock: the semaphore at `off`
+ * (whose waiters queue in b) takes back the slots of dead holders and hands
+ * them to its waiters. */
+void sab__space_sema_died(sab_space_t *sp, uint32_t b, uint32_t off, sab__wakes_t *w,
+                          sab__deaths_t *dead);
 
 /* space.c: futex helpers on shared words (no FUTEX_PRIVATE_FLAG). */
 void sab__futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline);

@@ -77,10 +77,7 @@ void sab__space_lot_init(sab_space_t *sp) {
 
 /* ---- wakes collected under a lock, run after it ---- */
 
-typedef struct {
-  uint32_t *words[32]; /* futex words: parked records, rung doorbells */
-  unsigned n;
-} wakes_t;
+typedef sab__wakes_t wakes_t;
 
 static void wakes_add(wakes_t *w, uint32_t *word) {
   if (w->n == sizeof w->words / sizeof w->words[0]) {
@@ -90,10 +87,11 @@ static void wakes_add(wakes_t *w, uint32_t *word) {
   w->words[w->n++] = word;
 }
 
-static void wakes_run(wakes_t *w) {
+void sab__wakes_run(wakes_t *w) {
   for (unsigned i = 0; i < w->n; i++) sab__futex_wake_shared(w->words[i], 1 << 30);
   w->n = 0;
 }
+#define wakes_run sab__wakes_run
 
 /* ---- repair ---- */
 
@@ -147,6 +145,9 @@ static sab__sbucket_t *lock_bucket(sab_space_t *sp, uint32_t b) {
 }
 
 static void unlock_bucket(sab__sbucket_t *bk) { pthread_mutex_unlock(&bk->mu); }
+
+sab__sbucket_t *sab__space_lock(sab_space_t *sp, uint32_t b) { return lock_bucket(sp, b); }
+void sab__space_unlock(sab__sbucket_t *bk) { unlock_bucket(bk); }
 
 /* ---- list operations, under the lock ---- */
 
@@ -217,7 +218,7 @@ static void walk(sab_space_t *sp, uint32_t b, visit_fn fn, void *ctx) {
 
 /* ---- records ---- */
 
-static uint32_t record_take(sab_space_t *sp, uint32_t id) {
+uint32_t sab__space_take(sab_space_t *sp, uint32_t id) {
   uint32_t *hint = &sab__hdr(sp)[HDR_REC_HINT];
   uint32_t start = __atomic_load_n(hint, __ATOMIC_RELAXED) % NRECORDS;
   for (uint32_t k = 0; k < NRECORDS; k++) {
@@ -236,7 +237,7 @@ static uint32_t record_take(sab_space_t *sp, uint32_t id) {
   return 0;
 }
 
-static void record_free(sab_space_t *sp, uint32_t i, uint32_t id) {
+void sab__space_free(sab_space_t *sp, uint32_t i, uint32_t id) {
   uint32_t expected = id;
   __atomic_compare_exchange_n(&sab__record(sp, i)->owner, &expected, 0, 0, __ATOMIC_RELEASE,
                               __ATOMIC_RELAXED);
@@ -264,17 +265,46 @@ static int cell_equals(const sab_space_t *sp, uint32_t off, int size, int64_t ex
 
 /* ---- waiting ---- */
 
+void sab__space_queue(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t off, uint32_t watch,
+                      uint32_t flags, uint32_t raised) {
+  sab__sbucket_t *bk = sab__sbucket(sp, b);
+  sab__record_t *r = sab__record(sp, i);
+  int32_t *count = sab__count(sp, b);
+  uint32_t seq = sab__ld(&bk->seq), tail = sab__ld(&bk->tail);
+  sab__st(&bk->seq, seq + 1);
+  /* SAB_SPACE_SEMA: a semaphore's queue, keyed off | 1 (see sabsync_space.h). */
+  sab__st(&r->key, off | ((flags & SAB_SPACE_SEMA) ? 1u : 0u));
+  sab__st(&r->watch, watch);
+  sab__st(&r->flags, flags & 0xFFu);
+  sab__st(&r->token, 0xFFFFFFFFu);
+  sab__st(&r->seq, seq);
+  sab__st(&r->next, 0);
+  sab__st(&r->prev, tail);
+  sab__st(&r->state, REC_WAITING);
+  if (tail == 0 && sab__ld(&bk->head) == 0) {
+    sab__st(&bk->head, i);
+    sab__st(&bk->tail, i);
+    __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
+  } else if (rec_ok(tail) && tail != i && sab__ld(&sab__record(sp, tail)->next) == 0) {
+    sab__st(&sab__record(sp, tail)->next, i);
+    sab__st(&bk->tail, i);
+    __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
+  } else {
+    /* The list did not check out: rebuild it, ours included (counted). */
+    repair_counted(sp, b, raised);
+  }
+}
+
 int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t expected,
                       uint32_t watch, uint32_t epoch, uint32_t flags, uint32_t *rec) {
   if (!cell_ok(sp, off, size)) return SAB_E_INVAL;
-  uint32_t i = record_take(sp, id);
+  uint32_t i = sab__space_take(sp, id);
   if (i == 0) return SAB_E_SPACE_FULL;
-  sab__record_t *r = sab__record(sp, i);
   uint32_t b = sab__sbucket_of(off);
   int32_t *count = sab__count(sp, b);
   sab__sbucket_t *bk = lock_bucket(sp, b);
   if (bk == NULL) {
-    record_free(sp, i, id);
+    sab__space_free(sp, i, id);
     return SAB_E_CORRUPT;
   }
   /* L3: raise the counter before the load (both seq-cst): a notifier that
@@ -289,34 +319,12 @@ int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int6
      * it here, or its visit of this bucket finds our record. */
     result = SAB_OWNER_DEAD;
   } else {
-    uint32_t seq = sab__ld(&bk->seq), tail = sab__ld(&bk->tail);
-    sab__st(&bk->seq, seq + 1);
-    /* SAB_SPACE_SEMA: a semaphore's queue, keyed off | 1 (see sabsync_space.h). */
-    sab__st(&r->key, off | ((flags & SAB_SPACE_SEMA) ? 1u : 0u));
-    sab__st(&r->watch, watch);
-    sab__st(&r->flags, flags & 0xFFu);
-    sab__st(&r->token, 0xFFFFFFFFu);
-    sab__st(&r->seq, seq);
-    sab__st(&r->next, 0);
-    sab__st(&r->prev, tail);
-    sab__st(&r->state, REC_WAITING);
-    if (tail == 0 && sab__ld(&bk->head) == 0) {
-      sab__st(&bk->head, i);
-      sab__st(&bk->tail, i);
-      __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
-    } else if (rec_ok(tail) && tail != i && sab__ld(&sab__record(sp, tail)->next) == 0) {
-      sab__st(&sab__record(sp, tail)->next, i);
-      sab__st(&bk->tail, i);
-      __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
-    } else {
-      /* The list did not check out: rebuild it, ours included (counted). */
-      repair_counted(sp, b, 1);
-    }
+    sab__space_queue(sp, b, i, off, watch, flags, 1);
     *rec = i;
   }
   __atomic_fetch_sub(count, 1, __ATOMIC_SEQ_CST);
   unlock_bucket(bk);
-  if (result != SAB_PENDING) record_free(sp, i, id);
+  if (result != SAB_PENDING) sab__space_free(sp, i, id);
   return result;
 }
 
@@ -387,7 +395,7 @@ int sab_space_settle(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off, i
     result = result_of(s);
     if (result == SAB_PENDING) result = SAB_CANCELLED;
     if (token != NULL) *token = sab__ld(&r->token);
-    record_free(sp, rec, id);
+    sab__space_free(sp, rec, id);
   }
   if (bk != NULL) unlock_bucket(bk);
   return result;
@@ -418,6 +426,41 @@ static void notify_record(sab_space_t *sp, uint32_t b, uint32_t i, wakes_t *w) {
   }
 }
 
+typedef struct {
+  uint32_t key, found;
+  sab__deaths_t *dead;
+} oldest_t;
+
+static int oldest_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
+  oldest_t *o = ctx;
+  sab__record_t *r = sab__record(sp, i);
+  if (sab__ld(&r->key) != o->key) return 0;
+  uint32_t owner = sab__ld(&r->owner);
+  if (!sab__space_alive_locked(sp, owner, o->dead)) {
+    unlink_record(sp, b, i, REC_CANCELLED);
+    sab__space_free(sp, i, owner);
+    return 0;
+  }
+  o->found = i;
+  return 1;
+}
+
+uint32_t sab__space_oldest(sab_space_t *sp, uint32_t b, uint32_t key, sab__deaths_t *dead) {
+  oldest_t o = {key, 0, dead};
+  walk(sp, b, oldest_visit, &o);
+  return o.found;
+}
+
+uint32_t sab__space_owner(sab_space_t *sp, uint32_t i) {
+  return sab__ld(&sab__record(sp, i)->owner);
+}
+
+void sab__space_notify_token(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t token,
+                             sab__wakes_t *w) {
+  sab__st(&sab__record(sp, i)->token, token);
+  notify_record(sp, b, i, w);
+}
+
 static int notify_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
   notify_t *n = ctx;
   sab__record_t *r = sab__record(sp, i);
@@ -426,7 +469,7 @@ static int notify_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
   if (!sab__space_alive_locked(sp, owner, &n->dead)) {
     /* Its thread is gone: a wake counted for it would be lost. */
     unlink_record(sp, b, i, REC_CANCELLED);
-    record_free(sp, i, owner);
+    sab__space_free(sp, i, owner);
     return 0;
   }
   notify_record(sp, b, i, &n->wakes);
@@ -458,7 +501,7 @@ static int count_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
   uint32_t owner = sab__ld(&r->owner);
   if (!sab__space_alive_locked(sp, owner, &c->dead)) {
     unlink_record(sp, b, i, REC_CANCELLED); /* as notify would: not a waiter */
-    record_free(sp, i, owner);
+    sab__space_free(sp, i, owner);
     return 0;
   }
   c->n++;
@@ -482,15 +525,24 @@ uint32_t sab_space_waiters(sab_space_t *sp, uint32_t off) {
 typedef struct {
   uint32_t id;
   wakes_t wakes;
+  uint32_t semas[8]; /* semaphores with waiters here: their hooks run after the walk */
+  unsigned nsemas;
 } death_t;
 
 static int death_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
   death_t *d = ctx;
   sab__record_t *r = sab__record(sp, i);
-  uint32_t owner = sab__ld(&r->owner), watch = sab__ld(&r->watch);
+  uint32_t owner = sab__ld(&r->owner), watch = sab__ld(&r->watch), key = sab__ld(&r->key);
+  if ((key & 1u) && owner != d->id) {
+    unsigned k = 0;
+    while (k < d->nsemas && d->semas[k] != (key & ~3u)) k++;
+    if (k == d->nsemas && d->nsemas < sizeof d->semas / sizeof d->semas[0]) {
+      d->semas[d->nsemas++] = key & ~3u;
+    }
+  }
   if (owner == d->id) {
     unlink_record(sp, b, i, REC_CANCELLED); /* its thread will never look */
-    record_free(sp, i, owner);
+    sab__space_free(sp, i, owner);
   } else if (watch == d->id || watch == SAB_WATCH_ANY) {
     notify_record(sp, b, i, &d->wakes);
   }
@@ -498,19 +550,25 @@ static int death_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
 }
 
 void sab__space_wake_watchers(sab_space_t *sp, uint32_t id) {
-  death_t d = {id, {{0}, 0}};
+  death_t d = {id, {{0}, 0}, {0}, 0};
   for (uint32_t b = 0; b < NBUCKETS; b++) {
     sab__sbucket_t *bk = lock_bucket(sp, b);
     if (bk == NULL) continue;
+    d.nsemas = 0;
     walk(sp, b, death_visit, &d);
+    sab__deaths_t dead = {{0}, 0};
+    /* Semaphores whose waiters queue here: slots of the dead go to them. */
+    for (unsigned k = 0; k < d.nsemas; k++)
+      sab__space_sema_died(sp, b, d.semas[k], &d.wakes, &dead);
     unlock_bucket(bk);
     wakes_run(&d.wakes);
+    sab__space_flush_deaths(sp, &dead);
   }
   /* Records the dead took but had not queued, or had been woken in and not
    * yet freed: nobody else names them. */
   for (uint32_t i = 1; i <= NRECORDS; i++) {
     sab__record_t *r = sab__record(sp, i);
-    if (sab__ld(&r->owner) == id && !QUEUED(sab__ld(&r->state))) record_free(sp, i, id);
+    if (sab__ld(&r->owner) == id && !QUEUED(sab__ld(&r->state))) sab__space_free(sp, i, id);
   }
 }
 
@@ -529,6 +587,36 @@ int sab_space_wait(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t
 }
 
 #else /* !__linux__ */
+
+void sab__space_queue(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t off, uint32_t watch,
+                      uint32_t flags, uint32_t raised) {
+  sab__sbucket_t *bk = sab__sbucket(sp, b);
+  sab__record_t *r = sab__record(sp, i);
+  int32_t *count = sab__count(sp, b);
+  uint32_t seq = sab__ld(&bk->seq), tail = sab__ld(&bk->tail);
+  sab__st(&bk->seq, seq + 1);
+  /* SAB_SPACE_SEMA: a semaphore's queue, keyed off | 1 (see sabsync_space.h). */
+  sab__st(&r->key, off | ((flags & SAB_SPACE_SEMA) ? 1u : 0u));
+  sab__st(&r->watch, watch);
+  sab__st(&r->flags, flags & 0xFFu);
+  sab__st(&r->token, 0xFFFFFFFFu);
+  sab__st(&r->seq, seq);
+  sab__st(&r->next, 0);
+  sab__st(&r->prev, tail);
+  sab__st(&r->state, REC_WAITING);
+  if (tail == 0 && sab__ld(&bk->head) == 0) {
+    sab__st(&bk->head, i);
+    sab__st(&bk->tail, i);
+    __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
+  } else if (rec_ok(tail) && tail != i && sab__ld(&sab__record(sp, tail)->next) == 0) {
+    sab__st(&sab__record(sp, tail)->next, i);
+    sab__st(&bk->tail, i);
+    __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
+  } else {
+    /* The list did not check out: rebuild it, ours included (counted). */
+    repair_counted(sp, b, raised);
+  }
+}
 
 int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t expected,
                       uint32_t watch, uint32_t epoch, uint32_t flags, uint32_t *rec) {

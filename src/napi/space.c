@@ -75,6 +75,7 @@ typedef struct reg_s {
   pthread_mutex_t mu;
   pending_t *pending; /* guarded by mu */
   int stop;           /* guarded by mu */
+  int idle;           /* guarded by mu: the waker sleeps with no deadline */
   int waker_started;  /* env thread only */
   pthread_t waker;
 } reg_t;
@@ -212,10 +213,11 @@ static void *waker_main(void *arg) {
        * looked: its JS looks again (spaceSettle decides which). */
       if (s != SAB_PENDING || (p->watch != 0 && p->epoch != epoch)) {
         ring_proxy(p);
-      } else if (p->watch != 0) {
-        watching = 1;
+      } else if (p->watch != 0 || (p->flags & SAB_SPACE_SEMA)) {
+        watching = 1; /* a semaphore's waiter waits for holders that may die */
       }
     }
+    reg->idle = !watching;
     pthread_mutex_unlock(&reg->mu);
     uint64_t now = sab_now();
     if (watching && now - last_reap >= WATCH_NS) {
@@ -245,16 +247,21 @@ static int waker_start(napi_env env, reg_t *reg) {
   return 0;
 }
 
-static void waker_stop(reg_t *reg) {
-  if (!reg->waker_started) return;
-  pthread_mutex_lock(&reg->mu);
-  reg->stop = 1;
-  pthread_mutex_unlock(&reg->mu);
+/* Wake the waker: it looks at its pending waits again. */
+static void ring(reg_t *reg) {
   uint32_t *bell = sab_space_doorbell(reg->sp, reg->id);
   __atomic_fetch_add(bell, 1, __ATOMIC_SEQ_CST);
 #ifdef __linux__
   syscall(SYS_futex, bell, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
 #endif
+}
+
+static void waker_stop(reg_t *reg) {
+  if (!reg->waker_started) return;
+  pthread_mutex_lock(&reg->mu);
+  reg->stop = 1;
+  pthread_mutex_unlock(&reg->mu);
+  ring(reg);
   pthread_join(reg->waker, NULL);
   reg->waker_started = 0;
   reg->stop = 0;
@@ -268,7 +275,11 @@ static void waker_stop(reg_t *reg) {
 static void drop_pending(reg_t *reg, pending_t *p) {
   uint32_t token = SAB_SEMA_NO_TOKEN;
   int r = sab_space_settle(reg->sp, reg->id, p->rec, p->off, SAB_CANCELLED, &token);
-  if (r == SAB_OK && !(p->flags & SAB_SPACE_SEMA)) sab_space_notify(reg->sp, p->off, 1);
+  if (r == SAB_OK && (p->flags & SAB_SPACE_SEMA)) {
+    sab_space_sema_give_back(reg->sp, reg->id, p->off, token);
+  } else if (r == SAB_OK) {
+    sab_space_notify(reg->sp, p->off, 1);
+  }
   if (p->keep != NULL) napi_delete_reference(reg->env, p->keep);
   free(p);
 }
@@ -617,34 +628,24 @@ static napi_value space_wait(napi_env env, napi_callback_info info) {
 /* spaceWaitAsync(handle, off, size, value, watch, epoch, proxy, flags)
  * -> rec (> 0), queued, its wake delivered through `proxy` (an Int32Array
  * of one element over a SharedArrayBuffer, holding 0); or -1 - result. */
-static napi_value space_wait_async(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 8, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
-  uint32_t off, watch, epoch, flags, rec;
-  int size;
-  int64_t expected;
+/* A pending entry for an async wait whose wake goes through `proxy` (an
+ * Int32Array of one element over a SharedArrayBuffer, holding 0). NULL
+ * with an exception pending. */
+static pending_t *pending_new(napi_env env, reg_t *reg, napi_value proxy) {
   napi_typedarray_type type;
-  size_t length, boff;
+  size_t length = 0, boff;
   void *data = NULL;
   napi_value ab;
-  bool is_ta = false, is_sab = false;
-  if (reg == NULL) return NULL;
-  if (get_cell(env, argv[1], argv[2], &off, &size) != 0 ||
-      get_expected(env, argv[3], size, &expected) != 0 || get_u32(env, argv[4], &watch) != 0 ||
-      get_u32(env, argv[5], &epoch) != 0 || get_u32(env, argv[7], &flags) != 0) {
-    return NULL;
-  }
-  SAB_CALL(env, napi_is_typedarray(env, argv[6], &is_ta), NULL);
+  bool is_ta = false, is_ab = true;
+  SAB_CALL(env, napi_is_typedarray(env, proxy, &is_ta), NULL);
   if (is_ta) {
-    SAB_CALL(env, napi_get_typedarray_info(env, argv[6], &type, &length, &data, &ab, &boff), NULL);
+    SAB_CALL(env, napi_get_typedarray_info(env, proxy, &type, &length, &data, &ab, &boff), NULL);
     /* Node 20 has no napi_is_sharedarraybuffer; a typed array's buffer that
      * is no ArrayBuffer is a SharedArrayBuffer, which cannot be detached,
      * so `data` stays valid while p->keep holds it. */
-    bool is_ab = true;
     SAB_CALL(env, napi_is_arraybuffer(env, ab, &is_ab), NULL);
-    is_sab = !is_ab;
   }
-  if (!is_ta || type != napi_int32_array || length < 1 || data == NULL || !is_sab) {
+  if (!is_ta || type != napi_int32_array || length < 1 || data == NULL || is_ab) {
     napi_throw_type_error(env, NULL, "proxy must be an Int32Array over a SharedArrayBuffer");
     return NULL;
   }
@@ -659,24 +660,71 @@ static napi_value space_wait_async(napi_env env, napi_callback_info info) {
     return NULL;
   }
   p->proxy = data;
+  return p;
+}
+
+static void pending_free(reg_t *reg, pending_t *p) {
+  napi_delete_reference(reg->env, p->keep);
+  free(p);
+}
+
+/* Under reg->mu: list a queued record (see waker_main). Answers whether the
+ * waker must be rung after unlocking: it sleeps without a deadline, and
+ * this record needs lifeline probes while it waits. */
+static int pending_add(reg_t *reg, pending_t *p, uint32_t rec) {
+  p->rec = rec;
+  p->next = reg->pending;
+  reg->pending = p;
+  int wake = reg->idle && (p->watch != 0 || (p->flags & SAB_SPACE_SEMA));
+  if (wake) reg->idle = 0;
+  return wake;
+}
+
+/* The pending entry of `rec`, unlisted; NULL with an exception pending. */
+static pending_t *pending_take(napi_env env, reg_t *reg, uint32_t rec) {
+  pending_t *p = NULL;
+  pthread_mutex_lock(&reg->mu);
+  for (pending_t **pp = &reg->pending; *pp != NULL; pp = &(*pp)->next) {
+    if ((*pp)->rec == rec) {
+      p = *pp;
+      *pp = p->next;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&reg->mu);
+  if (p == NULL) napi_throw_error(env, "ERR_SABSYNC_NAPI", "no such pending wait");
+  return p;
+}
+
+/* spaceWaitAsync(handle, off, size, value, watch, epoch, proxy)
+ * -> rec (> 0), queued, its wake delivered through `proxy`; or -1 - result. */
+static napi_value space_wait_async(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 7, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  uint32_t off, watch, epoch, rec;
+  int size;
+  int64_t expected;
+  if (reg == NULL) return NULL;
+  if (get_cell(env, argv[1], argv[2], &off, &size) != 0 ||
+      get_expected(env, argv[3], size, &expected) != 0 || get_u32(env, argv[4], &watch) != 0 ||
+      get_u32(env, argv[5], &epoch) != 0) {
+    return NULL;
+  }
+  pending_t *p = pending_new(env, reg, argv[6]);
+  if (p == NULL) return NULL;
   p->off = off;
   p->watch = watch;
   p->epoch = epoch;
-  p->flags = flags & SAB_SPACE_SEMA;
   /* Queued and listed under reg->mu: the waker sees the record listed
    * whenever it looks after a notify rang the doorbell (see waker_main). */
   pthread_mutex_lock(&reg->mu);
-  int r = sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch,
-                            SAB_SPACE_ASYNC | p->flags, &rec);
-  if (r == SAB_PENDING) {
-    p->rec = rec;
-    p->next = reg->pending;
-    reg->pending = p;
-  }
+  int r =
+      sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch, SAB_SPACE_ASYNC, &rec);
+  int wake = r == SAB_PENDING && pending_add(reg, p, rec);
   pthread_mutex_unlock(&reg->mu);
+  if (wake) ring(reg);
   if (r == SAB_PENDING) return number(env, rec);
-  napi_delete_reference(env, p->keep);
-  free(p);
+  pending_free(reg, p);
   if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT) {
     throw_space(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "waitAsync");
     return NULL;
@@ -690,28 +738,15 @@ static napi_value space_wait_async(napi_env env, napi_callback_info info) {
 static napi_value space_settle(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 3, NULL);
   reg_t *reg = unwrap(env, argv[0]);
-  uint32_t rec, why, token = SAB_SEMA_NO_TOKEN;
+  uint32_t rec, why;
   if (reg == NULL || get_u32(env, argv[1], &rec) != 0 || get_u32(env, argv[2], &why) != 0) {
     return NULL;
   }
-  pending_t *p = NULL;
-  pthread_mutex_lock(&reg->mu);
-  for (pending_t **pp = &reg->pending; *pp != NULL; pp = &(*pp)->next) {
-    if ((*pp)->rec == rec) {
-      p = *pp;
-      *pp = p->next;
-      break;
-    }
-  }
-  pthread_mutex_unlock(&reg->mu);
-  if (p == NULL) {
-    napi_throw_error(env, "ERR_SABSYNC_NAPI", "spaceSettle: no such pending wait");
-    return NULL;
-  }
+  pending_t *p = pending_take(env, reg, rec);
+  if (p == NULL) return NULL;
   int r = sab_space_settle(reg->sp, reg->id, rec, p->off,
-                           why == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_CANCELLED, &token);
-  napi_delete_reference(env, p->keep);
-  free(p);
+                           why == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_CANCELLED, NULL);
+  pending_free(reg, p);
   return number(env, code(r));
 }
 
@@ -737,18 +772,186 @@ static napi_value space_waiters(napi_env env, napi_callback_info info) {
   return number(env, sab_space_waiters(reg->sp, off));
 }
 
+/* ---- the token semaphore in a space (src/core/space_sema.c) ---- */
+
+static napi_value sema_corrupt(napi_env env) {
+  throw_space(env, SAB_E_CORRUPT, "Sema");
+  return NULL;
+}
+
+/* (handle, off) of a Sema in a space. */
+static reg_t *sema_args(napi_env env, napi_value h, napi_value voff, uint32_t *off) {
+  reg_t *reg = unwrap(env, h);
+  if (reg == NULL || get_u32(env, voff, off) != 0) return NULL;
+  return reg;
+}
+
+/* spaceSemaTry(handle, off) -> token, or -1 when none is free (or others wait) */
+static napi_value space_sema_try(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  uint32_t off, token;
+  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  if (reg == NULL) return NULL;
+  int r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, NULL);
+  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  return number(env, r == SAB_OK ? (double)token : -1);
+}
+
+/* spaceSemaAcquire(handle, off, timeoutMs) -> token, or -1 on timeout. Blocks
+ * in slices as spaceWait does, probing lifelines meanwhile (a holder killed
+ * with SIGKILL gives its slot back when found). */
+static napi_value space_sema_acquire(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  uint32_t off, token = SAB_SEMA_NO_TOKEN, rec;
+  double ms;
+  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  sab_env_t *e = reg != NULL ? env_of(env) : NULL;
+  if (e == NULL || get_double(env, argv[2], &ms) != 0) return NULL;
+  uint64_t deadline = deadline_of(ms), last_reap = sab_now();
+  int r;
+  for (;;) {
+    r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, &rec);
+    while (r == SAB_PENDING) {
+      uint64_t now = sab_now();
+      if (now >= deadline) {
+        r = sab_space_settle(reg->sp, reg->id, rec, off, SAB_TIMED_OUT, &token);
+        break;
+      }
+      r = sab_space_park(reg->sp, rec, deadline - now > SLICE_NS ? now + SLICE_NS : deadline);
+      if (r != SAB_PENDING) {
+        r = sab_space_settle(reg->sp, reg->id, rec, off, SAB_TIMED_OUT, &token);
+        break;
+      }
+      if (sab_napi_env_terminating(e)) {
+        if (sab_space_settle(reg->sp, reg->id, rec, off, SAB_CANCELLED, &token) == SAB_OK) {
+          sab_space_sema_give_back(reg->sp, reg->id, off, token);
+        }
+        return NULL;
+      }
+      if (sab_now() - last_reap >= WATCH_NS) {
+        last_reap = sab_now();
+        sab_space_reap(reg->sp);
+      }
+    }
+    if (r != SAB_OK || token != SAB_SEMA_NO_TOKEN) break;
+    if (sab_napi_env_terminating(e)) return NULL; /* woken without a slot: again */
+  }
+  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  if (r == SAB_E_SPACE_FULL) {
+    throw_space(env, r, "Sema acquire");
+    return NULL;
+  }
+  if (r != SAB_OK) return number(env, -1);
+  if (sab_napi_env_terminating(e)) {
+    sab_space_sema_give_back(reg->sp, reg->id, off, token);
+    return NULL;
+  }
+  return number(env, token);
+}
+
+/* spaceSemaAcquireAsync(handle, off, proxy) -> a token (>= 0: one was
+ * free), or -rec: queued, its slot delivered through `proxy` (as
+ * spaceWaitAsync), then taken with spaceSemaSettle. */
+static napi_value space_sema_acquire_async(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  uint32_t off, token, rec;
+  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  if (reg == NULL) return NULL;
+  pending_t *p = pending_new(env, reg, argv[2]);
+  if (p == NULL) return NULL;
+  p->off = off;
+  p->flags = SAB_SPACE_SEMA;
+  pthread_mutex_lock(&reg->mu);
+  int r = sab_space_sema_acquire(reg->sp, reg->id, off, SAB_SPACE_ASYNC, &token, &rec);
+  int wake = r == SAB_PENDING && pending_add(reg, p, rec);
+  pthread_mutex_unlock(&reg->mu);
+  if (wake) ring(reg);
+  if (r == SAB_PENDING) return number(env, -(double)rec);
+  pending_free(reg, p);
+  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  if (r != SAB_OK) {
+    throw_space(env, r, "Sema acquire");
+    return NULL;
+  }
+  return number(env, token);
+}
+
+/* spaceSemaSettle(handle, rec, why) -> the token the record was handed, -1
+ * (it left the queue by its deadline or an abort), or -2 (woken without a
+ * slot: acquire again). */
+static napi_value space_sema_settle(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  uint32_t rec, why, token = SAB_SEMA_NO_TOKEN;
+  if (reg == NULL || get_u32(env, argv[1], &rec) != 0 || get_u32(env, argv[2], &why) != 0) {
+    return NULL;
+  }
+  pending_t *p = pending_take(env, reg, rec);
+  if (p == NULL) return NULL;
+  int r = sab_space_settle(reg->sp, reg->id, rec, p->off,
+                           why == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_CANCELLED, &token);
+  pending_free(reg, p);
+  if (r != SAB_OK) return number(env, -1);
+  return number(env, token == SAB_SEMA_NO_TOKEN ? -2 : (double)token);
+}
+
+/* spaceSemaRelease(handle, off, slot) -> slot * 4 + info bits, or -1 (not a
+ * slot this thread holds); slot -1: the one it got most recently. */
+static napi_value space_sema_release(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  uint32_t off, bits = 0;
+  int64_t slot;
+  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  if (reg == NULL) return NULL;
+  SAB_CALL(env, napi_get_value_int64(env, argv[2], &slot), NULL);
+  int r = sab_space_sema_release(reg->sp, reg->id, off, slot < 0 ? -1 : slot, &bits);
+  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  return number(env, r < 0 ? -1 : (double)r * 4 + bits);
+}
+
+/* spaceSemaWaiting(handle, off) -> queued acquires, every process */
+static napi_value space_sema_waiting(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  uint32_t off;
+  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  return reg != NULL ? number(env, sab_space_sema_waiting(reg->sp, off)) : NULL;
+}
+
+/* spaceSemaAvailable(handle, off) -> pooled slots, after reclaiming the dead's */
+static napi_value space_sema_available(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  uint32_t off;
+  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  if (reg == NULL) return NULL;
+  int r = sab_space_sema_available(reg->sp, off);
+  return r < 0 ? sema_corrupt(env) : number(env, r);
+}
+
 int sab_napi_space_register(napi_env env, napi_value exports) {
   static const struct {
     const char *name;
     napi_callback cb;
   } fns[] = {
-      {"spaceOpen", space_open},       {"spaceClose", space_close},
-      {"spaceUnlink", space_unlink},   {"spaceLookup", space_lookup},
-      {"spacePublish", space_publish}, {"spaceAbandon", space_abandon},
-      {"spaceAlive", space_alive},     {"spaceReap", space_reap},
-      {"spaceWait", space_wait},       {"spaceWaitAsync", space_wait_async},
-      {"spaceSettle", space_settle},   {"spaceNotify", space_notify},
+      {"spaceOpen", space_open},
+      {"spaceClose", space_close},
+      {"spaceUnlink", space_unlink},
+      {"spaceLookup", space_lookup},
+      {"spacePublish", space_publish},
+      {"spaceAbandon", space_abandon},
+      {"spaceAlive", space_alive},
+      {"spaceReap", space_reap},
+      {"spaceWait", space_wait},
+      {"spaceWaitAsync", space_wait_async},
+      {"spaceSettle", space_settle},
+      {"spaceNotify", space_notify},
       {"spaceWaiters", space_waiters},
+      {"spaceSemaTry", space_sema_try},
+      {"spaceSemaAcquire", space_sema_acquire},
+      {"spaceSemaAcquireAsync", space_sema_acquire_async},
+      {"spaceSemaSettle", space_sema_settle},
+      {"spaceSemaRelease", space_sema_release},
+      {"spaceSemaWaiting", space_sema_waiting},
+      {"spaceSemaAvailable", space_sema_available},
   };
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
     napi_value fn;

@@ -473,6 +473,98 @@ static void test_scribbler(void) {
   sab_space_close(sp);
 }
 
+/* A semaphore of nr slots in the space, by key. */
+static uint32_t sema_in(sab_space_t *sp, const char *key, uint32_t nr) {
+  uint32_t off = 0, params[SAB_SPACE_NPARAMS] = {nr, 0, 0, 0};
+  uint32_t bytes = (uint32_t)sab_sema_bytes(nr);
+  int r = sab_space_lookup(sp, key, strlen(key), 10, params, bytes, &off);
+  if (r == SAB_SPACE_CREATE) {
+    sab_sema_t s;
+    CHECK(sab_sema_init(&s, (char *)at(sp, off), bytes, nr) == 0);
+    sab_space_publish(sp, off);
+  }
+  CHECK(r == SAB_SPACE_CREATE || r == SAB_SPACE_ATTACH);
+  return off;
+}
+
+/* A blocking acquire: queue, sleep (probing lifelines as the binding does),
+ * take the slot the wake carries. */
+static int sema_get(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t *token) {
+  for (;;) {
+    uint32_t rec;
+    int r = sab_space_sema_acquire(sp, id, off, 0, token, &rec);
+    if (r != SAB_PENDING) return r;
+    while (sab_space_park(sp, rec, sab_now() + 200 * MS) == SAB_PENDING) sab_space_reap(sp);
+    r = sab_space_settle(sp, id, rec, off, SAB_TIMED_OUT, token);
+    if (r != SAB_OK || *token != SAB_SEMA_NO_TOKEN) return r;
+  }
+}
+
+static void test_sema(void) {
+  sab_space_t *sp = open_new("sema");
+  uint32_t off = sema_in(sp, "s", 2), me, tok;
+  int32_t *stats = at(sp, cells(sp, "stats", 4)); /* inside, most, rounds */
+  CHECK(sab_space_register(sp, &me) == 0);
+  /* Never more than nr holders across processes. */
+  pid_t kids[4];
+  for (int k = 0; k < 4; k++) {
+    kids[k] = fork();
+    if (kids[k] == 0) {
+      uint32_t id, t;
+      if (sab_space_register(sp, &id) != 0) _exit(100);
+      for (int i = 0; i < 300; i++) {
+        if (sema_get(sp, id, off, &t) != SAB_OK) _exit(101);
+        int now = __atomic_add_fetch(&stats[0], 1, __ATOMIC_SEQ_CST);
+        for (int m = __atomic_load_n(&stats[1], __ATOMIC_SEQ_CST); now > m;) {
+          if (__atomic_compare_exchange_n(&stats[1], &m, now, 0, __ATOMIC_SEQ_CST,
+                                          __ATOMIC_SEQ_CST))
+            break;
+        }
+        __atomic_fetch_sub(&stats[0], 1, __ATOMIC_SEQ_CST);
+        __atomic_fetch_add(&stats[2], 1, __ATOMIC_SEQ_CST);
+        if (sab_space_sema_release(sp, id, off, (int64_t)t, NULL) != (int)t) _exit(102);
+      }
+      sab_space_unregister(sp, id);
+      _exit(0);
+    }
+  }
+  for (int k = 0; k < 4; k++) CHECK(exit_code(kids[k]) == 0);
+  CHECK(stats[1] >= 1 && stats[1] <= 2);
+  CHECK(stats[2] == 4 * 300);
+  CHECK(sab_space_sema_available(sp, off) == 2);
+  /* A holder killed: its slots come back RECOVERED, to a try at once (it
+   * probes the holders when the pool is empty) and to a queued waiter. */
+  for (int round = 0; round < 2; round++) {
+    pid_t holder = fork();
+    if (holder == 0) {
+      uint32_t id, t;
+      if (sab_space_register(sp, &id) != 0) _exit(100);
+      sema_get(sp, id, off, &t);
+      sema_get(sp, id, off, &t);
+      stats[3] = 1;
+      for (;;) pause();
+    }
+    while (__atomic_load_n(&stats[3], __ATOMIC_SEQ_CST) == 0) sleep_ms(1);
+    stats[3] = 0;
+    CHECK(sab_space_sema_acquire(sp, me, off, 0, &tok, NULL) == SAB_TIMED_OUT);
+    kill_and_reap(holder);
+    if (round == 0) {
+      CHECK(sab_space_sema_acquire(sp, me, off, 0, &tok, NULL) == SAB_OK);
+    } else {
+      CHECK(sema_get(sp, me, off, &tok) == SAB_OK);
+    }
+    CHECK((tok & SAB_SEMA_RECOVERED) != 0);
+    CHECK(sab_space_sema_release(sp, me, off, tok & ~SAB_SEMA_RECOVERED, NULL) >= 0);
+    CHECK(sab_space_sema_available(sp, off) == 2);
+  }
+  /* Releasing a slot held by another owner, or none. */
+  CHECK(sab_space_sema_release(sp, me, off, 0, NULL) == SAB_E_BAD_TOKEN);
+  CHECK(sab_space_sema_release(sp, me, off, 7, NULL) == SAB_E_BAD_TOKEN);
+  CHECK(sab_space_sema_acquire(sp, me, off + 8, 0, &tok, NULL) == SAB_E_CORRUPT);
+  sab_space_unregister(sp, me);
+  sab_space_close(sp);
+}
+
 /* The exec'd half of test_open_and_names: attach, find "shared" = 42. */
 static int attach_main(const char *name) {
   sab_space_t *sp;
@@ -492,6 +584,7 @@ int main(int argc, char **argv) {
   test_killed_in_bucket();
   test_owners();
   test_notify_races_timeout();
+  test_sema();
   test_scribbler();
   for (int i = 0; i < nnames; i++) sab_space_unlink(names[i]);
   return report("test_space");
