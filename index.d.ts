@@ -500,6 +500,10 @@ export interface Space {
   condVar(key: string): CondVar
   rwlock(key: string, options?: { readerSlots?: number }): RWLock
   barrier(key: string, parties: number): Barrier
+  /** A Sema of `nr` tokens; `initFn`, `pauseFn`, `resumeFn` are this thread's. */
+  sema<T = number>(key: string, nr: number, options?: SemaOptions<T>): Sema<T>
+  /** A RateLimit of `rps` per `timeUnit` ms across every process. */
+  rateLimit(key: string, rps: number, options?: Omit<RateLimitOptions, 'buffer' | 'byteOffset'>): RateLimiter
   /** This thread's view ends (when its last open of this name closes); the space lives on. */
   close(): void
   /** Remove the name (a later `openShared` makes a new space); `false` if it was gone. */

@@ -140,15 +140,21 @@ t.test('a file of another layout version, or not a space, is refused', async t =
   t.equal(openShared.unlink(name), false, 'gone already')
 })
 
-t.test('close detaches this thread\'s objects; unlink leaves open spaces working', async t => {
+t.test('close ends this thread\'s owner id (and detaches its objects); unlink leaves open spaces working', async t => {
   const name = spaceName(t)
   const space = openShared(name)
   const m = space.mutex('m')
   const cells = space.int32Array('c', 1)
   t.ok(m.lock())
   space.close()
-  t.throws(() => m.unlock(), TypeError, 'its memory is no longer reachable here')
-  t.equal(cells.length, 0, 'its arrays are detached')
+  if (cells.buffer instanceof SharedArrayBuffer) {
+    // Node 24.16+ / 26.1+ hands out a SharedArrayBuffer, which cannot be
+    // detached: the objects must not be used after close (README).
+    t.comment('the space\'s buffer is a SharedArrayBuffer here: nothing to detach')
+  } else {
+    t.throws(() => m.unlock(), TypeError, 'its memory is no longer reachable here')
+    t.equal(cells.length, 0, 'its arrays are detached')
+  }
   const again = openShared(name)
   t.ok(again.mutex('m').tryLock(), 'the closed view\'s holder ended: its lock passed on')
   t.ok(again.mutex('m').ownerDied)

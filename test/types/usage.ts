@@ -77,6 +77,11 @@ async function space (): Promise<void> {
   await lock.runExclusive(() => { cells[0]++ })
   const woke: number = notify(cells, 0) + waiters(big2, 0)
   const r = s.rwlock('r', { readerSlots: 8 })
+  const pool = s.sema('pool', 2, { initFn: (slot: number) => `c${slot}` })
+  const conn: string = await pool.acquire()
+  pool.release(conn)
+  const api: RateLimiter = s.rateLimit('api', 10, { timeUnit: 1000 })
+  await api()
   void [woke, r, s.atomicFlag('f'), s.once('o'), s.latch('l', 1), s.condVar('c'), s.barrier('b', 2), s.ownerId, s.created]
   s.close()
   const gone: boolean = s.unlink() || openShared.unlink('types-sample')
