@@ -8,6 +8,7 @@
     {
       "target_name": "sabsync",
       "sources": [
+        "src/core/clock.c",
         "src/core/lot.c",
         "src/core/owner.c",
         "src/core/sema.c",
@@ -18,10 +19,16 @@
         "src/core/space_lot.c",
         "src/core/lifeline.c",
         "src/core/space_sema.c",
+        "src/napi/values.c",
         "src/napi/env.c",
-        "src/napi/binding.c",
+        "src/napi/lifecycle.c",
+        "src/napi/async.c",
+        "src/napi/park.c",
+        "src/napi/wait.c",
         "src/napi/sema.c",
-        "src/napi/space.c"
+        "src/napi/rate.c",
+        "src/napi/space.c",
+        "src/napi/binding.c"
       ],
       "include_dirs": ["include", "src/core"],
       "defines": ["NAPI_VERSION=8"],

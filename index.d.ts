@@ -72,9 +72,30 @@ export function notify(typedArray: WaitableArray, index: number, count?: number)
  */
 export function waiters(typedArray: WaitableArray, index: number): number
 
-/** sabsync's own errors: `code` starts with `ERR_SABSYNC_`. */
+/** The codes of sabsync's own errors (the registry is lib/errors.js). */
+export type SabsyncErrorCode =
+  | 'ERR_SABSYNC_BAD_MEMORY'
+  | 'ERR_SABSYNC_BAD_TOKEN'
+  | 'ERR_SABSYNC_BARRIER_BROKEN'
+  | 'ERR_SABSYNC_DEADLOCK'
+  | 'ERR_SABSYNC_NOT_OWNER'
+  | 'ERR_SABSYNC_TIMEOUT'
+  | 'ERR_SABSYNC_NOT_BUILT'
+  | 'ERR_SABSYNC_NAPI'
+  | 'ERR_SABSYNC_NOMEM'
+  | 'ERR_SABSYNC_UV'
+  | 'ERR_SABSYNC_SHARED_MISMATCH'
+  | 'ERR_SABSYNC_SHARED_FULL'
+  | 'ERR_SABSYNC_SHARED_VERSION'
+  | 'ERR_SABSYNC_SHARED_CLOSED'
+  | 'ERR_SABSYNC_SHARED_NAME'
+  | 'ERR_SABSYNC_SHARED_KEY'
+  | 'ERR_SABSYNC_SHARED_SYSTEM'
+  | 'ERR_SABSYNC_UNSUPPORTED'
+
+/** sabsync's own errors: `code` is one of {@link SabsyncErrorCode}. */
 export class SabsyncError extends Error {
-  code: string
+  code: SabsyncErrorCode
 }
 
 /** What `postMessage` carries for a shared primitive: `X.from(handle)` attaches. */

@@ -212,10 +212,16 @@ enum {
  * queued record (w->ctx): nr comes from the view, never again from the
  * shared memory, so a corrupted word cannot send an index out of bounds.
  */
-#define SAB_SEMA_MAGIC     0x53454D31 /* "SEM1" */
-#define SAB_SEMA_MAX       0x100000u  /* the most slots */
-#define SAB_SEMA_NO_TOKEN  0xFFFFFFFFu
-#define SAB_SEMA_RECOVERED 0x80000000u /* in a token: its last holder died */
+#define SAB_SEMA_MAGIC 0x53454D31 /* "SEM1" */
+/* Header words that JS reads too (Sema.from, resumeFn's watch): the
+ * magic, the pool's size, nr; the header's bytes. Layout: sema.c. */
+#define SAB_SEMA_W_MAGIC      0
+#define SAB_SEMA_W_AVAIL      1
+#define SAB_SEMA_W_NR         2
+#define SAB_SEMA_HEADER_BYTES 32
+#define SAB_SEMA_MAX          0x100000u /* the most slots */
+#define SAB_SEMA_NO_TOKEN     0xFFFFFFFFu
+#define SAB_SEMA_RECOVERED    0x80000000u /* in a token: its last holder died */
 /* sab_sema_release's *info bits. */
 #define SAB_SEMA_HANDED_SELF 1u /* the slot went to a waiter of the same owner */
 #define SAB_SEMA_POOLED      2u /* the slot went to the pool (no waiter) */
@@ -276,7 +282,10 @@ int sab_sema_wait(const sab_sema_t *s, uint32_t owner, uint64_t timeout_ns, uint
  * grants. Nothing is ever handed back: a thread that dies leaks nothing.
  */
 #define SAB_RATE_MAGIC 0x52415431 /* "RAT1" */
-#define SAB_RATE_MAX   0x100000u
+/* The rps word and the header's bytes (RateLimit.from reads them). */
+#define SAB_RATE_W_RPS        1
+#define SAB_RATE_HEADER_BYTES 32
+#define SAB_RATE_MAX          0x100000u
 
 typedef struct {
   int32_t *base;

@@ -12,6 +12,7 @@
 const { isSharedArrayBuffer, isProxy } = require('util').types
 const native = require('./native')
 const errors = require('./errors')
+const { counts, bucketOf, addressOf, seen } = require('./lot')
 const { isAbortSignal, ownSignal, guard } = require('./abort')
 const { spaceOf } = require('./space-registry')
 
@@ -20,7 +21,6 @@ const getter = name => Object.getOwnPropertyDescriptor(TypedArrayPrototype, name
 const taTag = getter(Symbol.toStringTag)
 const taBuffer = getter('buffer')
 const taLength = getter('length')
-const taByteOffset = getter('byteOffset')
 const taAt = TypedArrayPrototype.at
 
 // The errors name the argument and describe what was received. The spec's
@@ -99,31 +99,9 @@ function toNumber (name, value) {
   return +value
 }
 
-const RESULTS = ['ok', 'not-equal', 'timed-out']
+const RESULTS = native.resultNames // by result code
+const { NOT_EQUAL, ASYNC_REF, ASYNC_HANDLE } = native.constants
 const MAX_SAFE = Number.MAX_SAFE_INTEGER
-
-// SharedArrayBuffer -> address of its byte 0, fetched once per buffer. Only
-// shared buffers are ever keys, so a hit also answers IsSharedArrayBuffer.
-const bases = new WeakMap()
-
-// The lot's per-bucket waiter counters (see include/sabsync.h), or null.
-// notify skips the native call when its bucket has no waiter. Ordering: a
-// waiter raises its bucket's counter (seq-cst) before it loads the cell under
-// the bucket lock. A notifier that stored to the cell reads the counter with
-// a read-modify-write (Atomics.add of 0, a full barrier), so either it sees
-// the raised counter and takes the lock, or the waiter's load sees its store
-// and the waiter never sleeps. The RMW, not a plain load, keeps this true
-// after a plain (non-atomic) store to the cell, as with Atomics.notify.
-const counts = native.counts
-const COUNT_SHIFT = 32 - native.bucketBits
-const COUNT_STRIDE = native.countStride
-const GOLDEN = 0x9E3779B1 | 0
-
-function bucketOf (addr) {
-  // Must match sab_bucket_of(): the low 32 bits of addr / 4, times the
-  // golden ratio, top bits. addr < 2^53 and a multiple of 4: exact.
-  return (Math.imul((addr / 4) >>> 0, GOLDEN) >>> COUNT_SHIFT) * COUNT_STRIDE
-}
 
 // ValidateIntegerTypedArray(typedArray, waitable = true). Answers the
 // element size; leaves the array's length (TypedArrayLength of the record)
@@ -151,7 +129,7 @@ function validateWaitable (typedArray) {
 // A shared space's buffer (lib/space.js) counts as shared: its cells are
 // waited on in the space's queues, from any process.
 function isShared (buffer) {
-  return bases.has(buffer) || isSharedArrayBuffer(buffer) || spaceOf(buffer) !== undefined
+  return seen(buffer) || isSharedArrayBuffer(buffer) || spaceOf(buffer) !== undefined
 }
 
 // ToIndex, then the bounds check of ValidateAtomicAccess. `length` is the
@@ -213,15 +191,6 @@ function remember (typedArray, buffer, size) {
   return addr0
 }
 
-function addressOf (typedArray, buffer, i, size) {
-  let base = bases.get(buffer)
-  if (base === undefined) {
-    base = native.base(typedArray)
-    bases.set(buffer, base)
-  }
-  return base + taByteOffset.call(typedArray) + i * size
-}
-
 // Steps 1-9 of DoWait. Answers [i, v, t, size].
 function doWaitArgs (typedArray, index, value, timeout) {
   const size = validateWaitable(typedArray)
@@ -278,8 +247,8 @@ const api = {
       const p = space.waitCellAsync(addressOf(typedArray, buffer, i, size), size, v, t, signal, ref)
       return typeof p === 'string' ? { async: false, value: p } : { async: true, value: p }
     }
-    const r = native.waitAsync(typedArray, i, v, t, (ref ? 1 : 0) | (signal !== undefined ? 2 : 0))
-    if (r === 1) return { async: false, value: 'not-equal' }
+    const r = native.waitAsync(typedArray, i, v, t, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0))
+    if (r === NOT_EQUAL) return { async: false, value: 'not-equal' }
     if (signal === undefined) return { async: true, value: r }
     guard(signal, r[1], r[0])
     return { async: true, value: r[0] }
@@ -333,9 +302,5 @@ module.exports = {
   wait: api.wait,
   waitAsync: api.waitAsync,
   notify: api.notify,
-  waiters: api.waiters,
-  // For the primitives built on the lot.
-  addressOf,
-  bucketOf,
-  counts
+  waiters: api.waiters
 }

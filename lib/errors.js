@@ -31,13 +31,39 @@ function outOfRange (name, expected, value) {
   return err
 }
 
+// The registry of sabsync's own error codes: each one, and when it is
+// thrown. index.d.ts types `SabsyncError.code` as the union of these;
+// test/errors.test.js checks that every code used in lib/ and src/ is here
+// and that the union agrees.
+const CODES = Object.freeze({
+  ERR_SABSYNC_BAD_MEMORY: 'the memory does not hold a valid object of that kind now (overwritten, or never made one)',
+  ERR_SABSYNC_BAD_TOKEN: 'a Sema token released that this thread does not hold',
+  ERR_SABSYNC_BARRIER_BROKEN: 'a Barrier round was broken (a party died, timed out or aborted) and not reset()',
+  ERR_SABSYNC_DEADLOCK: 'a blocking lock by the thread that already holds it',
+  ERR_SABSYNC_NOT_OWNER: 'an unlock by a thread that does not hold the lock',
+  ERR_SABSYNC_TIMEOUT: 'runExclusive() did not get the lock within its timeout',
+  ERR_SABSYNC_NOT_BUILT: 'no native addon loads on this platform',
+  ERR_SABSYNC_NAPI: 'a Node-API call failed inside the addon',
+  ERR_SABSYNC_NOMEM: 'the addon ran out of memory',
+  ERR_SABSYNC_UV: 'the addon could not set up its libuv handles',
+  ERR_SABSYNC_SHARED_MISMATCH: 'openShared: a key used with another kind or parameters, or a space opened with another size',
+  ERR_SABSYNC_SHARED_FULL: 'openShared: no room left in the space (heap, directory, thread slots or waiter records)',
+  ERR_SABSYNC_SHARED_VERSION: 'openShared: the file is not a space of this layout version',
+  ERR_SABSYNC_SHARED_CLOSED: 'a shared space used after close()',
+  ERR_SABSYNC_SHARED_NAME: 'openShared: a name the addon refused (JS checks names first)',
+  ERR_SABSYNC_SHARED_KEY: 'a shared space key the addon refused (JS checks keys first)',
+  ERR_SABSYNC_SHARED_SYSTEM: 'openShared: a system call failed (permissions, /dev/shm); the message says which',
+  ERR_SABSYNC_UNSUPPORTED: 'openShared on a platform where processes cannot share the space'
+})
+
 class SabsyncError extends Error {
   constructor (code, message) {
     super(message)
+    if (!Object.hasOwn(CODES, code)) throw new TypeError(`sabsync: unregistered error code ${code} (lib/errors.js)`)
     this.code = code
   }
 
   get name () { return 'SabsyncError' }
 }
 
-module.exports = { describe, invalidType, outOfRange, SabsyncError }
+module.exports = { describe, invalidType, outOfRange, SabsyncError, CODES }

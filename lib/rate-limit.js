@@ -19,9 +19,7 @@ const native = require('./native')
 const { Sema } = require('./sema')
 const { memoryOf, handleOf, parseTimeout, isAbortSignal, ownSignal, SabsyncError, invalidType, outOfRange } = require('./shared')
 
-const MAX = 0x100000 // SAB_RATE_MAX
-const MAGIC = 0x52415431 // SAB_RATE_MAGIC
-const HEADER_BYTES = 32
+const { RATE_MAX: MAX, RATE_MAGIC: MAGIC, RATE_W_RPS: W_RPS, RATE_HEADER_BYTES: HEADER_BYTES } = native.constants
 
 // The bytes of a limiter: its grant ring, then its turn (a Sema of 1).
 const bytesFor = rps => native.rateBytes(rps) + Sema.byteLengthFor(1)
@@ -180,7 +178,7 @@ RateLimit.from = function from (handle) {
   if (typeof handle === 'function' && isSharedArrayBuffer(handle.buffer)) handle = { buffer: handle.buffer, byteOffset: handle.byteOffset }
   const { buffer, byteOffset } = handleOf('RateLimit', handle)
   const head = memoryOf('RateLimit', HEADER_BYTES, { buffer, byteOffset })
-  const rps = Atomics.load(head.i32, 1)
+  const rps = Atomics.load(head.i32, W_RPS)
   if (Atomics.load(head.i32, 0) !== MAGIC || !(rps >= 1 && rps <= MAX)) {
     throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `sabsync: no RateLimit at byteOffset ${head.byteOffset} of this buffer`)
   }

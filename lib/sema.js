@@ -15,15 +15,20 @@ const { describe } = require('./errors')
 const { guard } = require('./abort')
 const { spaceOf } = require('./space-registry')
 
-const MAX = 0x100000 // SAB_SEMA_MAX
+const {
+  SEMA_MAX: MAX,
+  SEMA_RECOVERED: RECOVERED, // in a native token: its last holder died
+  SEMA_HANDED_SELF: HANDED_SELF, // semaRelease's info bits
+  SEMA_POOLED: POOLED,
+  SEMA_MAGIC: MAGIC,
+  SEMA_W_AVAIL: W_AVAIL, // the pool's size; its address keys refill watchers
+  SEMA_W_NR: W_NR,
+  SEMA_HEADER_BYTES: HEADER_BYTES,
+  SEMA_NO_TOKEN: NO_TOKEN, // an async acquire woken without a token
+  ASYNC_REF,
+  ASYNC_HANDLE
+} = native.constants
 const DEFAULT_NR = 64 // the tokens that Sema.byteLength holds
-const RECOVERED = 0x80000000 // SAB_SEMA_RECOVERED, in a native token
-const HANDED_SELF = 1 // semaRelease's info bits
-const POOLED = 2
-const MAGIC = 0x53454D31 // SAB_SEMA_MAGIC
-const W_AVAIL = 1 // the pool's size; its address keys refill watchers
-const W_NR = 2
-const HEADER_BYTES = 32
 const ATTACH = Symbol('attach') // Sema.from's way through the constructor
 
 let pausedOf, resume // set in Sema's static block
@@ -37,7 +42,7 @@ const LOCAL_OPS = {
   acquire: (v, ms) => native.semaAcquire(v, ms),
   // A token, or a promise of one (-1: timed out, -2: woken without one).
   acquireAsync (v, i32, timeout, signal, ref) {
-    const r = native.semaAcquireAsync(i32, timeout, (ref ? 1 : 0) | (signal !== undefined ? 2 : 0))
+    const r = native.semaAcquireAsync(i32, timeout, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0))
     if (typeof r === 'number' || signal === undefined) return r
     guard(signal, r[1], r[0])
     return r[0]
@@ -271,8 +276,8 @@ class Sema {
       else local.queued--
       const value = t >= 0 ? this.#got(t) : undefined
       if (local.queued === 0) resumeCheck(this.#i32, local)
-      // -2: woken without a token by a stray notify on our word: queue again.
-      return t === -2 ? this.#acquire({ timeout, signal, ref }) : value
+      // Woken without a token (a stray wake on the waiters' key): queue again.
+      return t === NO_TOKEN ? this.#acquire({ timeout, signal, ref }) : value
     }, err => {
       local.queued--
       if (local.queued === 0) resumeCheck(this.#i32, local)

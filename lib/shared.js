@@ -6,7 +6,6 @@
 
 const { isSharedArrayBuffer } = require('util').types
 const native = require('./native')
-const { addressOf, bucketOf, counts } = require('./atomics')
 const { invalidType, outOfRange, SabsyncError } = require('./errors')
 const { isAbortSignal, ownSignal, guard } = require('./abort')
 const { spaceOf } = require('./space-registry')
@@ -30,11 +29,9 @@ function isMemory (buffer) {
   return isSharedArrayBuffer(buffer) || spaceOf(buffer) !== undefined
 }
 
-// Result codes of native.wait / native.waitAsync.
-const OK = 0
-const NOT_EQUAL = 1
-const TIMED_OUT = 2
-const OWNER_DEAD = 3
+// Result codes of native.wait / native.waitAsync, and the flags of
+// native.waitAsync (src/napi/binding.c exports the core's values).
+const { OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD, WATCH_ANY, ASYNC_REF, ASYNC_HANDLE } = native.constants
 
 // The memory of a primitive needing `byteLength` bytes: a fresh
 // SharedArrayBuffer, or options.buffer at options.byteOffset (8-aligned,
@@ -118,26 +115,10 @@ function parkAsync (i32, index, value, timeout, signal, ref, watch, epoch) {
   if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
   const space = spaceOf(i32.buffer)
   if (space !== undefined) return space.parkAsync(i32, index, value, timeout, signal, ref, watch, epoch)
-  const r = native.waitAsync(i32, index, value, timeout, (ref ? 1 : 0) | (signal !== undefined ? 2 : 0), watch, epoch)
+  const r = native.waitAsync(i32, index, value, timeout, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0), watch, epoch)
   if (typeof r === 'number' || signal === undefined) return r
   guard(signal, r[1], r[0])
   return r[0]
-}
-
-// Wake up to `count` waiters of i32[index]; skips the native call when the
-// bucket has no waiter (see lib/atomics.js for why that is safe).
-function wake (i32, index, count = Infinity) {
-  const space = spaceOf(i32.buffer)
-  if (space !== undefined) return space.wake(i32, index, count)
-  const addr = addressOf(i32, i32.buffer, index, 4)
-  if (counts !== null && Atomics.add(counts, bucketOf(addr), 0) === 0) return 0
-  return native.notify(addr, count)
-}
-
-function waitersOn (i32, index) {
-  const space = spaceOf(i32.buffer)
-  if (space !== undefined) return space.waitersOn(i32, index)
-  return native.waiters(addressOf(i32, i32.buffer, index, 4))
 }
 
 module.exports = {
@@ -148,7 +129,9 @@ module.exports = {
   NOT_EQUAL,
   TIMED_OUT,
   OWNER_DEAD,
-  WATCH_ANY: 0xFFFFFFFF,
+  WATCH_ANY,
+  ASYNC_REF,
+  ASYNC_HANDLE,
   alive: native.alive,
   deathEpoch: native.deathEpoch,
   memoryOf,
@@ -159,8 +142,6 @@ module.exports = {
   ownSignal,
   parkSync,
   parkAsync,
-  wake,
-  waitersOn,
   SabsyncError,
   invalidType,
   outOfRange

@@ -11,7 +11,7 @@
 // the previous park (OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD; -1 at first).
 
 const native = require('./native')
-const { addressOf, bucketOf, counts } = require('./atomics')
+const { addressOf, bucketOf, counts } = require('./lot')
 const { parkSync, parkAsync, handleOf, invalidType, ownersOf, isMemory, OK, TIMED_OUT, WATCH_ANY } = require('./shared')
 const { spaceOf } = require('./space-registry')
 
@@ -73,7 +73,7 @@ async function settleAsync (w, attempt, abandon) {
 
 // A cell's wake function with its address and bucket computed once: skips
 // the native call when no thread waits in that bucket (the ordering
-// argument is in lib/atomics.js), which makes an unlock with nobody
+// argument is in lib/lot.js), which makes an unlock with nobody
 // waiting cost one atomic read-modify-write of the bucket counter.
 function waker (i32, index) {
   const space = spaceOf(i32.buffer)

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Builds the addon in another flavour, in a copy of the tree under
-# build/flavours/<name>, and runs every tap file against it:
+# .flavours/<name>, and runs every tap file against it:
 #   asan  AddressSanitizer + UndefinedBehaviorSanitizer
 #   tsan  ThreadSanitizer (suppressions for Node/V8 only: test/sanitize/tsan.supp)
 #   uv    the portable (libuv mutex/condvar) parker instead of the futex one
 # Node itself is not instrumented: the sanitizer runtime is preloaded.
 # Prints `flavour NAME: N passed, M failed` and exits non-zero on failure.
+# FLAVOUR_TESTS="memory-safety scribble" runs only the test files whose
+# names contain one of those words. The copies live in .flavours/, outside
+# build/, which every `node-gyp rebuild` of the tree deletes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 status=0
 for flavour in "${@:-asan}"; do
-  dir="$root/build/flavours/$flavour"
+  dir="$root/.flavours/$flavour"
   rm -rf "$dir" && mkdir -p "$dir"
   (cd "$root" && git ls-files -z --cached --others --exclude-standard | grep -zv '^build/' | xargs -0 cp --parents -t "$dir")
   ln -s "$root/node_modules" "$dir/node_modules"
@@ -36,6 +39,11 @@ for flavour in "${@:-asan}"; do
   for f in "$dir"/test/*.test.js; do
     # Packaging is checked once by npm test; it builds its own addon.
     [ "$(basename "$f")" = package.test.js ] && continue
+    if [ -n "${FLAVOUR_TESTS:-}" ]; then
+      keep=0
+      for w in $FLAVOUR_TESTS; do case "$(basename "$f")" in *"$w"*) keep=1 ;; esac; done
+      [ "$keep" = 1 ] || continue
+    fi
     log="$dir/$(basename "$f").log"
     (cd "$dir" && LD_PRELOAD="$preload" timeout 600 node "$f" >"$log" 2>&1)
     rc=$?

@@ -29,8 +29,8 @@
 const path = require('path')
 const { Worker } = require('worker_threads')
 const sabsync = require('..')
-const { counts } = require('../lib/atomics')
-const { countStride } = require('../lib/native')
+const { counts } = require('../lib/lot')
+const { COUNT_STRIDE: countStride } = require('../lib/native').constants
 const { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema, RateLimit } = sabsync
 
 const root = JSON.stringify(path.join(__dirname, '..'))

@@ -845,10 +845,10 @@ t.test('wait answers ok when another thread notifies', async t => {
 })
 
 t.test('nothing is left waiting', async t => {
-  // The parking lot's per-bucket waiter counters (see lib/atomics.js).
-  const { counts } = require('../lib/atomics')
+  // The parking lot's per-bucket waiter counters (see lib/lot.js).
+  const { counts } = require('../lib/lot')
   if (counts) {
-    const stride = require('../lib/native').countStride || 1
+    const stride = require('../lib/native').constants.COUNT_STRIDE
     let sum = 0
     for (let i = 0; i < counts.length; i += stride) sum += Atomics.load(counts, i)
     t.equal(sum, 0, 'every bucket of the parking lot is empty')

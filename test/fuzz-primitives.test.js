@@ -25,8 +25,8 @@ const { inspect } = require('util')
 const { isProxy } = require('util').types
 const sabsync = require('..')
 const { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema, RateLimit, SabsyncError } = sabsync
-const { counts } = require('../lib/atomics')
-const { countStride } = require('../lib/native')
+const { counts } = require('../lib/lot')
+const { COUNT_STRIDE: countStride } = require('../lib/native').constants
 
 const SEED = Number(process.env.FUZZ_SEED) || 20261129
 const ROUNDS = Number(process.env.FUZZ_ROUNDS) || 40

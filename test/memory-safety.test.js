@@ -25,12 +25,16 @@ function guarded (bytes) {
 }
 
 function flipper (buffer, byteOffset, words, nr, seed = 1) {
-  const control = new Int32Array(new SharedArrayBuffer(4))
+  const control = new Int32Array(new SharedArrayBuffer(8)) // [stop, flips so far]
   const w = new Worker(path.join(__dirname, 'fixtures', 'scribble-flipper.js'), {
     workerData: { buffer, byteOffset, words, nr, control, flips: 256, hold: 0, seed }
   })
   const result = new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject) })
-  return { stop: () => { Atomics.store(control, 0, 1); return result }, worker: w }
+  return {
+    stop: () => { Atomics.store(control, 0, 1); return result },
+    flips: () => Atomics.load(control, 1),
+    worker: w
+  }
 }
 
 t.test('a pooled slot flipped under tryAcquire/release never becomes a token (grant re-read the ring)', async t => {
@@ -39,10 +43,12 @@ t.test('a pooled slot flipped under tryAcquire/release never becomes a token (gr
   const s = new Sema(nr, { buffer: g.buffer, byteOffset: g.byteOffset })
   const RING = 8 // the ring's first word (src/core/sema.c)
   const f = flipper(g.buffer, g.byteOffset, [RING, RING + 1], nr)
-  await new Promise(resolve => f.worker.once('online', resolve))
+  await until(() => f.flips() > 0, 60000, 'the flipper to start')
   const seen = new Set()
   let errors = 0
-  for (let i = 0; i < 200000; i++) {
+  // At least 200,000 rounds, and on until the flipper has flipped 200,000
+  // times alongside (on a loaded machine it may get little CPU).
+  for (let i = 0; i < 200000 || (f.flips() < 200000 && i < 2e7); i++) {
     let tok
     try {
       tok = s.tryAcquire()
@@ -95,11 +101,12 @@ async function terminateWhileHammered (t, raw) {
     let woken = 0
     while (Atomics.load(control, 0) === 0) {
       woken += workerData.raw ? native.notify(key, 1) : sabsync.notify(i32, 0)
-      n++
+      if (++n === 1000) parentPort.postMessage('hammering')
     }
     parentPort.postMessage({ n, woken })`, { buffer: s.buffer, byteOffset: s.byteOffset, control, raw })
-  const hammered = new Promise(resolve => hammer.once('message', resolve))
-  await new Promise(resolve => setTimeout(resolve, 100))
+  const hammered = new Promise(resolve => hammer.on('message', m => { if (m !== 'hammering') resolve(m) }))
+  await new Promise(resolve => hammer.once('message', resolve)) // 'hammering'
+  if (raw) await until(() => s.nrWaiting() === 1, 60000, 'the acquirer to be queued (it requeues after each wake)')
   const code = await within(blocked.terminate(), 20000, 'still running after 20 s')
   Atomics.store(control, 0, 1)
   const { n, woken } = await hammered

@@ -22,6 +22,10 @@ function sh (cmd, args, cwd, env = {}) {
 const headers = fs.existsSync(path.join(path.dirname(process.execPath), '..', 'include', 'node', 'node_api.h'))
 const skip = !headers && 'this Node has no headers to build with (offline)'
 
+// Packing builds the addon and tsc compiles: minutes on a loaded machine,
+// beyond the suite's per-file timeout.
+t.setTimeout(600000)
+
 t.test('npm pack, install into an empty project, require / import / tsc', { skip }, async t => {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'sabsync-pack-'))
   t.teardown(() => fs.rmSync(work, { recursive: true, force: true }))

@@ -5,6 +5,9 @@
 // a child process, so a hang fails the test instead of the suite.
 const t = require('tap')
 const sabsync = require('..')
+const path = require('path')
+const { Worker } = require('worker_threads')
+const native = require('../lib/native')
 const { until, worker, exited, child, root } = require('./helpers')
 
 t.test('terminate() of a worker parked in wait completes, and leaves no waiter', async t => {
@@ -130,4 +133,37 @@ const keep = setInterval(() => {}, 1000)
   t.equal(r.stdout.trim(), 'parked', r.stderr)
   t.equal(r.code, 0, 'exited by itself')
   t.comment(`child ran ${r.ms.toFixed(0)} ms`)
+})
+
+t.test('teardown with every kind of wait pending: every napi call of the teardown and loop paths succeeds', async t => {
+  const cells = new Int32Array(new SharedArrayBuffer(8))
+  const sema = new sabsync.Sema(1)
+  const held = sema.tryAcquire()
+  const before = native.failures()
+  let handedOn = 0
+  for (let round = 0; round < 12; round++) {
+    const w = new Worker(path.join(__dirname, 'fixtures', 'pending-waits.js'), { workerData: { cells, sema: { buffer: sema.buffer, byteOffset: sema.byteOffset } } })
+    await new Promise(resolve => w.once('message', resolve))
+    // Three waiters of ours, queued behind the worker's.
+    const cell = round % 2
+    const ours = [0, 1, 2].map(() => sabsync.waitAsync(cells, cell, 0, 60000).value)
+    // Wake some of the worker's waits while it dies: each wake it cannot
+    // deliver goes on down the queue, and ends with one of ours.
+    const term = w.terminate()
+    if (round % 3 === 0) sabsync.notify(cells, cell, 3)
+    if (round % 3 === 1) { sema.release(held); sema.acquireSync(60000) }
+    await term
+    if (round % 3 === 0) {
+      t.same(await Promise.all(ours), ['ok', 'ok', 'ok'], `round ${round}: the 3 wakes reached our waiters`)
+      handedOn += 3
+    } else {
+      await until(() => sabsync.waiters(cells, cell) === 3, 60000, 'only our waiters left')
+      t.equal(sabsync.notify(cells, cell), 3, `round ${round}: no wake reached our waiters`)
+      await Promise.all(ours)
+    }
+  }
+  t.ok(handedOn > 0)
+  await until(() => sabsync.waiters(cells, 0) + sabsync.waiters(cells, 1) === 0, 60000, 'the dead waiters to leave')
+  t.equal(sema.nrWaiting(), 0, 'no acquire left queued')
+  t.equal(native.failures(), before, 'no napi call failed where no caller could be told')
 })

@@ -480,10 +480,10 @@ t.test('fuzz: sabsync, Atomics and the spec agree', async t => {
     { skip: DEVIATION_SEEABLE ? false : 'no growable / resizable buffers, and this V8 follows the spec for detached ones' })
   t.ok(errorsSeen > N / 10, `${errorsSeen} argument errors checked for their message`)
   t.equal(leftWaiting, 0, `no waiter left on ${arrays.size} arrays`)
-  // The parking lot's per-bucket waiter counters (see lib/atomics.js).
-  const { counts } = require('../lib/atomics')
+  // The parking lot's per-bucket waiter counters (see lib/lot.js).
+  const { counts } = require('../lib/lot')
   if (counts) {
-    const stride = require('../lib/native').countStride || 1
+    const stride = require('../lib/native').constants.COUNT_STRIDE
     let sum = 0
     for (let i = 0; i < counts.length; i += stride) sum += Atomics.load(counts, i)
     t.equal(sum, 0, 'every bucket of the parking lot is empty')

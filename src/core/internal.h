@@ -97,9 +97,9 @@ void sab__wake_list_init(sab__wake_list_t *l);
 void sab__wake_list_add(sab__wake_list_t *l, sab__wake_t wk);
 void sab__wake_list_run(sab__wake_list_t *l);
 
-/* At a death (owner.c): wake every record watching `owner` or any owner,
- * and run the death hook of each address whose records have one. */
-void sab__wake_watchers(uint32_t owner);
+/* Mark an owner dead and raise the death epoch (owner.c); sab_owner_died
+ * (lot.c) does this, then visits the lot's buckets. */
+void sab__owner_mark_dead(uint32_t id);
 
 /* Nonzero when spinning can help: more than one CPU is ours to run on. */
 int sab__spin_allowed(void);
@@ -121,7 +121,17 @@ void sab__unpark(void *token);
 extern uint32_t sab__nudges;
 
 /* Spin until the record leaves WAITING or SAB_SPIN_NS pass; answer the
- * state last seen. Shared by both parkers. */
-uint32_t sab__spin(sab_waiter_t *w);
+ * state last seen. Shared by both parkers (each has sab__spin_allowed). */
+static inline uint32_t sab__spin(sab_waiter_t *w) {
+  uint32_t s = SAB_LOAD(&w->state);
+  if (s != SAB_W_WAITING || !sab__spin_allowed()) return s;
+  uint64_t until = sab_now() + SAB_SPIN_NS;
+  for (unsigned i = 1;; i++) {
+    SAB_CPU_RELAX();
+    s = SAB_LOAD(&w->state);
+    if (s != SAB_W_WAITING) return s;
+    if ((i & 31) == 0 && sab_now() >= until) return s;
+  }
+}
 
 #endif /* SAB_INTERNAL_H */

@@ -14,7 +14,6 @@
 #include "internal.h"
 
 #include <stdlib.h>
-#include <time.h>
 
 static sab__bucket_t buckets[SAB_BUCKETS];
 static int32_t counts[SAB_BUCKETS * SAB_COUNT_STRIDE] __attribute__((aligned(64)));
@@ -67,12 +66,6 @@ static void unlink_record(sab__bucket_t *b, sab_waiter_t *w) {
     b->tail = w->prev;
   w->next = w->prev = NULL;
   __atomic_fetch_sub(&counts[sab_bucket_of(w->addr) * SAB_COUNT_STRIDE], 1, __ATOMIC_SEQ_CST);
-}
-
-uint64_t sab_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 void sab_waiter_init_blocking(sab_waiter_t *w) {
@@ -135,7 +128,7 @@ int sab_wait_enqueue_watch(sab_waiter_t *w, const void *cell, int size, int64_t 
   count = &counts[index * SAB_COUNT_STRIDE];
   /* Raise the counter before the load (both seq-cst): a notifier that
    * stored to the cell and then read the counter as 0 is ordered before
-   * this load, which then sees its store. See lib/atomics.js. */
+   * this load, which then sees its store. See lib/lot.js. */
   __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
   int r = SAB_PENDING;
   if (!cell_equals(cell, size, expected)) {
@@ -269,7 +262,7 @@ uint64_t sab_notify(uintptr_t addr, uint64_t count) {
 
 /* Wake every record watching `owner` (or any owner), and run each address's
  * death hook once, bucket by bucket. */
-void sab__wake_watchers(uint32_t owner) {
+static void wake_watchers(uint32_t owner) {
   pthread_once(&lot_once, lot_init);
   for (unsigned i = 0; i < SAB_BUCKETS; i++) {
     sab__bucket_t *b = &buckets[i];
@@ -301,6 +294,14 @@ void sab__wake_watchers(uint32_t owner) {
   }
 }
 
+void sab_owner_died(uint32_t id) {
+  if (id == 0) return;
+  /* The mark and the epoch first, then the visit of every bucket: an
+   * enqueue that read the old epoch is found by the visit. */
+  sab__owner_mark_dead(id);
+  wake_watchers(id);
+}
+
 uint32_t sab_waiters(uintptr_t addr) {
   uint32_t n = 0;
   sab__bucket_t *b = lock_bucket(addr, NULL);
@@ -328,15 +329,3 @@ void sab_nudge_all(void) {
 
 int sab_spin_allowed(void) { return sab__spin_allowed(); }
 void sab_cpu_relax(void) { SAB_CPU_RELAX(); }
-
-uint32_t sab__spin(sab_waiter_t *w) {
-  uint32_t s = SAB_LOAD(&w->state);
-  if (s != SAB_W_WAITING || !sab__spin_allowed()) return s;
-  uint64_t until = sab_now() + SAB_SPIN_NS;
-  for (unsigned i = 1;; i++) {
-    SAB_CPU_RELAX();
-    s = SAB_LOAD(&w->state);
-    if (s != SAB_W_WAITING) return s;
-    if ((i & 31) == 0 && sab_now() >= until) return s;
-  }
-}

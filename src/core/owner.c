@@ -6,6 +6,8 @@
  * (128 KiB) cover ids below 2^30, the most a lock word's owner field holds.
  * Chunks are published with a release store and never freed, so readers
  * need no lock. The death epoch counts deaths; see sab_wait_enqueue_watch.
+ * This file knows nothing of the lot: sab_owner_died (lot.c) marks the id
+ * here, then wakes the lot's watchers.
  */
 #include "internal.h"
 
@@ -37,7 +39,7 @@ int sab_owner_alive(uint32_t id) {
 
 uint32_t sab_death_epoch(void) { return __atomic_load_n(&death_epoch, __ATOMIC_SEQ_CST); }
 
-void sab_owner_died(uint32_t id) {
+void sab__owner_mark_dead(uint32_t id) {
   if (id == 0 || id >= MAX_ID) return;
   uint64_t **slot = &chunks[id >> CHUNK_BITS];
   uint64_t *c = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
@@ -53,7 +55,7 @@ void sab_owner_died(uint32_t id) {
   }
   uint32_t bit = id & ((1u << CHUNK_BITS) - 1);
   __atomic_fetch_or(&c[bit / 64], (uint64_t)1 << (bit % 64), __ATOMIC_SEQ_CST);
-  /* The mark, then the epoch, then the visit of every bucket. */
+  /* The mark, then the epoch; sab_owner_died (lot.c) then visits every
+   * bucket. */
   __atomic_fetch_add(&death_epoch, 1, __ATOMIC_SEQ_CST);
-  sab__wake_watchers(id);
 }

@@ -45,8 +45,9 @@
  */
 #include "internal.h"
 
-enum { W_MAGIC = 0, W_RPS = 1, W_FLAGS = 2, W_HEAD = 3, HEADER_BYTES = 32 };
-#define EMPTY INT64_MIN
+enum { W_MAGIC = 0, W_RPS = SAB_RATE_W_RPS, W_FLAGS = 2, W_HEAD = 3 };
+#define HEADER_BYTES SAB_RATE_HEADER_BYTES
+#define EMPTY        INT64_MIN
 
 #define RD32(p)    sab__rd32(p)
 #define WR32(p, v) __atomic_store_n((p), (int32_t)(v), __ATOMIC_RELAXED)

@@ -102,7 +102,15 @@
 
 #include <limits.h>
 
-enum { W_MAGIC = 0, W_AVAIL = 1, W_NR = 2, W_HEAD = 3, W_STAMP = 4, W_EPOCH = 5, HEADER = 8 };
+enum {
+  W_MAGIC = SAB_SEMA_W_MAGIC,
+  W_AVAIL = SAB_SEMA_W_AVAIL,
+  W_NR = SAB_SEMA_W_NR,
+  W_HEAD = 3,
+  W_STAMP = 4,
+  W_EPOCH = 5,
+  HEADER = SAB_SEMA_HEADER_BYTES / 4
+};
 
 #define OWNER_MASK     0x3FFFFFFFu
 #define HELD_RECOVERED 0x40000000u

@@ -16,6 +16,12 @@
  * already pending (then that one is what JS sees). */
 void sab_napi_throw_last(napi_env env, const char *call);
 
+/* A napi call's status where no JS caller can be told of a failure (env
+ * teardown, loop callbacks): a failure is counted in sab_napi_failures,
+ * which JS reads as failures() and the tests expect to stay 0. */
+extern uint32_t sab_napi_failures;
+void sab_napi_note_failure(napi_status status);
+
 /* Evaluate a napi call; on failure throw (once) and return `ret`. */
 #define SAB_CALL(env, call, ret)         \
   do {                                   \

@@ -32,8 +32,9 @@
  * a bucket lock of the in-process lot.
  */
 #define _GNU_SOURCE
-#include "check.h"
 #include "env.h"
+#include "register.h"
+#include "values.h"
 #include "sabsync.h"
 #include "sabsync_space.h"
 
@@ -85,11 +86,7 @@ static const napi_type_tag space_tag = {0x2c9b5e7d41f6a803ull, 0x93e1c47a5b08d26
 /* Result codes handed to JS (lib/space.js maps them). */
 static double code(int r) { return (double)r; }
 
-static napi_value number(napi_env env, double v) {
-  napi_value r;
-  SAB_CALL(env, napi_create_double(env, v, &r), NULL);
-  return r;
-}
+#define number sab_napi_number
 
 /* Throw the error of a core code. */
 static void throw_space(napi_env env, int r, const char *what) {
@@ -137,20 +134,9 @@ static void throw_space(napi_env env, int r, const char *what) {
 }
 
 static reg_t *unwrap(napi_env env, napi_value v) {
-  napi_valuetype t;
-  bool tagged = false;
-  void *data = NULL;
-  SAB_CALL(env, napi_typeof(env, v, &t), NULL);
-  if (t == napi_external)
-    SAB_CALL(env, napi_check_object_type_tag(env, v, &space_tag, &tagged), NULL);
-  if (!tagged) {
-    napi_throw_type_error(env, NULL, "handle must be a shared space's handle");
-    return NULL;
-  }
-  SAB_CALL(env, napi_get_value_external(env, v, &data), NULL);
-  reg_t *reg = data;
-  if (reg->closed) {
-    napi_throw_error(env, "ERR_SABSYNC_SHARED_CLOSED", "the shared space was closed");
+  reg_t *reg = sab_napi_unwrap(env, v, &space_tag, "a shared space's handle");
+  if (reg != NULL && reg->closed) {
+    sab_napi_throw_code(env, "ERR_SABSYNC_SHARED_CLOSED", "the shared space was closed");
     return NULL;
   }
   return reg;
@@ -177,12 +163,6 @@ static int get_expected(napi_env env, napi_value v, int size, int64_t *out) {
     *out = x;
   }
   return 0;
-}
-
-static uint64_t deadline_of(double ms) {
-  if (!(ms < 1e13)) return UINT64_MAX;
-  if (ms <= 0) return sab_now();
-  return sab_now() + (uint64_t)ceil(ms * 1e6);
 }
 
 /* ---- the waker thread ---- */
@@ -428,7 +408,7 @@ static napi_value space_open(napi_env env, napi_callback_info info) {
     goto fail;
   }
   /* From here the handle's finalizer owns reg. */
-  if (napi_type_tag_object(env, handle, &space_tag) != napi_ok ||
+  if (sab_napi_tag(env, handle, &space_tag) != 0 ||
       napi_add_env_cleanup_hook(env, env_cleanup, reg) != napi_ok) {
     sab_napi_throw_last(env, "openShared");
     reg_close(reg, 1);
@@ -586,7 +566,7 @@ static napi_value space_wait(napi_env env, napi_callback_info info) {
       get_u32(env, argv[5], &watch) != 0 || get_u32(env, argv[6], &epoch) != 0) {
     return NULL;
   }
-  uint64_t deadline = deadline_of(ms), last_reap = sab_now();
+  uint64_t deadline = sab_napi_deadline(ms), last_reap = sab_now();
   int r = sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch, 0, &rec);
   if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT) {
     throw_space(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "wait");
@@ -807,7 +787,7 @@ static napi_value space_sema_acquire(napi_env env, napi_callback_info info) {
   reg_t *reg = sema_args(env, argv[0], argv[1], &off);
   sab_env_t *e = reg != NULL ? env_of(env) : NULL;
   if (e == NULL || get_double(env, argv[2], &ms) != 0) return NULL;
-  uint64_t deadline = deadline_of(ms), last_reap = sab_now();
+  uint64_t deadline = sab_napi_deadline(ms), last_reap = sab_now();
   int r;
   for (;;) {
     r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, &rec);
@@ -928,10 +908,7 @@ static napi_value space_sema_available(napi_env env, napi_callback_info info) {
 }
 
 int sab_napi_space_register(napi_env env, napi_value exports) {
-  static const struct {
-    const char *name;
-    napi_callback cb;
-  } fns[] = {
+  static const sab_napi_fn_t fns[] = {
       {"spaceOpen", space_open},
       {"spaceClose", space_close},
       {"spaceUnlink", space_unlink},
@@ -953,12 +930,7 @@ int sab_napi_space_register(napi_env env, napi_value exports) {
       {"spaceSemaWaiting", space_sema_waiting},
       {"spaceSemaAvailable", space_sema_available},
   };
-  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-    napi_value fn;
-    SAB_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].cb, NULL, &fn),
-             -1);
-    SAB_CALL(env, napi_set_named_property(env, exports, fns[i].name, fn), -1);
-  }
+  if (sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]) != 0) return -1;
   napi_value results;
   SAB_CALL(env, napi_create_object(env, &results), -1);
   if (set_num(env, results, "OK", SAB_OK) != 0 ||

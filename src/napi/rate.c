@@ -1,0 +1,100 @@
+/*
+ * The binding of the rate limiter: JS values to core calls
+ * (src/core/rate.c). Every call makes a checked view of the memory from
+ * the Int32Array it is given (sab_rate_open), so no word of the shared
+ * memory is trusted for an index; a broken state throws
+ * ERR_SABSYNC_BAD_MEMORY.
+ */
+#include "register.h"
+#include "values.h"
+
+#include <math.h>
+
+static int get_rate(napi_env env, napi_value ta, sab_rate_t *r) {
+  void *data;
+  size_t bytes;
+  if (sab_napi_int32_memory(env, ta, "memory", &data, &bytes, NULL) != 0) return -1;
+  if (sab_rate_open(r, data, bytes) != 0) {
+    sab_napi_throw_code(env, "ERR_SABSYNC_BAD_MEMORY",
+                        "sabsync: this memory does not hold a RateLimit");
+    return -1;
+  }
+  return 0;
+}
+
+/* rateBytes(rps) -> bytes, 0 when rps is out of range */
+static napi_value rate_bytes(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 1, NULL);
+  uint32_t rps;
+  SAB_CALL(env, napi_get_value_uint32(env, argv[0], &rps), NULL);
+  return sab_napi_number(env, (double)sab_rate_bytes(rps));
+}
+
+/* rateInit(i32, rps, timeUnitMs, uniform) */
+static napi_value rate_init(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 4, NULL);
+  void *data;
+  size_t bytes;
+  uint32_t rps;
+  double unit_ms;
+  bool uniform;
+  sab_rate_t r;
+  if (sab_napi_int32_memory(env, argv[0], "memory", &data, &bytes, NULL) != 0) return NULL;
+  SAB_CALL(env, napi_get_value_uint32(env, argv[1], &rps), NULL);
+  SAB_CALL(env, napi_get_value_double(env, argv[2], &unit_ms), NULL);
+  SAB_CALL(env, napi_get_value_bool(env, argv[3], &uniform), NULL);
+  double unit_ns = ceil(unit_ms * 1e6);
+  if (!(unit_ns >= 1 && unit_ns < 1e18) ||
+      sab_rate_init(&r, data, bytes, rps, (uint64_t)unit_ns, uniform) != 0) {
+    napi_throw_range_error(env, NULL, "rps or timeUnit does not fit");
+    return NULL;
+  }
+  return NULL;
+}
+
+/* rateOpen(i32) -> [rps, timeUnitMs, uniform] */
+static napi_value rate_open(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 1, NULL);
+  sab_rate_t r;
+  napi_value result, v;
+  if (get_rate(env, argv[0], &r) != 0) return NULL;
+  SAB_CALL(env, napi_create_array_with_length(env, 3, &result), NULL);
+  SAB_CALL(env, napi_create_double(env, r.rps, &v), NULL);
+  SAB_CALL(env, napi_set_element(env, result, 0, v), NULL);
+  SAB_CALL(env, napi_create_double(env, (double)sab_rate_unit_ns(&r) / 1e6, &v), NULL);
+  SAB_CALL(env, napi_set_element(env, result, 1, v), NULL);
+  SAB_CALL(env, napi_get_boolean(env, sab_rate_uniform(&r) != 0, &v), NULL);
+  SAB_CALL(env, napi_set_element(env, result, 2, v), NULL);
+  return result;
+}
+
+/* rateTake(i32) -> the grant's time in ms (> 0, the monotonic clock of
+ * process.hrtime), or minus the ms to wait before trying again. */
+static napi_value rate_take(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 1, NULL);
+  sab_rate_t r;
+  uint64_t at = 0, wait = 0;
+  if (get_rate(env, argv[0], &r) != 0) return NULL;
+  int res = sab_rate_take(&r, &at, &wait);
+  if (res == SAB_E_CORRUPT) {
+    sab_napi_throw_code(env, "ERR_SABSYNC_BAD_MEMORY",
+                        "sabsync: the RateLimit's shared state is corrupt");
+    return NULL;
+  }
+  if (res == SAB_OK) return sab_napi_number(env, (double)at / 1e6 > 0 ? (double)at / 1e6 : 1e-6);
+  return sab_napi_number(env, -((double)wait / 1e6));
+}
+
+/* now() -> the monotonic clock in ms (sab_now(): process.hrtime's). */
+static napi_value now_ms(napi_env env, napi_callback_info info) {
+  (void)info;
+  return sab_napi_number(env, (double)sab_now() / 1e6);
+}
+
+int sab_napi_rate_register(napi_env env, napi_value exports) {
+  static const sab_napi_fn_t fns[] = {
+      {"rateBytes", rate_bytes}, {"rateInit", rate_init}, {"rateOpen", rate_open},
+      {"rateTake", rate_take},   {"now", now_ms},
+  };
+  return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
+}

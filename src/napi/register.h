@@ -1,0 +1,15 @@
+/*
+ * The binding's parts, each adding its functions to the module's exports
+ * (0, or -1 with an exception pending). Only binding.c calls these.
+ */
+#ifndef SAB_NAPI_REGISTER_H
+#define SAB_NAPI_REGISTER_H
+
+#include "values.h"
+
+int sab_napi_wait_register(napi_env env, napi_value exports);  /* wait.c */
+int sab_napi_sema_register(napi_env env, napi_value exports);  /* sema.c */
+int sab_napi_rate_register(napi_env env, napi_value exports);  /* rate.c */
+int sab_napi_space_register(napi_env env, napi_value exports); /* space.c */
+
+#endif /* SAB_NAPI_REGISTER_H */

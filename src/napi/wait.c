@@ -1,0 +1,210 @@
+/*
+ * The binding of the Atomics-style calls: wait, waitAsync, cancel, notify,
+ * waiters, base. Translates between JS values and core calls, nothing more.
+ *
+ * lib/atomics.js validates every argument with the exact conversions and
+ * errors of the Atomics built-ins before it calls here; this file re-checks
+ * what it must for memory safety (array type, index in range) and throws a
+ * plain TypeError/RangeError if called directly with anything else.
+ */
+#include "async.h"
+#include "park.h"
+#include "register.h"
+#include "values.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* A validated cell: its address and size. */
+typedef struct {
+  void *cell;
+  int size;
+} cell_t;
+
+/* `ta` must be an Int32Array or BigInt64Array and `index` an index in
+ * range; answers 0 or throws. */
+static int get_cell(napi_env env, napi_value ta, napi_value index, cell_t *out,
+                    napi_value *buffer) {
+  bool is_ta = false;
+  napi_typedarray_type type;
+  size_t length = 0, offset = 0;
+  void *data = NULL;
+  double i = -1;
+  SAB_CALL(env, napi_is_typedarray(env, ta, &is_ta), -1);
+  if (!is_ta) {
+    napi_throw_type_error(env, NULL, "typedArray must be an Int32Array or BigInt64Array");
+    return -1;
+  }
+  SAB_CALL(env, napi_get_typedarray_info(env, ta, &type, &length, &data, buffer, &offset), -1);
+  if (type != napi_int32_array && type != napi_bigint64_array) {
+    napi_throw_type_error(env, NULL, "typedArray must be an Int32Array or BigInt64Array");
+    return -1;
+  }
+  SAB_CALL(env, napi_get_value_double(env, index, &i), -1);
+  if (!(i >= 0 && i < (double)length) || i != floor(i) || data == NULL) {
+    napi_throw_range_error(env, NULL, "index is out of range");
+    return -1;
+  }
+  out->size = type == napi_int32_array ? 4 : 8;
+  out->cell = (char *)data + (size_t)i * (size_t)out->size;
+  return 0;
+}
+
+static int get_expected(napi_env env, napi_value v, int size, int64_t *out) {
+  if (size == 8) {
+    bool lossless;
+    SAB_CALL(env, napi_get_value_bigint_int64(env, v, out, &lossless), -1);
+  } else {
+    int32_t x;
+    SAB_CALL(env, napi_get_value_int32(env, v, &x), -1);
+    *out = x;
+  }
+  return 0;
+}
+
+/* Optional (watch, epoch) arguments: see sab_wait_enqueue_watch. */
+static int get_watch(napi_env env, napi_value watch, napi_value epoch, uint32_t *w, uint32_t *ep) {
+  napi_valuetype t;
+  *w = *ep = 0;
+  SAB_CALL(env, napi_typeof(env, watch, &t), -1);
+  if (t == napi_undefined) return 0;
+  SAB_CALL(env, napi_get_value_uint32(env, watch, w), -1);
+  SAB_CALL(env, napi_get_value_uint32(env, epoch, ep), -1);
+  return 0;
+}
+
+/* wait(ta, index, value, timeoutMs[, watch, epoch]) -> SAB_OK,
+ * SAB_NOT_EQUAL, SAB_TIMED_OUT or SAB_OWNER_DEAD (constants) */
+static napi_value wait_sync(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 6, NULL);
+  sab_env_t *e = sab_napi_env_get(env);
+  cell_t c;
+  int64_t expected;
+  double ms;
+  uint32_t watch, epoch;
+  if (e == NULL || get_cell(env, argv[0], argv[1], &c, NULL) != 0) return NULL;
+  if (get_expected(env, argv[2], c.size, &expected) != 0) return NULL;
+  SAB_CALL(env, napi_get_value_double(env, argv[3], &ms), NULL);
+  if (get_watch(env, argv[4], argv[5], &watch, &epoch) != 0) return NULL;
+  uint64_t deadline = sab_napi_deadline(ms);
+
+  sab_waiter_t w;
+  int woken = 0;
+  sab_waiter_init_blocking(&w);
+  int r = sab_wait_enqueue_watch(&w, c.cell, c.size, expected, watch, epoch);
+  if (r == SAB_PENDING) r = sab_napi_park(e, &w, deadline, &woken);
+  sab_waiter_destroy(&w);
+  if (r == SAB_NAPI_TERMINATED) {
+    /* A wake counted for this dying thread goes to the next waiter. */
+    if (woken) sab_notify((uintptr_t)c.cell, 1);
+    return NULL;
+  }
+  return sab_napi_number(env, r);
+}
+
+/*
+ * waitAsync(ta, index, value, timeoutMs, flags[, watch, epoch]) ->
+ * SAB_NOT_EQUAL or SAB_OWNER_DEAD, or the promise, or [promise, handle]
+ * with SAB_ASYNC_HANDLE; SAB_ASYNC_REF: keep the loop alive. timeoutMs > 0
+ * (JS answers 0 itself). The promise resolves "ok" or "timed-out".
+ */
+static napi_value wait_async(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 7, NULL);
+  sab_env_t *e = sab_napi_env_get(env);
+  cell_t c;
+  int64_t expected;
+  double ms;
+  uint32_t flags, watch, epoch;
+  napi_value buffer, result;
+  if (e == NULL || get_cell(env, argv[0], argv[1], &c, &buffer) != 0) return NULL;
+  if (get_expected(env, argv[2], c.size, &expected) != 0) return NULL;
+  SAB_CALL(env, napi_get_value_double(env, argv[3], &ms), NULL);
+  SAB_CALL(env, napi_get_value_uint32(env, argv[4], &flags), NULL);
+  if (get_watch(env, argv[5], argv[6], &watch, &epoch) != 0) return NULL;
+
+  sab_async_t *a = calloc(1, sizeof *a);
+  if (a == NULL) {
+    sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    return NULL;
+  }
+  if (sab_napi_async_prepare(env, e, a, buffer, flags, ms, "waitAsync", &result) != 0) return NULL;
+  int r = sab_wait_enqueue_watch(&a->w, c.cell, c.size, expected, watch, epoch);
+  if (r != SAB_PENDING) {
+    sab_napi_async_discard(e, a);
+    return sab_napi_number(env, r);
+  }
+  sab_napi_async_track(e, a);
+  return result;
+}
+
+/* cancel(handle, reason) -> true if the waiter left the queue (its promise
+ * is then rejected with reason). */
+static napi_value cancel_wait(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  sab_env_t *e = sab_napi_env_get(env);
+  napi_value r;
+  if (e == NULL) return NULL;
+  sab_async_t *a = sab_napi_unwrap(env, argv[0], &sab_napi_tag_async, "a waitAsync handle");
+  if (a == NULL) return NULL;
+  int left = sab_napi_async_cancel(e, a, argv[1]);
+  if (left < 0) return NULL;
+  SAB_CALL(env, napi_get_boolean(env, left != 0, &r), NULL);
+  return r;
+}
+
+/* An address passed from JS: an integer below 2^53 (only a key). */
+static int get_addr(napi_env env, napi_value v, uintptr_t *out) {
+  double d;
+  SAB_CALL(env, napi_get_value_double(env, v, &d), -1);
+  if (!(d >= 0 && d < 9007199254740992.0) || d != floor(d)) {
+    napi_throw_range_error(env, NULL, "address must be a non-negative integer");
+    return -1;
+  }
+  *out = (uintptr_t)d;
+  return 0;
+}
+
+/* notify(address, count) -> woken. count: a number >= 0, Infinity = all. */
+static napi_value notify_addr(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  uintptr_t addr;
+  double count;
+  if (get_addr(env, argv[0], &addr) != 0) return NULL;
+  SAB_CALL(env, napi_get_value_double(env, argv[1], &count), NULL);
+  uint64_t n = !(count < 1.8e19) ? UINT64_MAX : count > 0 ? (uint64_t)count : 0;
+  return sab_napi_number(env, (double)sab_notify(addr, n));
+}
+
+/* waiters(address) -> records queued on it, every thread */
+static napi_value waiters_on(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 1, NULL);
+  uintptr_t addr;
+  if (get_addr(env, argv[0], &addr) != 0) return NULL;
+  return sab_napi_number(env, sab_waiters(addr));
+}
+
+/* base(ta) -> the address of byte 0 of ta's buffer. */
+static napi_value base_of(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 1, NULL);
+  bool is_ta = false;
+  napi_typedarray_type type;
+  size_t length, offset;
+  void *data;
+  napi_value buffer;
+  SAB_CALL(env, napi_is_typedarray(env, argv[0], &is_ta), NULL);
+  if (!is_ta) {
+    napi_throw_type_error(env, NULL, "typedArray must be a TypedArray");
+    return NULL;
+  }
+  SAB_CALL(env, napi_get_typedarray_info(env, argv[0], &type, &length, &data, &buffer, &offset),
+           NULL);
+  return sab_napi_number(env, (double)((uintptr_t)data - offset));
+}
+
+int sab_napi_wait_register(napi_env env, napi_value exports) {
+  static const sab_napi_fn_t fns[] = {
+      {"wait", wait_sync},     {"waitAsync", wait_async}, {"cancel", cancel_wait},
+      {"notify", notify_addr}, {"waiters", waiters_on},   {"base", base_of},
+  };
+  return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
+}

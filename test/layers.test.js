@@ -1,0 +1,125 @@
+'use strict'
+// The shape of the code, checked: the C files include each other, and the
+// JS files require each other, without a circle (a file's module is the
+// .c/.h pair or the .js file); the core never includes node_api.h; every
+// error code used anywhere is in the registry (lib/errors.js) and in the
+// SabsyncErrorCode type; and every constant JS compares with the addon's
+// answers comes from the addon.
+const t = require('tap')
+const fs = require('fs')
+const path = require('path')
+const { CODES } = require('../lib/errors')
+const native = require('../lib/native')
+
+const root = path.join(__dirname, '..')
+const read = f => fs.readFileSync(path.join(root, f), 'utf8')
+const list = (dir, re) => fs.readdirSync(path.join(root, dir)).filter(f => re.test(f)).map(f => path.join(dir, f))
+
+// A cycle in `graph` (module -> Set of modules), as a list, or null.
+function cycle (graph) {
+  const state = new Map() // 1: on the stack, 2: done
+  const stack = []
+  function visit (m) {
+    state.set(m, 1)
+    stack.push(m)
+    for (const n of graph.get(m) || []) {
+      if (state.get(n) === 1) return stack.slice(stack.indexOf(n)).concat(n)
+      if (!state.has(n)) {
+        const c = visit(n)
+        if (c) return c
+      }
+    }
+    stack.pop()
+    state.set(m, 2)
+    return null
+  }
+  for (const m of graph.keys()) {
+    if (!state.has(m)) {
+      const c = visit(m)
+      if (c) return c
+    }
+  }
+  return null
+}
+
+t.test('the C files include each other without a circle, and the core never includes node_api.h', async t => {
+  const files = [...list('src/core', /\.[ch]$/), ...list('src/napi', /\.[ch]$/), ...list('include', /\.h$/)]
+  t.ok(files.length > 10, `${files.length} files`)
+  const graph = new Map()
+  const mod = f => path.basename(f).replace(/\.[ch]$/, '')
+  for (const f of files) {
+    const m = mod(f)
+    if (!graph.has(m)) graph.set(m, new Set())
+    for (const [, inc] of read(f).matchAll(/^#include "([^"]+)"/gm)) {
+      const n = mod(inc)
+      if (n !== m) graph.get(m).add(n)
+    }
+    if (f.startsWith('src/core') || f.startsWith('include')) {
+      t.notMatch(read(f), /^#include [<"]node_api\.h/m, `${f} does not include node_api.h`)
+    }
+  }
+  t.equal(cycle(graph), null, 'no circle of includes')
+  t.ok(cycle(new Map([['a', new Set(['b'])], ['b', new Set(['a'])]])), 'the check finds a circle')
+})
+
+t.test('the C files call each other without a circle', async t => {
+  const files = [...list('src/core', /\.c$/), ...list('src/napi', /\.c$/)]
+  const definer = new Map()
+  const src = new Map()
+  for (const f of files) {
+    const text = read(f).replace(/\/\*[\s\S]*?\*\//g, '') // comments name functions too
+    src.set(f, text)
+    for (const [, name] of text.matchAll(/^(?!static\b)[A-Za-z_][\w \t*]*?\b(sab_\w+)\s*\([^;{]*\)\s*\{/gm)) definer.set(name, f)
+  }
+  t.ok(definer.size > 40, `${definer.size} functions defined across ${files.length} files`)
+  const graph = new Map()
+  for (const [f, text] of src) {
+    const out = new Set()
+    for (const [, name] of text.matchAll(/\b(sab_\w+)\s*\(/g)) {
+      const d = definer.get(name)
+      if (d !== undefined && d !== f) out.add(d)
+    }
+    graph.set(f, out)
+  }
+  t.equal(cycle(graph), null, 'no two files call into each other, directly or around a circle')
+})
+
+t.test('the JS files require each other without a circle', async t => {
+  const files = list('lib', /\.js$/)
+  const graph = new Map()
+  for (const f of files) {
+    const m = path.basename(f, '.js')
+    graph.set(m, new Set())
+    for (const [, req] of read(f).matchAll(/require\('\.\/([^']+)'\)/g)) graph.get(m).add(path.basename(req, '.js'))
+  }
+  t.equal(cycle(graph), null, 'no circle of requires')
+})
+
+t.test('every ERR_SABSYNC_ code is registered, and the type lists exactly the registry', async t => {
+  const used = new Set()
+  for (const f of [...list('lib', /\.js$/), ...list('src/napi', /\.[ch]$/), ...list('src/core', /\.[ch]$/)]) {
+    for (const [code] of read(f).matchAll(/ERR_SABSYNC_[A-Z_]+/g)) used.add(code)
+  }
+  t.ok(used.size >= 5, `${used.size} codes used`)
+  for (const code of used) t.ok(Object.hasOwn(CODES, code), `${code} is in lib/errors.js`)
+  const union = read('index.d.ts').match(/export type SabsyncErrorCode =([^/]*?)\n\n/)
+  t.ok(union, 'index.d.ts has SabsyncErrorCode')
+  const typed = [...union[1].matchAll(/'(ERR_SABSYNC_[A-Z_]+)'/g)].map(m => m[1]).sort()
+  t.same(typed, Object.keys(CODES).sort(), 'SabsyncErrorCode lists the registry')
+  t.throws(() => new (require('../lib/errors').SabsyncError)('ERR_SABSYNC_NO_SUCH_THING', 'x'), TypeError, 'an unregistered code is refused')
+})
+
+t.test('the constants JS uses come from the addon', async t => {
+  const k = native.constants
+  t.ok(Object.isFrozen(k))
+  for (const name of ['OK', 'NOT_EQUAL', 'TIMED_OUT', 'OWNER_DEAD', 'SEMA_MAGIC', 'RATE_MAGIC', 'BUCKET_BITS', 'COUNT_STRIDE']) {
+    t.type(k[name], 'number', name)
+  }
+  t.same([...native.resultNames], ['ok', 'not-equal', 'timed-out'])
+  t.equal(native.resultNames[k.OK], 'ok')
+  t.equal(native.resultNames[k.TIMED_OUT], 'timed-out')
+  // No file of lib/ restates a magic number of the core.
+  for (const f of list('lib', /\.js$/)) {
+    t.notMatch(read(f), /0x53454D31|0x52415431/i, `${f} does not restate a magic`)
+  }
+})
