@@ -1,10 +1,24 @@
 // Type definitions for sabsync.
+//
+// Self-contained: no @types/node needed. What they use beyond ES2022 is
+// `Symbol.dispose` (MutexGuard), from TypeScript's own lib below, and the
+// global `AbortSignal` (lib "dom", or @types/node).
+/// <reference lib="esnext.disposable" />
 
 /** The arrays sabsync can wait on: as `Atomics.wait`, over a SharedArrayBuffer. */
 export type WaitableArray = Int32Array | BigInt64Array
 
-/** The cell value type for each array kind. */
+/** The cell value type for each array kind: `number` for an Int32Array, `bigint` for a BigInt64Array. */
 export type CellValue<T extends WaitableArray> = T extends BigInt64Array ? bigint : number
+
+/** Options of promise calls without a timeout: such a call never answers `undefined` / `false` for a timeout. */
+export interface UntimedOptions {
+  timeout?: undefined
+  /** Aborting leaves the queue; the promise rejects with `signal.reason`. */
+  signal?: AbortSignal
+  /** Keep the event loop alive while pending (default true). */
+  ref?: boolean
+}
 
 /** Options of promise calls. */
 export interface AsyncOptions {
@@ -35,8 +49,11 @@ export type WaitAsyncResult =
  * const ta = new Int32Array(new SharedArrayBuffer(4))
  * sabsync.wait(ta, 0, 0, 100) // 'timed-out' (after 100 ms)
  */
+export function wait(typedArray: Int32Array, index: number, value: number, timeout?: number): 'ok' | 'not-equal' | 'timed-out'
+export function wait(typedArray: BigInt64Array, index: number, value: bigint, timeout?: number): 'ok' | 'not-equal' | 'timed-out'
+/** An array of either kind (a union): the value of the same kind. */
 export function wait<T extends WaitableArray>(
-  typedArray: T, index: number, value: CellValue<T> | unknown, timeout?: number
+  typedArray: T, index: number, value: CellValue<T>, timeout?: number
 ): 'ok' | 'not-equal' | 'timed-out'
 
 /**
@@ -47,8 +64,15 @@ export function wait<T extends WaitableArray>(
  * const r = sabsync.waitAsync(ta, 0, 0, 1000)
  * if (r.async) console.log(await r.value) // 'ok' or 'timed-out'
  */
+export function waitAsync(
+  typedArray: Int32Array, index: number, value: number, timeout?: number, options?: WaitAsyncOptions
+): WaitAsyncResult
+export function waitAsync(
+  typedArray: BigInt64Array, index: number, value: bigint, timeout?: number, options?: WaitAsyncOptions
+): WaitAsyncResult
+/** An array of either kind (a union): the value of the same kind. */
 export function waitAsync<T extends WaitableArray>(
-  typedArray: T, index: number, value: CellValue<T> | unknown, timeout?: number, options?: WaitAsyncOptions
+  typedArray: T, index: number, value: CellValue<T>, timeout?: number, options?: WaitAsyncOptions
 ): WaitAsyncResult
 
 /**
@@ -61,6 +85,8 @@ export function waitAsync<T extends WaitableArray>(
  * Atomics.store(ta, 0, 1)
  * sabsync.notify(ta, 0, 1) // 1 if a waiter was queued
  */
+export function notify(typedArray: Int32Array, index: number, count?: number): number
+export function notify(typedArray: BigInt64Array, index: number, count?: number): number
 export function notify(typedArray: WaitableArray, index: number, count?: number): number
 
 /**
@@ -80,6 +106,7 @@ export type SabsyncErrorCode =
   | 'ERR_SABSYNC_DEADLOCK'
   | 'ERR_SABSYNC_NOT_OWNER'
   | 'ERR_SABSYNC_TIMEOUT'
+  | 'ERR_SABSYNC_WRONG_KIND'
   | 'ERR_SABSYNC_NOT_BUILT'
   | 'ERR_SABSYNC_NAPI'
   | 'ERR_SABSYNC_NOMEM'
@@ -157,16 +184,22 @@ export class Sema<T = number> implements SharedHandle {
   readonly byteOffset: number
   /** The number of tokens. */
   readonly nr: number
-  /** A token, at once if one is free, else when one is handed over; `undefined` after `timeout`. */
-  acquire (options?: AsyncOptions): Promise<T>
-  /** Blocks this thread until a token is free (for workers); `undefined` after `timeout` ms. */
-  acquireSync (timeout?: number): T | undefined
+  /** A token, at once if one is free, else when one is handed over (an abort rejects with `signal.reason`). */
+  acquire (options?: UntimedOptions): Promise<T>
+  /** With `options.timeout`: the token, or `undefined` when `timeout` ms passed first. */
+  acquire (options: AsyncOptions): Promise<T | undefined>
+  /** Blocks this thread until a token is free (for workers). */
+  acquireSync (timeout?: undefined): T
+  /** The same, or `undefined` after `timeout` ms. */
+  acquireSync (timeout: number): T | undefined
   /** A token if one is free and nobody waits, else `undefined`. */
   tryAcquire (): T | undefined
   /** Give a token back (default: the one this thread got most recently). Throws `ERR_SABSYNC_BAD_TOKEN` for a token this thread does not hold. */
   release (token?: T): void
   /** Acquire every token; resolves to them all. */
-  drain (options?: AsyncOptions): Promise<T[]>
+  drain (options?: UntimedOptions): Promise<T[]>
+  /** With `options.timeout`: the tokens, `undefined` for each not acquired in time. */
+  drain (options: AsyncOptions): Promise<Array<T | undefined>>
   /** How many acquires wait, on every thread. */
   nrWaiting (): number
   /** Whether this thread's hold of `token` (default: the newest) came from a thread that died holding it. */
@@ -185,8 +218,15 @@ export interface RateLimitOptions {
 /** `await limit()`: resolves (with the grant's time, ms on process.hrtime's clock) when a call may proceed. */
 export interface RateLimiter extends SharedHandle {
   (options?: { signal?: AbortSignal }): Promise<number>
-  /** Blocks this thread until a call may proceed (for workers); `undefined` after `timeout` ms. */
-  sync (timeout?: number): number | undefined
+  /**
+   * `{ buffer, byteOffset }`: what to post to a worker (a function cannot be
+   * posted), where `RateLimit.from(message)` attaches.
+   */
+  readonly handle: SharedHandle
+  /** Blocks this thread until a call may proceed (for workers); answers the grant's time. */
+  sync (timeout?: undefined): number
+  /** The same, or `undefined` after `timeout` ms. */
+  sync (timeout: number): number | undefined
   /** Callers queued for their turn, on every thread (callers are served in arrival order). */
   nrWaiting (): number
   readonly rps: number
@@ -202,7 +242,7 @@ export interface RateLimiter extends SharedHandle {
  * @example
  * const { RateLimit } = require('sabsync')
  * const limit = RateLimit(10, { timeUnit: 1000 })
- * worker.postMessage({ buffer: limit.buffer, byteOffset: limit.byteOffset })
+ * worker.postMessage(limit.handle)
  * // in the worker: const limit = RateLimit.from(message)
  * for (const url of urls) { await limit(); fetch(url) }
  */
@@ -236,7 +276,7 @@ export declare namespace RateLimit {
  * try { shared[0]++ } finally { mutex.unlock() }
  */
 export class Mutex implements SharedHandle {
-  /** Bytes a Mutex needs (8). */
+  /** Bytes a Mutex needs (16: its kind tag, the lock word and a waiter slot). */
   static readonly byteLength: number
   /** Attach to a Mutex made elsewhere (e.g. received with postMessage). */
   static from(handle: SharedHandle): Mutex

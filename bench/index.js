@@ -4,16 +4,28 @@
 // several times, interleaved, reporting min / median / max and the ratio of
 // medians against the case's comparison, all from one run on one machine.
 //
-//   npm run bench                 the whole suite
+//   npm run bench                 the whole suite; prints the table
 //   npm run bench -- --quick      a short pass
 //   npm run bench -- mutex sema   only cases whose name contains a word
+//   npm run bench -- --write      the whole suite, and write the committed
+//                                 bench/RESULTS.md and bench/results.svg
+//   npm run bench:setup           install the other Node majors that cases
+//                                 run under (from the npm registry's `node`
+//                                 package, into build/matrix/); without
+//                                 them those cases are skipped, with a note
 //
 // A case: { name, unit: 'ns/op' | 'us/op' | 'ops/s', compare, goal,
-//   taskset?, subjects: { sabsync: async ({ quick }) => ({ value, check,
-//   extra? }), [peer]: ... } }. `check` is the subject's own verification of
-// its result: a fast wrong answer is reported as FAIL, not as speed.
-// Cases with `taskset` run in a child process pinned to those CPUs; cases
-// with `node: 24` run under that Node major.
+//   taskset?, node?, tallyNote?, subjects: { sabsync: async ({ quick }) =>
+//   ({ value, check, extra?, tally? }), [peer]: ... } }. `check` is the
+// subject's own verification of its result: a fast wrong answer is reported
+// as a failure, not as speed. A row's notes state what its runs found:
+// `check` over every run ("CHECK FAILED in 2 of 5 runs"), and `tally` (an
+// object of counts) summed over the runs and worded by the case's
+// `tallyNote(total, runs)`; else `extra` when every run said the same, or
+// the median run's `extra`, labelled so. Cases with `taskset` run in a
+// child process pinned to those CPUs; cases with `node: 24` run under that
+// Node major. (`--cases DIR` and `--results DIR` point the harness at other
+// cases and another place to write: test/bench.test.js uses them.)
 const fs = require('fs')
 const os = require('os')
 const path = require('path')
@@ -22,13 +34,18 @@ const { renderSvg } = require('./chart')
 
 const args = process.argv.slice(2)
 const quick = args.includes('--quick')
-const childCase = args.includes('--child') ? args[args.indexOf('--child') + 1] : null
-const repeatsArg = args.includes('--repeats') ? Number(args[args.indexOf('--repeats') + 1]) : 0
+const write = args.includes('--write')
+const valueOf = flag => args.includes(flag) ? args[args.indexOf(flag) + 1] : null
+const childCase = valueOf('--child')
+const repeatsArg = Number(valueOf('--repeats'))
 const repeats = repeatsArg > 0 ? repeatsArg : quick ? 3 : 5
-const filters = args.filter((a, i) => !a.startsWith('--') && !['--child', '--repeats'].includes(args[i - 1]))
+const casesDir = path.resolve(valueOf('--cases') || path.join(__dirname, 'cases'))
+const resultsDir = path.resolve(valueOf('--results') || __dirname)
+const VALUED = ['--child', '--repeats', '--cases', '--results']
+const filters = args.filter((a, i) => !a.startsWith('--') && !VALUED.includes(args[i - 1]))
 
 function loadCases () {
-  const dir = path.join(__dirname, 'cases')
+  const dir = casesDir
   const cases = []
   for (const f of fs.readdirSync(dir).filter(f => f.endsWith('.js')).sort()) {
     for (const c of require(path.join(dir, f))) cases.push(c)
@@ -44,35 +61,56 @@ function median (xs) {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
 }
 
+// Every run of every subject: its value, its check, its extra and its tally.
 async function runCase (c) {
   const runs = {}
-  for (const name of Object.keys(c.subjects)) runs[name] = { values: [], check: true, extra: '' }
+  for (const name of Object.keys(c.subjects)) runs[name] = { values: [], checks: [], extras: [], tally: null }
   for (let r = 0; r < repeats; r++) {
     for (const [name, fn] of Object.entries(c.subjects)) {
       const out = await fn({ quick })
-      runs[name].values.push(out.value)
-      if (out.check !== true) runs[name].check = false
-      if (out.extra) runs[name].extra = out.extra
+      const run = runs[name]
+      run.values.push(out.value)
+      run.checks.push(out.check === true)
+      run.extras.push(out.extra || '')
+      if (out.tally) {
+        run.tally = run.tally || {}
+        for (const [k, v] of Object.entries(out.tally)) run.tally[k] = (run.tally[k] || 0) + v
+      }
     }
   }
   return runs
 }
 
-// The binary of another Node major (from the registry's `node` package,
-// cached where scripts/test-matrix.sh keeps it); the addon is Node-API, so
-// the same build loads there.
+// Another Node major, from the registry's `node` package, where
+// scripts/test-matrix.sh keeps it (the addon is Node-API: the same build
+// loads there). `npm run bench:setup` installs it; a run never does.
+const matrixDir = major => path.join(__dirname, '..', 'build', 'matrix', 'node' + major)
+const matrixBin = major => path.join(matrixDir(major), 'node_modules', 'node', 'bin', 'node')
+const isCurrent = major => process.versions.node.split('.')[0] === String(major)
+
+// The binary to run a case under, or null when that Node is not installed.
 function nodeBinary (major) {
-  if (process.versions.node.split('.')[0] === String(major)) return process.execPath
-  const dir = path.join(__dirname, '..', 'build', 'matrix', 'node' + major)
-  const bin = path.join(dir, 'node_modules', 'node', 'bin', 'node')
-  if (!fs.existsSync(bin)) {
+  if (isCurrent(major)) return process.execPath
+  return fs.existsSync(matrixBin(major)) ? fs.realpathSync(matrixBin(major)) : null
+}
+
+function setup (cases) {
+  const majors = [...new Set(cases.map(c => c.node).filter(Boolean))].filter(m => !isCurrent(m))
+  for (const major of majors) {
+    if (fs.existsSync(matrixBin(major))) {
+      console.log(`bench:setup: Node ${major} is installed (${matrixBin(major)})`)
+      continue
+    }
+    const dir = matrixDir(major)
     fs.mkdirSync(dir, { recursive: true })
+    // A package.json of its own, or npm would install into ours.
     fs.writeFileSync(path.join(dir, 'package.json'), '{"private":true}')
+    console.log(`bench:setup: installing node@${major} from the npm registry into ${dir}`)
     const r = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--no-save', '--loglevel=error', 'node@' + major],
       { cwd: dir, stdio: 'inherit' })
-    if (r.status !== 0) throw new Error('could not install node@' + major)
+    if (r.status !== 0) throw new Error('bench:setup: could not install node@' + major)
   }
-  return fs.realpathSync(bin)
+  if (majors.length === 0) console.log('bench:setup: no case needs another Node')
 }
 
 // Run a case in a child process: pinned to CPUs (taskset) and/or under
@@ -80,7 +118,7 @@ function nodeBinary (major) {
 function runInChild (c) {
   const node = c.node ? nodeBinary(c.node) : process.execPath
   let cmd = node
-  let childArgs = ['--expose-gc', __filename, '--child', c.name, '--repeats', String(repeats)]
+  let childArgs = ['--expose-gc', __filename, '--child', c.name, '--repeats', String(repeats), '--cases', casesDir]
   if (quick) childArgs.push('--quick')
   if (c.taskset) {
     childArgs = ['-c', c.taskset, node, ...childArgs]
@@ -89,6 +127,27 @@ function runInChild (c) {
   const p = spawnSync(cmd, childArgs, { encoding: 'utf8', maxBuffer: 1 << 24 })
   if (p.status !== 0) throw new Error(`child run of "${c.name}" failed (status ${p.status}, signal ${p.signal}): ${p.stderr || p.error || p.stdout.slice(-2000)}`)
   return JSON.parse(p.stdout.trim().split('\n').pop())
+}
+
+// What a row's runs found, in words (see the top of this file).
+function notesOf (c, run) {
+  const n = run.values.length
+  const failed = run.checks.filter(ok => !ok).length
+  const notes = []
+  if (failed > 0) notes.push(`**CHECK FAILED** in ${failed} of ${n} runs`)
+  if (run.tally && c.tallyNote) {
+    notes.push(c.tallyNote(run.tally, n))
+  } else if (run.extras.some(Boolean)) {
+    if (run.extras.every(e => e === run.extras[0])) {
+      notes.push(run.extras[0])
+    } else {
+      const med = median(run.values)
+      const i = run.values.reduce((best, v, j) => Math.abs(v - med) < Math.abs(run.values[best] - med) ? j : best, 0)
+      notes.push(`median run: ${run.extras[i]}`)
+      run.checks.forEach((ok, j) => { if (!ok && j !== i && run.extras[j]) notes.push(`failed run ${j + 1}: ${run.extras[j]}`) })
+    }
+  }
+  return notes.join('; ')
 }
 
 function summarize (c, runs) {
@@ -105,8 +164,8 @@ function summarize (c, runs) {
       median: med,
       max: Math.max(...run.values),
       ratio,
-      check: run.check,
-      extra: run.extra
+      check: run.checks.every(Boolean),
+      notes: notesOf(c, run)
     })
   }
   const own = rows.find(r => r.name === 'sabsync')
@@ -123,11 +182,15 @@ function table (results) {
     '|---|---|---:|---:|---:|---|---:|---|---|'
   ]
   for (const r of results) {
+    if (r.skipped) {
+      lines.push(`| ${r.name} | (skipped) | | | | ${r.unit} | | | ${r.skipped} |`)
+      continue
+    }
     for (const row of r.rows) {
       const ratio = row.ratio == null ? '' : row.ratio.toFixed(2) + '×'
       let goal = ''
       if (row.name === 'sabsync' && r.goal != null) goal = `≥ ${r.goal.toFixed(2)}× ${r.met ? '**met**' : '**missed**'}`
-      const notes = [row.check ? '' : '**CHECK FAILED**', row.extra].filter(Boolean).join('; ')
+      const notes = row.notes
       const unitLabel = r.unit === 'ops/s' ? 'ops/s' : r.unit
       lines.push(`| ${r.name} | ${row.name} | ${fmtUnit(row.min, r.unit)} | ${fmtUnit(row.median, r.unit)} | ` +
         `${fmtUnit(row.max, r.unit)} | ${unitLabel} | ${ratio} | ${goal} | ${notes} |`)
@@ -138,14 +201,26 @@ function table (results) {
 
 async function main () {
   const cases = loadCases()
+  if (args.includes('--setup')) return setup(cases)
   if (childCase) {
     const c = cases.find(x => x.name === childCase)
     process.stdout.write('\n' + JSON.stringify(await runCase(c)) + '\n')
     return
   }
+  if (write && filters.length > 0) {
+    console.error('bench: --write records the whole suite; leave out the case filters (' + filters.join(' ') + ')')
+    process.exitCode = 2
+    return
+  }
   const chosen = cases.filter(c => filters.length === 0 || filters.some(f => c.name.toLowerCase().includes(f.toLowerCase())))
   const results = []
   for (const c of chosen) {
+    if (c.node && nodeBinary(c.node) === null) {
+      const why = `needs Node ${c.node}, not installed: run \`npm run bench:setup\` first`
+      console.error(`bench: skipped "${c.name}": ${why}`)
+      results.push({ name: c.name, unit: c.unit, compare: c.compare, goal: c.goal, rows: [], met: null, skipped: why })
+      continue
+    }
     process.stderr.write(`bench: ${c.name} ...\n`)
     const runs = c.taskset || c.node ? runInChild(c) : await runCase(c)
     results.push(summarize(c, runs))
@@ -162,10 +237,12 @@ async function main () {
   console.log(header + '\n\n' + md)
   // Only sabsync's own failed check fails the run; a peer's is reported.
   const failed = results.some(r => r.rows.some(row => row.name === 'sabsync' && !row.check))
-  if (filters.length === 0 && !args.includes('--no-write')) {
-    fs.writeFileSync(path.join(__dirname, 'RESULTS.md'), '# Benchmark results\n\n' + header + '\n\n' + md + '\n')
-    fs.writeFileSync(path.join(__dirname, 'results.svg'), renderSvg(results))
-    console.error('bench: wrote bench/RESULTS.md and bench/results.svg')
+  if (write) {
+    fs.writeFileSync(path.join(resultsDir, 'RESULTS.md'), '# Benchmark results\n\n' + header + '\n\n' + md + '\n')
+    fs.writeFileSync(path.join(resultsDir, 'results.svg'), renderSvg(results))
+    console.error(`bench: wrote ${path.relative(process.cwd(), path.join(resultsDir, 'RESULTS.md'))} and results.svg`)
+  } else if (filters.length === 0) {
+    console.error('bench: bench/RESULTS.md and bench/results.svg left as they are (`npm run bench -- --write` records this run there)')
   }
   if (failed) {
     console.error('bench: sabsync failed its own check in a case')

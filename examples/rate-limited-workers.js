@@ -25,7 +25,7 @@ if (isMainThread) {
   const limit = RateLimit(RPS, { timeUnit: WINDOW })
   const t0 = Number(process.hrtime.bigint()) / 1e6
   const workers = Array.from({ length: WORKERS }, () => new Worker(__filename, {
-    workerData: { buffer: limit.buffer, byteOffset: limit.byteOffset }
+    workerData: limit.handle
   }))
   Promise.all(workers.map(w => new Promise((resolve, reject) => {
     w.once('message', resolve)

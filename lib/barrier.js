@@ -3,12 +3,13 @@
 //
 // Memory (Int32 cells):
 //
-//   [0] WORD     bits 0-19 ARRIVED  parties waiting in this round
+//   [0] TAG      'BAR1', the kind tag (lib/kind.js), written last by the
+//                constructor, read only by Barrier.from
+//   [1] WORD     bits 0-19 ARRIVED  parties waiting in this round
 //                bits 20-30 GEN     the round (mod 2048)
 //                bit  31    BROKEN  the round was broken
-//   [1] RESETS   how many times reset() was called
-//   [2] PARTIES
-//   [3]          0
+//   [2] RESETS   how many times reset() was called
+//   [3] PARTIES
 //   [4..4+P)     ids: slot i holds the owner id of the party that arrived
 //                i-th, in this round for i < ARRIVED, else in the last one
 //
@@ -27,12 +28,13 @@
 // GEN is 11 bits; a waiter from round g is still counted in round g, so
 // the round cannot move 2048 rounds past it.
 
-const { ownersOf, memoryOf, parseTimeout, parseAsyncOptions, OK, OWNER_DEAD, SabsyncError, outOfRange } = require('./shared')
-const { attachTo, PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
+const { ownersOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, OK, OWNER_DEAD, SabsyncError, outOfRange } = require('./shared')
+const { PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
+const { attachTo, writeTag } = require('./kind')
 
-const WORD = 0
-const RESETS = 1
-const PARTIES = 2
+const WORD = 1
+const RESETS = 2
+const PARTIES = 3
 const IDS = 4
 const ARRIVED = 0xFFFFF
 const GEN_SHIFT = 20
@@ -103,6 +105,7 @@ function attemptBarrier (w) {
       if (genOf(Atomics.load(b.i32, WORD)) !== w.gen) continue // it completed after all
       return undefined
     }
+    w.cell = WORD
     w.value = word
     w.wait = wait
     w.epoch = epoch
@@ -131,19 +134,21 @@ class Barrier {
   constructor (parties, options, attach) {
     let mem
     if (attach === ATTACH) {
-      const head = memoryOf('Barrier', IDS * 4, options)
+      const head = memoryOf('Barrier', IDS * 4, options, 'handle')
       parties = Atomics.load(head.i32, PARTIES)
       if (!(parties >= 1 && parties <= MAX_PARTIES)) throw outOfRange('handle', 'an initialised Barrier', parties)
-      mem = memoryOf('Barrier', bytesFor(parties), options)
+      mem = memoryOf('Barrier', bytesFor(parties), options, 'handle')
     } else {
       partiesArg(parties)
       mem = memoryOf('Barrier', bytesFor(parties), options)
       mem.i32.fill(0)
       Atomics.store(mem.i32, PARTIES, parties)
+      writeTag(mem.i32, 'Barrier')
     }
     this.buffer = mem.buffer
     this.byteOffset = mem.byteOffset
     this.#b = { i32: mem.i32, parties, wake: waker(mem.i32, WORD), own: ownersOf(mem.buffer) }
+    madeAs(this, 'Barrier')
   }
 
   get parties () { return this.#b.parties }

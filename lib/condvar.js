@@ -1,8 +1,9 @@
 'use strict'
 // CondVar: a condition variable used with a sabsync Mutex.
 //
-// Memory: one Int32 cell, a sequence number (8 bytes reserved). Every
-// notify adds 1 to it before waking. A waiter reads it while it still holds
+// Memory, two Int32 cells (8 bytes): [0] TAG 'CDV1', the kind tag
+// (lib/kind.js), read only by from(); [1] SEQ, a sequence number. Every
+// notify adds 1 to SEQ before waking. A waiter reads it while it still holds
 // the mutex, unlocks, and parks expecting the value it read: a notify that
 // lands between the unlock and the park changes the value, so the park
 // answers not-equal at once instead of sleeping through it (no lost
@@ -10,10 +11,12 @@
 // waiter that was between its unlock and its park. Callers loop on their
 // predicate, as with every condition variable.
 
-const { memoryOf, parseTimeout, parseAsyncOptions, parkSync, parkAsync, TIMED_OUT, SabsyncError, invalidType } = require('./shared')
-const { attachTo, waker } = require('./waiting')
+const { memoryOf, madeAs, parseTimeout, parseAsyncOptions, parkSync, parkAsync, TIMED_OUT, SabsyncError, invalidType } = require('./shared')
+const { waker } = require('./waiting')
+const { attachTo, writeTag } = require('./kind')
 const { internals } = require('./mutex')
 
+const SEQ = 1
 const BYTES = 8
 const ATTACH = Symbol('attach')
 
@@ -35,12 +38,16 @@ class CondVar {
   }
 
   constructor (options, attach) {
-    const { buffer, byteOffset, i32 } = memoryOf('CondVar', BYTES, options)
-    if (attach !== ATTACH) Atomics.store(i32, 0, 0)
+    const { buffer, byteOffset, i32 } = memoryOf('CondVar', BYTES, options, attach === ATTACH ? 'handle' : 'options')
+    if (attach !== ATTACH) {
+      Atomics.store(i32, SEQ, 0)
+      writeTag(i32, 'CondVar')
+    }
     this.buffer = buffer
     this.byteOffset = byteOffset
     this.#i32 = i32
-    this.#wake = waker(i32, 0)
+    this.#wake = waker(i32, SEQ)
+    madeAs(this, 'CondVar')
   }
 
   // Unlocks `mutex`, waits for a notify (or `timeout` ms), locks it again.
@@ -49,11 +56,11 @@ class CondVar {
   wait (mutex, timeout) {
     const t = timeout === undefined ? Infinity : parseTimeout(timeout)
     holdsIt(mutex)
-    const seq = Atomics.load(this.#i32, 0)
+    const seq = Atomics.load(this.#i32, SEQ)
     mutex.unlock()
     // In a worker being terminated this returns with the termination
     // pending: the thread never runs JS again, and holds nothing.
-    const code = parkSync(this.#i32, 0, seq, t, 0, 0)
+    const code = parkSync(this.#i32, SEQ, seq, t, 0, 0)
     mutex.lock()
     return code !== TIMED_OUT
   }
@@ -64,9 +71,9 @@ class CondVar {
     const { timeout, signal, ref } = parseAsyncOptions(options)
     holdsIt(mutex)
     if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
-    const seq = Atomics.load(this.#i32, 0)
+    const seq = Atomics.load(this.#i32, SEQ)
     mutex.unlock()
-    const parked = parkAsync(this.#i32, 0, seq, timeout, signal, ref, 0, 0)
+    const parked = parkAsync(this.#i32, SEQ, seq, timeout, signal, ref, 0, 0)
     return (async () => {
       let timedOut
       try {
@@ -82,12 +89,12 @@ class CondVar {
 
   // Wake one / every waiter; answer how many were woken.
   notifyOne () {
-    Atomics.add(this.#i32, 0, 1)
+    Atomics.add(this.#i32, SEQ, 1)
     return this.#wake(1)
   }
 
   notifyAll () {
-    Atomics.add(this.#i32, 0, 1)
+    Atomics.add(this.#i32, SEQ, 1)
     return this.#wake(Infinity)
   }
 }

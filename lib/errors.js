@@ -42,6 +42,7 @@ const CODES = Object.freeze({
   ERR_SABSYNC_DEADLOCK: 'a blocking lock by the thread that already holds it',
   ERR_SABSYNC_NOT_OWNER: 'an unlock by a thread that does not hold the lock',
   ERR_SABSYNC_TIMEOUT: 'runExclusive() did not get the lock within its timeout',
+  ERR_SABSYNC_WRONG_KIND: 'X.from() of memory that holds another kind of primitive (on a TypeError that names both kinds)',
   ERR_SABSYNC_NOT_BUILT: 'no native addon loads on this platform',
   ERR_SABSYNC_NAPI: 'a Node-API call failed inside the addon',
   ERR_SABSYNC_NOMEM: 'the addon ran out of memory',

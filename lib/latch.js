@@ -2,14 +2,16 @@
 // Latch: a single-use countdown (C++ std::latch). Waiters are released when
 // the count reaches 0, and it stays 0.
 //
-// Memory: one Int32 cell, the count (8 bytes reserved). countDown is a CAS
-// loop so that a count below 0 is refused rather than stored. A latch has
+// Memory, two Int32 cells (8 bytes): [0] TAG 'LAT1', the kind tag
+// (lib/kind.js), read only by from(); [1] COUNT. countDown is a CAS loop so that a count below 0 is refused rather than stored. A latch has
 // no owners: a thread that dies before counting down leaves it short, and
 // waiters wait (use a timeout).
 
-const { memoryOf, parseTimeout, parseAsyncOptions, outOfRange } = require('./shared')
-const { attachTo, PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
+const { memoryOf, madeAs, parseTimeout, parseAsyncOptions, outOfRange } = require('./shared')
+const { PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
+const { attachTo, writeTag } = require('./kind')
 
+const COUNT = 1
 const BYTES = 8
 const MAX = 0x7FFFFFFF
 const ATTACH = Symbol('attach')
@@ -22,7 +24,7 @@ function countArg (name, n, min) {
 }
 
 function attemptLatch (w) {
-  const c = Atomics.load(w.i32, 0)
+  const c = Atomics.load(w.i32, COUNT)
   if (c === 0) return true
   const wait = w.remaining()
   if (wait === 0) return false
@@ -33,6 +35,7 @@ function attemptLatch (w) {
 
 function newWait (i32, timeout) {
   const w = new Wait(i32, timeout)
+  w.cell = COUNT
   w.watch = 0
   return w
 }
@@ -49,24 +52,28 @@ class Latch {
 
   constructor (count, options, attach) {
     if (attach !== ATTACH) countArg('count', count, 0)
-    const { buffer, byteOffset, i32 } = memoryOf('Latch', BYTES, options)
-    if (attach !== ATTACH) Atomics.store(i32, 0, count)
+    const { buffer, byteOffset, i32 } = memoryOf('Latch', BYTES, options, attach === ATTACH ? 'handle' : 'options')
+    if (attach !== ATTACH) {
+      Atomics.store(i32, COUNT, count)
+      writeTag(i32, 'Latch')
+    }
     this.buffer = buffer
     this.byteOffset = byteOffset
     this.#i32 = i32
-    this.#wake = waker(i32, 0)
+    this.#wake = waker(i32, COUNT)
+    madeAs(this, 'Latch')
   }
 
-  get count () { return Atomics.load(this.#i32, 0) }
+  get count () { return Atomics.load(this.#i32, COUNT) }
 
   // Decrements by n; the decrement that reaches 0 releases every waiter.
   countDown (n = 1) {
     countArg('n', n, 0)
     const i32 = this.#i32
-    let c = Atomics.load(i32, 0)
+    let c = Atomics.load(i32, COUNT)
     for (let seen; ; c = seen) {
       if (n > c) throw outOfRange('n', `<= the latch's remaining count (${c})`, n)
-      if ((seen = Atomics.compareExchange(i32, 0, c, c - n)) === c) break
+      if ((seen = Atomics.compareExchange(i32, COUNT, c, c - n)) === c) break
     }
     // Waiters stay parked through decrements that leave the count above 0
     // (they parked on a value, and only a notify wakes them); the one that
@@ -74,18 +81,18 @@ class Latch {
     if (c - n === 0 && n > 0) this.#wake(Infinity)
   }
 
-  tryWait () { return Atomics.load(this.#i32, 0) === 0 }
+  tryWait () { return Atomics.load(this.#i32, COUNT) === 0 }
 
   // Blocks until the count is 0: true, or false when `timeout` ms passed.
   wait (timeout) {
     const t = timeout === undefined ? Infinity : parseTimeout(timeout)
-    if (Atomics.load(this.#i32, 0) === 0) return true
+    if (Atomics.load(this.#i32, COUNT) === 0) return true
     return settleSync(newWait(this.#i32, t), attemptLatch)
   }
 
   waitAsync (options) {
     const { timeout, signal, ref } = parseAsyncOptions(options)
-    if (Atomics.load(this.#i32, 0) === 0) return Promise.resolve(true)
+    if (Atomics.load(this.#i32, COUNT) === 0) return Promise.resolve(true)
     const w = newWait(this.#i32, timeout)
     w.signal = signal
     w.ref = ref

@@ -1,12 +1,15 @@
 'use strict'
-// Mutex: a lock in 8 bytes of shared memory that survives its owner and is
+// Mutex: a lock in 16 bytes of shared memory that survives its owner and is
 // eventually fair.
 //
-// Memory, two Int32 cells:
+// Memory, four Int32 cells:
 //
-//   [0] WORD  the lock word, below
-//   [1] SLOT  the one "starving" waiter, parked on this cell: its owner id,
+//   [0] TAG   'MTX1', the kind tag (lib/kind.js), written last by the
+//             constructor and read only by Mutex.from
+//   [1] WORD  the lock word, below
+//   [2] SLOT  the one "starving" waiter, parked on this cell: its owner id,
 //             | GRANT (bit 30) once an unlock has handed it the lock; or 0
+//   [3]       0
 //
 // The lock word:
 //
@@ -56,12 +59,13 @@
 // with DIED set (POSIX EOWNERDEAD).
 
 const {
-  ownersOf, memoryOf, parseTimeout, parseAsyncOptions, SabsyncError, invalidType
+  ownersOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, SabsyncError, invalidType
 } = require('./shared')
-const { attachTo, PARK, Wait, settleSync, settleAsync, waker, addressKey } = require('./waiting')
+const { PARK, Wait, settleSync, settleAsync, waker, addressKey } = require('./waiting')
+const { attachTo, writeTag } = require('./kind')
 
-const WORD = 0
-const SLOT = 1
+const WORD = 1
+const SLOT = 2
 const OWNER = 0x3FFFFFFF
 const PARKED = 0x40000000
 const DIED = 0x80000000 | 0
@@ -73,7 +77,7 @@ const FAIR_MS = 1
 // often ends within them, which saves a native enqueue and a wake.
 const SPINS = 64
 
-const BYTES = 8
+const BYTES = 16
 const ATTACH = Symbol('attach')
 const dispose = Symbol.dispose ?? Symbol.for('nodejs.dispose')
 
@@ -351,16 +355,19 @@ class Mutex {
   }
 
   constructor (options, attach) {
-    const { buffer, byteOffset, i32 } = memoryOf('Mutex', BYTES, options)
+    const { buffer, byteOffset, i32 } = memoryOf('Mutex', BYTES, options, attach === ATTACH ? 'handle' : 'options')
     if (attach !== ATTACH) {
       Atomics.store(i32, WORD, 0)
       Atomics.store(i32, SLOT, 0)
+      Atomics.store(i32, 3, 0)
+      writeTag(i32, 'Mutex')
     }
     this.buffer = buffer
     this.byteOffset = byteOffset
     this.#i32 = i32
     this.#core = coreOf(i32)
     this.#self = this.#core.own.self
+    madeAs(this, 'Mutex')
   }
 
   // Blocks until this thread holds the lock; false when `timeout` ms passed.

@@ -1,11 +1,12 @@
 'use strict'
 // Once: fn runs exactly once across every thread (C++ std::call_once).
 //
-// Memory: one Int32 cell (8 bytes reserved):
+// Memory, two Int32 cells (8 bytes):
 //
-//   0              not run yet
-//   id (bits 0-29) running in thread `id`
-//   DONE (bit 31)  has run to completion
+//   [0] TAG    'ONC1', the kind tag (lib/kind.js), read only by from()
+//   [1] STATE  0               not run yet
+//              id (bits 0-29)  running in thread `id`
+//              DONE (bit 31)   has run to completion
 //
 // A caller that finds it running waits; when the runner's fn throws the
 // cell goes back to 0 and the waiters are woken, one of them runs fn. When
@@ -13,9 +14,11 @@
 // and runs fn itself. Waiters watch every owner (WATCH_ANY), so that the
 // death wakes them.
 
-const { memoryOf, parseTimeout, parseAsyncOptions, SabsyncError, invalidType } = require('./shared')
-const { attachTo, PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
+const { memoryOf, madeAs, parseTimeout, parseAsyncOptions, SabsyncError, invalidType } = require('./shared')
+const { PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
+const { attachTo, writeTag } = require('./kind')
 
+const STATE = 1
 const OWNER = 0x3FFFFFFF
 const DONE = 0x80000000 | 0
 const BYTES = 8
@@ -27,11 +30,11 @@ function attemptOnce (w) {
   const { self, alive, deathEpoch } = w.own
   for (;;) {
     const epoch = deathEpoch()
-    const s = Atomics.load(i32, 0)
+    const s = Atomics.load(i32, STATE)
     if (s === DONE) return false
     const owner = s & OWNER
     if (owner === 0 || (owner !== self && !alive(owner))) {
-      if (Atomics.compareExchange(i32, 0, s, self) === s) return RUN
+      if (Atomics.compareExchange(i32, STATE, s, self) === s) return RUN
       continue
     }
     if (owner === self && !w.async) {
@@ -39,6 +42,7 @@ function attemptOnce (w) {
     }
     const wait = w.remaining()
     if (wait === 0) return undefined
+    w.cell = STATE
     w.value = s
     w.wait = wait
     w.epoch = epoch
@@ -57,15 +61,19 @@ class Once {
   }
 
   constructor (options, attach) {
-    const { buffer, byteOffset, i32 } = memoryOf('Once', BYTES, options)
-    if (attach !== ATTACH) Atomics.store(i32, 0, 0)
+    const { buffer, byteOffset, i32 } = memoryOf('Once', BYTES, options, attach === ATTACH ? 'handle' : 'options')
+    if (attach !== ATTACH) {
+      Atomics.store(i32, STATE, 0)
+      writeTag(i32, 'Once')
+    }
     this.buffer = buffer
     this.byteOffset = byteOffset
     this.#i32 = i32
-    this.#wake = waker(i32, 0)
+    this.#wake = waker(i32, STATE)
+    madeAs(this, 'Once')
   }
 
-  get done () { return Atomics.load(this.#i32, 0) === DONE }
+  get done () { return Atomics.load(this.#i32, STATE) === DONE }
 
   // Runs fn unless it has run: true if this call ran it, false if it had
   // run, undefined if `timeout` ms passed while another thread ran it.
@@ -74,7 +82,7 @@ class Once {
   run (fn, timeout) {
     if (typeof fn !== 'function') throw invalidType('fn', 'a function', fn)
     const t = timeout === undefined ? Infinity : parseTimeout(timeout)
-    if (Atomics.load(this.#i32, 0) === DONE) return false
+    if (Atomics.load(this.#i32, STATE) === DONE) return false
     const w = new Wait(this.#i32, t)
     w.async = false
     const r = settleSync(w, attemptOnce)
@@ -93,7 +101,7 @@ class Once {
   async runAsync (fn, options) {
     if (typeof fn !== 'function') throw invalidType('fn', 'a function', fn)
     const { timeout, signal, ref } = parseAsyncOptions(options)
-    if (Atomics.load(this.#i32, 0) === DONE) return false
+    if (Atomics.load(this.#i32, STATE) === DONE) return false
     if (signal !== undefined && signal.aborted) throw signal.reason
     const w = new Wait(this.#i32, timeout)
     w.async = true
@@ -112,7 +120,7 @@ class Once {
   }
 
   #release (state) {
-    Atomics.store(this.#i32, 0, state)
+    Atomics.store(this.#i32, STATE, state)
     this.#wake(Infinity)
   }
 }

@@ -14,10 +14,10 @@
 // The turn of a thread that dies comes back as any Sema token does, and an
 // abort or timeout gives it up at once.
 
-const { isSharedArrayBuffer } = require('util').types
 const native = require('./native')
 const { Sema } = require('./sema')
-const { memoryOf, handleOf, parseTimeout, isAbortSignal, ownSignal, SabsyncError, invalidType, outOfRange } = require('./shared')
+const { memoryOf, isMemory, parseTimeout, isAbortSignal, ownSignal, SabsyncError, invalidType, outOfRange } = require('./shared')
+const { attachTo } = require('./kind')
 
 const { RATE_MAX: MAX, RATE_MAGIC: MAGIC, RATE_W_RPS: W_RPS, RATE_HEADER_BYTES: HEADER_BYTES } = native.constants
 
@@ -56,7 +56,7 @@ function limiterOver (mem, turn) {
    * monotonic clock of process.hrtime). options.signal: an abort rejects
    * with signal.reason (nothing was recorded for that caller).
    */
-  async function limit (options) {
+  async function take (options) {
     let signal
     if (options !== undefined) {
       if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options)
@@ -107,12 +107,21 @@ function limiterOver (mem, turn) {
     return turn.nrWaiting()
   }
 
+  // A function cannot be posted to a worker: postMessage(limit) throws a
+  // DataCloneError that quotes the function's source. So the limiter is
+  // this short function, whose source says what to post instead.
+  // (V8 shortens a long source in that message: the advice comes first.)
+  const limit = function limit (options) { /* cannot be posted: post limit.handle, then RateLimit.from(it) */
+    return take(options)
+  }
   Object.defineProperty(limit, 'sync', { value: sync, writable: true, configurable: true })
   Object.defineProperty(limit, 'nrWaiting', { value: nrWaiting, writable: true, configurable: true })
   // Own enumerable, as on every primitive: { buffer, byteOffset } is the
   // handle another thread passes to RateLimit.from().
   Object.defineProperty(limit, 'buffer', { value: mem.buffer, enumerable: true })
   Object.defineProperty(limit, 'byteOffset', { value: mem.byteOffset, enumerable: true })
+  // What to post: RateLimit.from(limit.handle) attaches in the worker.
+  Object.defineProperty(limit, 'handle', { value: Object.freeze({ buffer: mem.buffer, byteOffset: mem.byteOffset }) })
   const [rps, timeUnit, uniformDistribution] = native.rateOpen(i32)
   Object.defineProperty(limit, 'rps', { value: rps })
   Object.defineProperty(limit, 'timeUnit', { value: timeUnit })
@@ -175,14 +184,16 @@ RateLimit.from = function from (handle) {
   // A limiter is a function (with its buffer and byteOffset): from(limit)
   // attaches to it, as API.md and index.d.ts say (it threw a TypeError:
   // found by the API fuzz, test/fuzz-primitives.test.js).
-  if (typeof handle === 'function' && isSharedArrayBuffer(handle.buffer)) handle = { buffer: handle.buffer, byteOffset: handle.byteOffset }
-  const { buffer, byteOffset } = handleOf('RateLimit', handle)
-  const head = memoryOf('RateLimit', HEADER_BYTES, { buffer, byteOffset })
+  if (typeof handle === 'function' && isMemory(handle.buffer)) handle = { buffer: handle.buffer, byteOffset: handle.byteOffset }
+  // Its first word is SAB_RATE_MAGIC, its kind tag: memory of another kind,
+  // or none, is refused here, before any native call.
+  const { buffer, byteOffset } = attachTo('RateLimit', handle)
+  const head = memoryOf('RateLimit', HEADER_BYTES, { buffer, byteOffset }, 'handle')
   const rps = Atomics.load(head.i32, W_RPS)
   if (Atomics.load(head.i32, 0) !== MAGIC || !(rps >= 1 && rps <= MAX)) {
     throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `sabsync: no RateLimit at byteOffset ${head.byteOffset} of this buffer`)
   }
-  const mem = memoryOf('RateLimit', bytesFor(rps), { buffer, byteOffset })
+  const mem = memoryOf('RateLimit', bytesFor(rps), { buffer, byteOffset }, 'handle')
   const turn = Sema.from({ buffer: mem.buffer, byteOffset: mem.byteOffset + native.rateBytes(rps) })
   return limiterOver(mem, turn)
 }

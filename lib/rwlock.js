@@ -4,16 +4,18 @@
 //
 // Memory (Int32 cells):
 //
-//   [0] STATE   writer bits, below
-//   [1] DRAIN   a sequence: bumped when a reader leaves while a writer
+//   [0] TAG     'RWL1', the kind tag (lib/kind.js), written last by the
+//               constructor, read only by RWLock.from
+//   [1] STATE   writer bits, below
+//   [2] DRAIN   a sequence: bumped when a reader leaves while a writer
 //               drains (WW) or a reader waits for a slot (SLOT_WAIT)
-//   [2] DIED    1 from the moment a dead writer's write lock is reclaimed
+//   [3] DIED    1 from the moment a dead writer's write lock is reclaimed
 //               until the next writeUnlock (`ownerDied`)
-//   [3] N       the number of reader slots
-//   [4] HWM     slots at or above this index have never been used
-//   [5]         0
-//   [6..7]      the writers' Mutex (lib/mutex.js)
-//   [8..8+N)    reader slots: the owner id of a thread that holds at least
+//   [4] N       the number of reader slots
+//   [5] HWM     slots at or above this index have never been used
+//   [6..7]      0
+//   [8..11]     the writers' Mutex (lib/mutex.js)
+//   [12..12+N)  reader slots: the owner id of a thread that holds at least
 //               one read lock, or 0
 //
 //   STATE bit 31  WL         a writer holds the write lock
@@ -41,19 +43,20 @@
 // writer, and a dead writer the readers parked on STATE.
 
 const {
-  ownersOf, memoryOf, parseTimeout, parseAsyncOptions,
+  ownersOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions,
   SabsyncError, outOfRange
 } = require('./shared')
-const { attachTo, PARK, Wait, settleSync, settleAsync, waker, addressKey } = require('./waiting')
+const { PARK, Wait, settleSync, settleAsync, waker, addressKey } = require('./waiting')
+const { attachTo, writeTag } = require('./kind')
 const { Mutex, internals } = require('./mutex')
 
-const STATE = 0
-const DRAIN = 1
-const DIED = 2
-const NSLOTS = 3
-const HWM = 4
-const MUTEX_BYTES = 24
-const SLOT0 = 8
+const STATE = 1
+const DRAIN = 2
+const DIED = 3
+const NSLOTS = 4
+const HWM = 5
+const MUTEX_BYTES = 32 // where the writers' Mutex begins
+const SLOT0 = 12
 
 const WL = 0x80000000 | 0
 const WW = 0x40000000
@@ -298,10 +301,10 @@ class RWLock {
     let mem
     if (attach === ATTACH) {
       const { buffer, byteOffset } = options
-      const head = memoryOf('RWLock', SLOT0 * 4, { buffer, byteOffset })
+      const head = memoryOf('RWLock', SLOT0 * 4, { buffer, byteOffset }, 'handle')
       n = Atomics.load(head.i32, NSLOTS)
       if (!(n >= 1 && n <= MAX_SLOTS)) throw outOfRange('handle', 'an initialised RWLock', n)
-      mem = memoryOf('RWLock', bytesFor(n), { buffer, byteOffset })
+      mem = memoryOf('RWLock', bytesFor(n), { buffer, byteOffset }, 'handle')
     } else {
       const slots = options !== null && typeof options === 'object' ? options.readerSlots : undefined
       n = slots === undefined ? DEFAULT_SLOTS : slotsArg(slots, 'options.readerSlots')
@@ -331,6 +334,8 @@ class RWLock {
       wakeState: waker(i32, STATE),
       wakeDrain: waker(i32, DRAIN)
     }
+    if (attach !== ATTACH) writeTag(i32, 'RWLock') // last: its memory is set up
+    madeAs(this, 'RWLock')
   }
 
   get readerSlots () { return this.#r.n }

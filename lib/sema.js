@@ -8,9 +8,10 @@
 
 const native = require('./native')
 const {
-  memoryOf, handleOf, parseTimeout, parseAsyncOptions, ownersOf, parkAsync,
+  memoryOf, madeAs, parseTimeout, parseAsyncOptions, ownersOf, parkAsync,
   WATCH_ANY, SabsyncError, invalidType, outOfRange
 } = require('./shared')
+const { attachTo } = require('./kind')
 const { describe } = require('./errors')
 const { guard } = require('./abort')
 const { spaceOf } = require('./space-registry')
@@ -171,14 +172,16 @@ class Sema {
 
   /** Attach to a Sema made in another thread (or its { buffer, byteOffset }). */
   static from (handle, options) {
-    const { buffer, byteOffset } = handleOf('Sema', handle)
+    // A Sema's first word is SAB_SEMA_MAGIC, its kind tag: memory of
+    // another kind, or none, is refused here, before any native call.
+    const { buffer, byteOffset } = attachTo('Sema', handle)
     const opts = parseOptions(options, false)
-    const head = memoryOf('Sema', HEADER_BYTES, { buffer, byteOffset })
+    const head = memoryOf('Sema', HEADER_BYTES, { buffer, byteOffset }, 'handle')
     const nr = Atomics.load(head.i32, W_NR)
     if (Atomics.load(head.i32, 0) !== MAGIC || !(nr >= 1 && nr <= MAX)) {
       throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `sabsync: no Sema at byteOffset ${head.byteOffset} of this buffer`)
     }
-    const mem = memoryOf('Sema', native.semaBytes(nr), { buffer, byteOffset })
+    const mem = memoryOf('Sema', native.semaBytes(nr), { buffer, byteOffset }, 'handle')
     // #setup's semaView checks it all again, natively.
     return new Sema(ATTACH, { mem, nr, opts })
   }
@@ -187,6 +190,7 @@ class Sema {
     // Own enumerable data: what postMessage copies, and Sema.from reads.
     Object.defineProperty(this, 'buffer', { value: mem.buffer, enumerable: true })
     Object.defineProperty(this, 'byteOffset', { value: mem.byteOffset, enumerable: true })
+    madeAs(this, 'Sema')
     this.#i32 = mem.i32
     this.#local = localOf(mem.buffer, mem.byteOffset)
     this.#ops = this.#local.ops

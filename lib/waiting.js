@@ -12,7 +12,7 @@
 
 const native = require('./native')
 const { addressOf, bucketOf, counts } = require('./lot')
-const { parkSync, parkAsync, handleOf, invalidType, ownersOf, isMemory, OK, TIMED_OUT, WATCH_ANY } = require('./shared')
+const { parkSync, parkAsync, ownersOf, OK, TIMED_OUT, WATCH_ANY } = require('./shared')
 const { spaceOf } = require('./space-registry')
 
 const PARK = Symbol('park')
@@ -91,12 +91,4 @@ function addressKey (i32, index) {
   return addressOf(i32, i32.buffer, index, 4)
 }
 
-// The { buffer, byteOffset } of a handle for X.from(): unlike a
-// constructor's options, the buffer is required.
-function attachTo (who, handle) {
-  const h = handleOf(who, handle)
-  if (!isMemory(h.buffer)) throw invalidType('handle.buffer', 'a SharedArrayBuffer', h.buffer)
-  return h
-}
-
-module.exports = { attachTo, PARK, Wait, settleSync, settleAsync, waker, addressKey }
+module.exports = { PARK, Wait, settleSync, settleAsync, waker, addressKey }

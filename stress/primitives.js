@@ -74,7 +74,7 @@ function envOf (sabsync, wd, post) {
   const lives = new Map()
   function lifeOf (t) {
     let m = lives.get(t)
-    if (m === undefined) lives.set(t, m = sabsync.Mutex.from({ buffer: wd.lifeBuf, byteOffset: t * 8 }))
+    if (m === undefined) lives.set(t, m = sabsync.Mutex.from({ buffer: wd.lifeBuf, byteOffset: t * sabsync.Mutex.byteLength }))
     return m
   }
   const isMain = tag === 1
@@ -208,7 +208,9 @@ async function scenario (spec) {
   const base = lotWaiters()
   const ctlBuf = new SharedArrayBuffer(4 * L.LEN)
   const ctl = new Int32Array(ctlBuf)
-  const lifeBuf = new SharedArrayBuffer(8 * MAX_TAGS)
+  // Each thread tag's life: a Mutex its thread holds while it lives.
+  const lifeBuf = new SharedArrayBuffer(sabsync.Mutex.byteLength * MAX_TAGS)
+  for (let t = 0; t < MAX_TAGS; t++) new sabsync.Mutex({ buffer: lifeBuf, byteOffset: t * sabsync.Mutex.byteLength }) // eslint-disable-line no-new
   const fails = []
   const errors = []
   const killed = new Set()
@@ -362,6 +364,7 @@ function cells (x, n) {
   return new Int32Array(x.buffer, x.byteOffset, n)
 }
 
+// Waiters on the first n cells of a primitive (its header, tag included).
 function waitersOn (x, n) {
   const c = cells(x, n)
   let w = 0
@@ -508,7 +511,7 @@ ${asyncOrSync()}`,
       m.unlock()
       const total = sum(d, L2.DONE0, MAX_TAGS)
       const counter = d[L2.COUNTER]
-      const waiting = waitersOn(m, 2)
+      const waiting = waitersOn(m, 4)
       return {
         ok: counter === total && counter > 1000 && waiting === 0 && !m.isLocked,
         detail: `counter ${counter} === sum of per-thread updates ${total}; ${d[L2.TAKEOVERS]} ownerDied takeovers, ` +
@@ -652,7 +655,7 @@ ${asyncOrSync()}`,
       const L2 = flagLogic(env, f, d)
       const total = sum(d, L2.DONE0, MAX_TAGS)
       const counter = d[L2.COUNTER]
-      const waiting = waitersOn(f, 1)
+      const waiting = waitersOn(f, 2)
       return {
         ok: counter === total && counter > 1000 && !f.test() && Atomics.load(d, L2.HOLDER) === 0 && waiting === 0,
         detail: `counter ${counter} === sum of per-thread updates ${total}; ${recovered} flags left set by an exited holder recovered, ` +
@@ -813,7 +816,7 @@ ${asyncOrSync()}`,
         const rr = d[L2.RERUNS0 + k]
         reruns += rr
         if (!at(k).done || c !== 1 + rr) bad++
-        waiting += waitersOn(at(k), 1)
+        waiting += waitersOn(at(k), 2)
       }
       return {
         ok: bad === 0 && waiting === 0 && front > 500,
@@ -952,7 +955,7 @@ ${asyncOrSync()}`,
         const dn = d[L2.DOWNS0 + k]
         downs += dn
         if (k < hi ? dn !== init || at(k).count !== 0 : dn !== 0 || at(k).count !== init) bad++
-        waiting += waitersOn(at(k), 1)
+        waiting += waitersOn(at(k), 2)
       }
       return {
         ok: bad === 0 && waiting === 0 && hi > 200,
@@ -1147,7 +1150,7 @@ ${asyncOrSync()}`,
       let bad = 0
       for (let i = 1; i <= next; i++) if (seen[i] !== 1) bad++
       for (let i = next + 1; i < Math.min(seen.length, next + 1000); i++) if (seen[i] !== 0) bad++
-      const waiting = waitersOn(m, 2) + waitersOn(notFull, 1) + waitersOn(notEmpty, 1)
+      const waiting = waitersOn(m, 4) + waitersOn(notFull, 2) + waitersOn(notEmpty, 2)
       return {
         ok: bad === 0 && next > 1000 && waiting === 0,
         detail: `${next} items produced, each consumed exactly once (${bad} not; ${left} drained at the end); ` +
@@ -1293,7 +1296,7 @@ ${asyncOrSync()}`,
       L2.writeIn()
       L2.writeOut()
       const total = sum(d, L2.DONE0, MAX_TAGS)
-      const waiting = waitersOn(rw, 8)
+      const waiting = waitersOn(rw, 12)
       return {
         ok: d[L2.A] === total && d[L2.B] === total && total > 500 && waiting === 0,
         detail: `A = B = ${d[L2.A]} === sum of per-thread writes ${total}; ${d[L2.READS]} reads (at most ${d[L2.MAXR]} reader threads of ${RSLOTS} slots), ` +
@@ -1465,7 +1468,7 @@ barrierLogic(env, sabsync.Barrier.from(data.b), new Int32Array(data.d), data.P, 
     },
     async check (env, { b, d }) {
       const r = barrierLogic(env, b, d, P, sabsync).check(stats.epochs, deadIn)
-      const waiting = waitersOn(b, 1)
+      const waiting = waitersOn(b, 2)
       return {
         ok: r.bad.length === 0 && r.overflow === 0 && r.completed > 100 && waiting === 0,
         detail: `${stats.epochs} epochs (reset()s), ${r.completed} rounds completed with exactly one leader, ${r.broken} rounds broken with none, ` +
@@ -1751,7 +1754,7 @@ while (Atomics.load(d, 3) === 0) {
   const growth = (after.rss - before.rss) / 2 ** 20
   const heap = (after.heapUsed - before.heapUsed) / 2 ** 20
   const exact = d[0] === mine + d[2]
-  const waiting = waitersOn(m, 2)
+  const waiting = waitersOn(m, 4)
   return {
     ok: exact && mine - mine0 === total && growth < 10 && heap < 10 && waiting === 0 && !m.isLocked && global.gc !== undefined,
     detail: `${mine - mine0} lockAsync/unlock cycles measured in ${secs.toFixed(1)} s after ${warm} unmeasured, ` +

@@ -22,7 +22,7 @@ t.test('shape and bad input', async t => {
   t.throws(() => new Barrier('2'), { name: 'RangeError', message: /"parties"/ })
   t.throws(() => new Barrier(), { name: 'RangeError', message: /"parties"/ })
   t.throws(() => new Barrier(100, { buffer: new SharedArrayBuffer(64) }), { name: 'RangeError', message: /byteOffset/ })
-  t.throws(() => Barrier.from({ buffer: new SharedArrayBuffer(64) }), { name: 'RangeError', message: /handle/ }, 'uninitialised memory')
+  t.throws(() => Barrier.from({ buffer: new SharedArrayBuffer(64) }), { name: 'SabsyncError', code: 'ERR_SABSYNC_BAD_MEMORY', message: /zeroed/ }, 'uninitialised memory')
   t.throws(() => b.wait('x'), { name: 'TypeError', message: /"timeout"/ })
   t.throws(() => b.waitAsync({ timeout: NaN }), { name: 'TypeError', message: /"options.timeout"/ })
   t.notOk(b.isBroken)

@@ -4,10 +4,11 @@
 const t = require('tap')
 const { spawn } = require('child_process')
 const path = require('path')
+const { plainEnv } = require('./helpers')
 
 function run (file) {
   return new Promise(resolve => {
-    const p = spawn(process.execPath, [path.join(__dirname, '..', 'examples', file)], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const p = spawn(process.execPath, [path.join(__dirname, '..', 'examples', file)], { stdio: ['ignore', 'pipe', 'pipe'], env: plainEnv() })
     let out = ''
     p.stdout.on('data', d => { out += d })
     p.stderr.on('data', d => { out += d })

@@ -3,11 +3,11 @@
 const t = require('tap')
 const path = require('path')
 const { execFile } = require('child_process')
-const { root } = require('./helpers')
+const { root, plainEnv } = require('./helpers')
 
 function run (file) {
   return new Promise(resolve => {
-    execFile(process.execPath, [path.join(root, 'examples', file)], { cwd: root, timeout: 30000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [path.join(root, 'examples', file)], { cwd: root, timeout: 30000, env: plainEnv() }, (err, stdout, stderr) => {
       resolve({ code: err ? (err.code ?? err.signal) : 0, stdout, stderr })
     })
   })

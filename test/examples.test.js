@@ -3,9 +3,10 @@
 const t = require('tap')
 const path = require('path')
 const { spawnSync } = require('child_process')
+const { plainEnv } = require('./helpers')
 
 function run (file) {
-  return spawnSync(process.execPath, [path.join(__dirname, '..', 'examples', file)], { encoding: 'utf8', timeout: 60000 })
+  return spawnSync(process.execPath, [path.join(__dirname, '..', 'examples', file)], { encoding: 'utf8', timeout: 60000, env: plainEnv() })
 }
 
 t.test('npm run demo', async t => {

@@ -8,10 +8,9 @@ const { Mutex, Sema, Latch, RateLimit, AtomicFlag, SabsyncError } = sabsync
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
 
 t.test('Mutex over memory with flags but no owner: lock() answers instead of looping forever', async t => {
-  const buffer = new SharedArrayBuffer(8)
-  const word = new Int32Array(buffer)
+  const m = new Mutex()
+  const word = new Int32Array(m.buffer, m.byteOffset + 4, 1) // the lock word, after the kind tag
   word[0] = 0x40000000 // PARKED, no owner: never a Mutex's state
-  const m = Mutex.from({ buffer, byteOffset: 0 })
   t.equal(m.lock(0), true)
   m.unlock()
   word[0] = 0x80000000 | 0 // DIED, no owner

@@ -27,6 +27,7 @@ const sabsync = require('..')
 const { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema, RateLimit, SabsyncError } = sabsync
 const { counts } = require('../lib/lot')
 const { COUNT_STRIDE: countStride } = require('../lib/native').constants
+const { TAGS } = require('../lib/kind')
 
 const SEED = Number(process.env.FUZZ_SEED) || 20261129
 const ROUNDS = Number(process.env.FUZZ_ROUNDS) || 40
@@ -144,7 +145,7 @@ function bytesOf (kind, obj) {
     case 'Barrier': return Barrier.byteLengthFor(obj.parties)
     case 'Sema': return Sema.byteLengthFor(obj.nr)
     case 'RateLimit': return RateLimit.byteLengthFor(obj.rps)
-    default: return 8
+    default: return CLASSES[kind].byteLength
   }
 }
 
@@ -270,11 +271,18 @@ function asyncOptions () {
 }
 
 // Memory for a constructor: fresh, garbage, another primitive's, or wrong.
-function garbageBuffer (bytes) {
+// For a from() of `kind`, garbage mostly begins with that kind's tag (else
+// with another kind's, or none): from() refuses memory without its kind's
+// tag, and the garbage behind a right tag is what a primitive must survive.
+function garbageBuffer (bytes, kind) {
   const sab = new SharedArrayBuffer(bytes)
   const i32 = new Int32Array(sab)
   const values = [0, 1, 2, 3, -1, 0x40000001, 0x80000001 | 0, 0x7FFFFFFF, 0x53454D31, 0x52415431, 64, 7, 0x100000, 0xFFFFF]
   for (let i = 0; i < i32.length; i++) i32[i] = chance(0.5) ? pick(values) : (rnd() * 2 ** 32) | 0
+  if (kind !== undefined && i32.length > 0) {
+    if (chance(0.7)) i32[0] = TAGS[kind]
+    else if (chance(0.5)) i32[0] = TAGS[pick(KINDS)]
+  }
   return sab
 }
 
@@ -326,7 +334,7 @@ function handle (kind) {
     case 2:
       return item ? { buffer: item.buffer, byteOffset: chance(0.7) ? item.byteOffset : byteOffset() } : any()
     case 3:
-      return { buffer: garbageBuffer(pick([8, 32, 64, 256, 2048])), byteOffset: chance(0.8) ? 0 : byteOffset() }
+      return { buffer: garbageBuffer(pick([8, 32, 64, 256, 2048]), kind), byteOffset: chance(0.8) ? 0 : byteOffset() }
     case 4:
       return { get buffer () { throw poison('handle buffer getter') }, byteOffset: 0 }
     default:
@@ -713,7 +721,7 @@ function quietHandle (w, kind, h) {
   const { buffer, byteOffset = 0 } = namedMemory(h)
   if (buffer === undefined || w.quiet(buffer)) return h
   if (!isProxy(h) && (w.byBuffer.get(buffer) || []).some(i => i.kind === kind && i.byteOffset === byteOffset && !i.wild)) return h
-  return { buffer: garbageBuffer(256), byteOffset: 0 }
+  return { buffer: garbageBuffer(256, kind), byteOffset: 0 }
 }
 
 function construct (w, kind, api) {

@@ -38,12 +38,26 @@ function exited (w) {
   return w.exited || new Promise(resolve => w.once('exit', resolve))
 }
 
+// The environment for a child process whose output a test compares as
+// text. In a terminal, tap sets FORCE_COLOR for the test files, and a child
+// inherits it: its console.log would then colour numbers (`exit with
+// \x1b[33m2\x1b[39m waiting`) even though its stdout is a pipe. Without
+// FORCE_COLOR the child sees a pipe and prints plain text, in a terminal, a
+// pipe and CI alike.
+function plainEnv (extra = {}) {
+  const env = { ...process.env, ...extra }
+  delete env.FORCE_COLOR
+  env.NODE_DISABLE_COLORS = '1'
+  return env
+}
+
 // Run `code` in a child node process; resolve { code, signal, stdout, stderr, ms }.
 function child (code, { timeout = 30000 } = {}) {
   return new Promise((resolve) => {
     const t0 = process.hrtime.bigint()
     const p = spawn(process.execPath, ['-e', `const sabsync = require(${JSON.stringify(root)});\n${code}`], {
-      stdio: ['ignore', 'pipe', 'pipe']
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: plainEnv()
     })
     let stdout = ''
     let stderr = ''
@@ -87,6 +101,7 @@ module.exports = {
   worker,
   exited,
   child,
+  plainEnv,
   root,
   TA_PROTO,
   taGetter,

@@ -11,7 +11,8 @@ const message = w => new Promise(resolve => w.once('message', resolve))
 
 t.test('shape', async t => {
   t.equal(RWLock.byteLength, RWLock.byteLengthFor(64))
-  t.equal(RWLock.byteLengthFor(1), 40)
+  t.equal(RWLock.byteLengthFor(1), 56)
+  t.equal(RWLock.byteLength, 304, '48 bytes of header (its kind tag, state and writers\' Mutex) + 4 per reader slot')
   t.equal(RWLock.byteLengthFor(3) % 8, 0)
   const sab = new SharedArrayBuffer(RWLock.byteLengthFor(4) + 8)
   const rw = new RWLock({ buffer: sab, byteOffset: 8, readerSlots: 4 })
@@ -25,7 +26,7 @@ t.test('shape', async t => {
   t.throws(() => new RWLock({ buffer: sab, byteOffset: 8, readerSlots: 64 }), { name: 'RangeError', message: /byteOffset/ })
   t.throws(() => new RWLock({ readerSlots: 0 }), { name: 'RangeError', message: /readerSlots/ })
   t.throws(() => RWLock.byteLengthFor(-1), { name: 'RangeError', message: /readerSlots/ })
-  t.throws(() => RWLock.from({ buffer: new SharedArrayBuffer(64), byteOffset: 0 }), { name: 'RangeError', message: /handle/ }, 'uninitialised memory')
+  t.throws(() => RWLock.from({ buffer: new SharedArrayBuffer(64), byteOffset: 0 }), { name: 'SabsyncError', code: 'ERR_SABSYNC_BAD_MEMORY', message: /zeroed/ }, 'uninitialised memory')
   t.throws(() => RWLock.from({ buffer: sab, byteOffset: 4 }), { name: 'RangeError', message: /byteOffset/ })
 })
 

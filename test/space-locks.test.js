@@ -8,10 +8,11 @@ const { openShared, waiters } = require('..')
 const { spaceName, spawn } = require('./space-helpers')
 const { until } = require('./helpers')
 
-// Queued waiters of a mutex: on its word, or registered as starving.
+// Queued waiters of a mutex: on its lock word or its starving waiter's
+// word (Int32 1 and 2 of its memory, after the kind tag: lib/mutex.js).
 function queued (m) {
-  const view = new Int32Array(m.buffer, m.byteOffset, 2)
-  return waiters(view, 0) + waiters(view, 1)
+  const view = new Int32Array(m.buffer, m.byteOffset, 3)
+  return waiters(view, 1) + waiters(view, 2)
 }
 
 const hold = `

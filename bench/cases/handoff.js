@@ -2,7 +2,8 @@
 // Lock hand-off between workers and the main thread, every party acquiring
 // asynchronously: sabsync's Mutex.lockAsync against Node's Web Locks
 // (navigator.locks.request, Node >= 24.5). Runs under a Node 24 binary
-// from the registry (the same built addon loads there).
+// from the registry (the same built addon loads there), which
+// `npm run bench:setup` installs; without it the case is skipped.
 const path = require('path')
 const { Worker } = require('worker_threads')
 
@@ -62,7 +63,7 @@ ${critical.toString()}
   return {
     value: ns / 1000,
     check: counter[0] === 3 * k && overlaps === 0,
-    extra: `${overlaps} overlapping holders in ${3 * k} hand-offs`
+    tally: { overlaps, handoffs: 3 * k, lost: 3 * k - counter[0] }
   }
 }
 
@@ -79,6 +80,9 @@ module.exports = [
     compare: 'Web Locks',
     goal: 2,
     node: 24,
+    // Over every run of the row, so that it states what its runs found.
+    tallyNote: (t, runs) => `${t.overlaps} overlapping holders in ${t.handoffs} hand-offs over ${runs} runs` +
+      (t.lost > 0 ? `; ${t.lost} increments lost` : ''),
     subjects: {
       sabsync: ({ quick }) => handoff('sabsync', quick ? 2000 : 10000),
       'Web Locks': ({ quick }) => handoff('weblocks', quick ? 1000 : 5000)

@@ -1,4 +1,4 @@
-// Compiled with `tsc --noEmit --strict` by test/types-locks.test.js: the lock
+// Compiled with `tsc --noEmit --strict` by test/types.test.js: the lock
 // primitives used as docs/primitives-locks.md shows them.
 import { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier } from 'sabsync'
 import type { MutexGuard, SharedHandle, RWLockOptions } from 'sabsync'

@@ -1,5 +1,6 @@
 // Compiled with `tsc --noEmit --strict` by test/package.test.js against the
-// installed package: every export used as the README shows it.
+// installed package, and by test/types.test.js: every export used as the
+// README shows it.
 import sabsync, { wait, waitAsync, notify, waiters, SabsyncError, openShared } from 'sabsync'
 import type { WaitAsyncResult, SharedHandle, MemoryOptions, AsyncOptions, Space } from 'sabsync'
 
@@ -57,6 +58,8 @@ async function primitives (): Promise<void> {
   sema.release(token)
   const t2: string | undefined = sema.tryAcquire() ?? sema.acquireSync(1)
   if (t2 !== undefined) sema.release(t2)
+  const t3: string | undefined = await sema.acquire({ timeout: 5 }) // undefined when 5 ms pass first
+  if (t3 !== undefined) sema.release(t3)
   const all: string[] = await sema.drain()
   const waiting: number = sema.nrWaiting() + Sema.byteLengthFor(2) + Sema.byteLength + RateLimit.byteLength + RateLimit.byteLengthFor(3)
   const other: Sema = Sema.from({ buffer: sema.buffer, byteOffset: sema.byteOffset })
@@ -64,8 +67,9 @@ async function primitives (): Promise<void> {
   const limit: RateLimiter = RateLimit(10, { timeUnit: 1000, uniformDistribution: true })
   const at: number = await limit()
   const at2: number | undefined = RateLimit.from({ buffer: limit.buffer, byteOffset: limit.byteOffset }).sync(5)
+  const attached: RateLimiter = RateLimit.from(limit.handle) // what a worker gets by postMessage(limit.handle)
   const queued: number = limit.nrWaiting()
-  void [locked, sum, died, bytes, was, waited, woke, ran, opened, all, waiting, other, at, at2, queued, once.done, latch.count]
+  void [locked, sum, died, bytes, was, waited, woke, ran, opened, all, waiting, other, at, at2, attached, queued, once.done, latch.count]
 }
 void primitives
 
