@@ -12,8 +12,7 @@
 
 const native = require('./native')
 const { addressOf, bucketOf, counts } = require('./lot')
-const { parkSync, parkAsync, ownersOf, OK, TIMED_OUT, WATCH_ANY } = require('./shared')
-const { spaceOf } = require('./space-registry')
+const { parkSync, parkAsync, OK, TIMED_OUT, WATCH_ANY } = require('./shared')
 
 const PARK = Symbol('park')
 
@@ -30,7 +29,6 @@ class Wait {
     this.parked = 0 // how many parks so far
     this.signal = undefined
     this.ref = true
-    this.own = ownersOf(i32.buffer) // owner ids, liveness, deaths (lib/shared.js)
   }
 
   // Milliseconds left (Infinity for none), or 0 when the deadline passed.
@@ -76,8 +74,6 @@ async function settleAsync (w, attempt, abandon) {
 // argument is in lib/lot.js), which makes an unlock with nobody
 // waiting cost one atomic read-modify-write of the bucket counter.
 function waker (i32, index) {
-  const space = spaceOf(i32.buffer)
-  if (space !== undefined) return space.waker(i32, index)
   const addr = addressOf(i32, i32.buffer, index, 4)
   const bucket = bucketOf(addr)
   if (counts === null) return count => native.notify(addr, count)
