@@ -13,6 +13,8 @@
 //                                 run under (from the npm registry's `node`
 //                                 package, into build/matrix/); without
 //                                 them those cases are skipped, with a note
+//   npm run bench -- redis        only bench/redis.js (run after the
+//                                 cases when a Redis server can be had)
 //
 // A case: { name, unit: 'ns/op' | 'us/op' | 'ops/s', compare, goal,
 //   taskset?, node?, tallyNote?, subjects: { sabsync: async ({ quick }) =>
@@ -247,6 +249,13 @@ async function main () {
   if (failed) {
     console.error('bench: sabsync failed its own check in a case')
     process.exitCode = 1
+  }
+  // sabsync/redis against its peers (bench/redis.js), when a Redis server
+  // can be had: its own table after this one; it writes no file.
+  if ((filters.length === 0 || filters.some(f => f.toLowerCase() === 'redis')) && require('./redis').available()) {
+    console.log('')
+    const r = spawnSync(process.execPath, [path.join(__dirname, 'redis.js'), ...(quick ? ['--quick'] : [])], { stdio: 'inherit' })
+    if (r.status !== 0) process.exitCode = 1
   }
 }
 

@@ -89,9 +89,13 @@ struct sab_waiter_s {
   /*
    * WAITING/PARKED -> NOTIFIED | TIMED_OUT | CANCELLED only under the bucket
    * lock. WAITING -> PARKED is the waiter's own (a compare-exchange), and
-   * only tells the notifier that a wake syscall is needed.
+   * only tells the notifier that a wake syscall is needed; PARKED -> WAITING
+   * is a nudge's (sab_nudge_all, under the bucket lock, with `nudged`).
    */
   uint32_t state;
+  /* Set by sab_nudge_all under the bucket lock; read by the parker;
+   * cleared when sab_wait_park returns. Blocking records only. */
+  uint32_t nudged;
   uint8_t kind;
   /* An owner whose death wakes this record (SAB_WATCH_ANY: any death;
    * 0: none). Set by sab_wait_enqueue_watch. */
@@ -180,8 +184,9 @@ uint64_t sab_notify(uintptr_t addr, uint64_t count);
 /* How many records are queued on `addr`. */
 uint32_t sab_waiters(uintptr_t addr);
 
-/* Wake every parked blocking waiter without dequeuing it (a spurious wake),
- * so that each one re-checks why it waits; for process exit. */
+/* Wake every queued blocking waiter without dequeuing it (a spurious wake),
+ * so that each one re-checks why it waits; for process exit. Its
+ * sab_wait_park answers SAB_PENDING, whether it was asleep yet or not. */
 void sab_nudge_all(void);
 
 /* The bucket of an address, and the per-bucket queued-record counters

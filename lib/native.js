@@ -2,6 +2,8 @@
 // Loads the addon through node-gyp-build: the one `npm install` built from
 // source (build/Release) when there is one, else a prebuilt binary for this
 // platform from prebuilds/ (Node-API: one binary serves every Node version).
+// scripts/build.js, at install, chose between them: it builds from source
+// when the prebuilt binary does not load here.
 const path = require('path')
 const { getEnvironmentData, setEnvironmentData } = require('worker_threads')
 
@@ -39,8 +41,13 @@ function load () {
     setEnvironmentData(KEY, found)
     return addon
   } catch (cause) {
-    const err = new Error('sabsync: no native addon for this platform (' + process.platform + '-' + process.arch +
-      '): neither a local build nor a prebuilt binary; run `npm run build` (needs a C compiler and make)')
+    // The loader's own words first (a glibc version not found, a wrong ELF
+    // class, node-gyp-build's "No native build was found ..."), then where
+    // we are, then what to do.
+    const { describe, advice } = require('./platform')
+    const said = String((cause && cause.message) || cause).trim().split('\n')[0]
+    const err = new Error('sabsync: the native addon did not load: ' + said +
+      '\n  on ' + describe() + '.\n  ' + advice())
     err.code = 'ERR_SABSYNC_NOT_BUILT'
     err.cause = cause
     throw err

@@ -1,48 +1,104 @@
 #!/usr/bin/env node
 'use strict'
-// Builds the addon with node-gyp. node-gyp downloads Node's headers unless
-// told where they are; Node installs them beside its binary
-// (<prefix>/include/node), so point --nodedir there when they exist and fall
-// back to node-gyp's default otherwise. SABSYNC_PARKER=uv selects the
-// portable parker; SABSYNC_CFLAGS/SABSYNC_LDFLAGS add flags (sanitizers).
+// Builds the addon with node-gyp (`npm run build`), or, with --install (the
+// package's install script), first tries the prebuilt binary:
+//
+// 1. A platform the code cannot build on (Windows) stops here, with one
+//    message that names it.
+// 2. A prebuilt binary for this platform is used if it loads here. It is
+//    loaded in a child process first: one that needs a newer glibc than
+//    this system's, or a glibc on musl, fails there with the loader's own
+//    message (and one that crashes, crashes there), and we build from
+//    source instead. `npm install --build-from-source` skips this step.
+// 3. Building needs a C compiler, make and Python 3 (node-gyp's). When one
+//    is missing, one message says what failed to load, what is missing and
+//    how to get it, instead of node-gyp's errors.
+//
+// node-gyp downloads Node's headers unless told where they are; Node
+// installs them beside its binary (<prefix>/include/node), so point
+// --nodedir there when they exist. SABSYNC_PARKER=uv selects the portable
+// parker; SABSYNC_CFLAGS/SABSYNC_LDFLAGS add flags (sanitizers).
 const { spawnSync } = require('child_process')
 const fs = require('fs')
 const path = require('path')
+const platform = require('../lib/platform')
 
 const root = path.join(__dirname, '..')
 const prefix = path.join(path.dirname(process.execPath), '..')
 const install = process.argv.includes('--install')
 
-// At install time, a prebuilt binary for this platform makes compiling
-// unnecessary, unless `npm install --build-from-source` asks for it.
-if (install && !/^(true|1|sabsync)$/.test(process.env.npm_config_build_from_source || '')) {
-  try {
-    const found = require('node-gyp-build').path(root)
-    if (found.includes(path.sep + 'prebuilds' + path.sep)) {
-      console.log('sabsync: using the prebuilt binary ' + path.relative(root, found))
-      process.exit(0)
-    }
-  } catch {
-    // no prebuild fits: build from source below
-  }
-}
-const headers = path.join(prefix, 'include', 'node', 'node_api.h')
-
-let gyp = process.env.npm_config_node_gyp
-if (!gyp || !fs.existsSync(gyp)) {
-  const candidates = [
-    path.join(prefix, 'lib', 'node_modules', 'npm', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js')
-  ]
-  try { candidates.unshift(require.resolve('node-gyp/bin/node-gyp.js')) } catch {}
-  gyp = candidates.find(p => fs.existsSync(p))
-}
-if (!gyp) {
-  console.error('sabsync: node-gyp not found (it ships with npm); cannot build the addon')
+function stop (lines) {
+  console.error([`sabsync: cannot ${install ? 'install' : 'build'} on ${platform.describe()}.`, ...lines].join('\n  '))
   process.exit(1)
 }
 
+const unsupported = platform.unsupported()
+if (unsupported) stop([unsupported])
+
+// Uses the prebuilt binary and exits, or answers why not (a sentence).
+function tryPrebuilt () {
+  if (/^(true|1|sabsync)$/.test(process.env.npm_config_build_from_source || '')) return 'A build from source was asked for.'
+  let found
+  try {
+    found = require('node-gyp-build').path(root)
+  } catch (err) {
+    return 'There is no prebuilt binary for this platform: ' + err.message.split('\n')[0]
+  }
+  if (!found.includes(path.sep + 'prebuilds' + path.sep)) return `An earlier build is here (${path.relative(root, found)}).`
+  const rel = path.relative(root, found)
+  const r = spawnSync(process.execPath, ['-e', `
+    try { process.dlopen({ exports: {} }, ${JSON.stringify(found)}) } catch (err) {
+      process.stderr.write(err.message); process.exit(3)
+    }`], { encoding: 'utf8' })
+  if (r.status === 0) {
+    console.log('sabsync: using the prebuilt binary ' + rel)
+    process.exit(0)
+  }
+  const why = r.status === 3 ? r.stderr.trim() : `loading it ended with ${r.signal || 'status ' + r.status}`
+  return `The prebuilt binary ${rel} does not load here: ${why}`
+}
+
+// The first of `names` that runs (`NAME --version`), or undefined.
+function found (names) {
+  return names.filter(Boolean).find(cmd => {
+    const r = spawnSync(cmd, ['--version'], { stdio: 'ignore' })
+    return !r.error && r.status === 0
+  })
+}
+
+// Missing tools, named as the messages name them.
+function missingTools () {
+  const missing = []
+  if (!found([(process.env.CC || 'cc').trim().split(/\s+/)[0]])) missing.push('a C compiler (' + (process.env.CC || 'cc') + ')')
+  if (!found([process.platform === 'linux' || process.platform === 'darwin' ? 'make' : 'gmake'])) missing.push('make')
+  if (!found([process.env.npm_config_python, process.env.PYTHON, 'python3', 'python'])) missing.push('Python 3')
+  return missing
+}
+
+function nodeGyp () {
+  let gyp = process.env.npm_config_node_gyp
+  if (gyp && fs.existsSync(gyp)) return gyp
+  const candidates = [path.join(prefix, 'lib', 'node_modules', 'npm', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js')]
+  try { candidates.unshift(require.resolve('node-gyp/bin/node-gyp.js')) } catch {}
+  gyp = candidates.find(p => fs.existsSync(p))
+  return gyp
+}
+
+const why = install ? tryPrebuilt() : null
+const missing = missingTools()
+if (missing.length > 0) {
+  stop([
+    ...(why ? [why] : []),
+    'Building from source needs ' + missing.join(', ') + ': not found.',
+    platform.advice()
+  ])
+}
+if (why) console.error('sabsync: building from source. ' + why)
+const gyp = nodeGyp()
+if (!gyp) stop(['node-gyp (it ships with npm) was not found; cannot build the addon.'])
+
 const args = [gyp, 'rebuild']
-if (fs.existsSync(headers)) args.push('--nodedir=' + prefix)
+if (fs.existsSync(path.join(prefix, 'include', 'node', 'node_api.h'))) args.push('--nodedir=' + prefix)
 if (process.env.SABSYNC_PARKER === 'uv') args.push('--sab_parker_uv=1')
 if (process.argv.includes('--debug')) args.push('--debug')
 
@@ -50,4 +106,7 @@ const env = { ...process.env }
 if (process.env.SABSYNC_CFLAGS) env.CFLAGS = process.env.SABSYNC_CFLAGS
 if (process.env.SABSYNC_LDFLAGS) env.LDFLAGS = process.env.SABSYNC_LDFLAGS
 const r = spawnSync(process.execPath, args, { cwd: root, stdio: 'inherit', env })
+if (r.status !== 0 && install) {
+  console.error('sabsync: the build from source failed (the compiler\'s output is above). ' + platform.advice())
+}
 process.exit(r.status === null ? 1 : r.status)

@@ -1,7 +1,7 @@
 'use strict'
 // AtomicFlag: std::atomic_flag semantics across threads.
 const t = require('tap')
-const { AtomicFlag } = require('..')
+const { AtomicFlag, waiters } = require('..')
 const { until, worker } = require('./helpers')
 
 const message = w => new Promise(resolve => w.once('message', resolve))
@@ -66,7 +66,10 @@ t.test('notifyOne wakes one, notifyAll the rest; blocking and async', async t =>
   let asyncWoken = 0
   const ps = [f.waitAsync(false).then(r => { if (r) asyncWoken++ }), f.waitAsync(false).then(r => { if (r) asyncWoken++ })]
   await until(() => Atomics.load(c, 0) === 3)
-  await sleep(20) // let them park
+  // All five queued (not a sleep: a slow machine, or an emulated one,
+  // may take longer than any fixed time to get the workers there).
+  const words = new Int32Array(f.buffer, f.byteOffset, 2) // [kind tag, flag]
+  await until(() => waiters(words, 1) === 5, 60000, 'five waiters queued')
   f.testAndSet()
   t.equal(f.notifyOne(), 1, 'one woken')
   await until(() => Atomics.load(c, 1) + asyncWoken === 1)

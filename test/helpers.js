@@ -51,11 +51,22 @@ function plainEnv (extra = {}) {
   return env
 }
 
+// The command and arguments that run this Node with `args`. Under
+// emulation (scripts/test-arm64.sh), process.execPath is a binary for
+// another machine, which this one runs only through the emulator that runs
+// us: SABSYNC_TEST_EMULATOR names it, and children start through it too.
+function nodeCommand (args) {
+  const emulator = (process.env.SABSYNC_TEST_EMULATOR || '').split(' ').filter(Boolean)
+  if (emulator.length === 0) return [process.execPath, args]
+  return [emulator[0], [...emulator.slice(1), process.execPath, ...args]]
+}
+
 // Run `code` in a child node process; resolve { code, signal, stdout, stderr, ms }.
 function child (code, { timeout = 30000 } = {}) {
   return new Promise((resolve) => {
     const t0 = process.hrtime.bigint()
-    const p = spawn(process.execPath, ['-e', `const sabsync = require(${JSON.stringify(root)});\n${code}`], {
+    const [cmd, args] = nodeCommand(['-e', `const sabsync = require(${JSON.stringify(root)});\n${code}`])
+    const p = spawn(cmd, args, {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: plainEnv()
     })
@@ -102,6 +113,7 @@ module.exports = {
   exited,
   child,
   plainEnv,
+  nodeCommand,
   root,
   TA_PROTO,
   taGetter,

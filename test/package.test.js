@@ -1,6 +1,8 @@
 'use strict'
-// The package as users get it: `npm pack` (which prebuilds the binary),
-// installed into an empty project, then require, import and TypeScript.
+// The package as users get it: `npm pack` (which prebuilds the binaries),
+// installed into an empty project without compiling, then require, import
+// and TypeScript; the glibc versions the packed binaries need; and the
+// install script and the load error when the prebuilt binary does not load.
 const t = require('tap')
 const fs = require('fs')
 const os = require('os')
@@ -9,6 +11,10 @@ const { execFileSync, spawnSync } = require('child_process')
 
 const root = path.join(__dirname, '..')
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
+
+// Two prebuilds (one cross-compiled), two builds from source and tsc: more
+// than the suite's 120 s per file on a loaded machine (132 s was seen).
+t.setTimeout(600000)
 
 function sh (cmd, args, cwd, env = {}) {
   const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', env: { ...process.env, ...env }, timeout: 300000 })
@@ -22,9 +28,24 @@ function sh (cmd, args, cwd, env = {}) {
 const headers = fs.existsSync(path.join(path.dirname(process.execPath), '..', 'include', 'node', 'node_api.h'))
 const skip = !headers && 'this Node has no headers to build with (offline)'
 
-// Packing builds the addon and tsc compiles: minutes on a loaded machine,
-// beyond the suite's per-file timeout.
-t.setTimeout(600000)
+// On linux-x64 the pack carries linux-arm64 too, cross-compiled with
+// gcc-aarch64-linux-gnu (.ci/run installs it). Without it, this platform's
+// binary alone is packed, and the arm64 checks say they were left out.
+const linux = process.platform === 'linux'
+const cross = linux && process.arch === 'x64' && spawnSync('aarch64-linux-gnu-gcc', ['--version']).status === 0
+const archs = cross ? ['x64', 'arm64'] : [process.arch]
+const binary = arch => `prebuilds/${process.platform}-${arch}/sabsync${linux ? '.glibc' : ''}.node`
+
+// A copy of `file` that asks for GLIBC_2.99 where it asked for GLIBC_2.17:
+// what an older glibc than the binary needs says when it is loaded
+// (same length, so nothing else in the file moves).
+function needsNewerGlibc (file) {
+  const bytes = fs.readFileSync(file)
+  const at = bytes.indexOf('GLIBC_2.17\0')
+  if (at < 0) throw new Error(file + ' names no GLIBC_2.17')
+  bytes.write('GLIBC_2.99', at)
+  fs.writeFileSync(file, bytes)
+}
 
 t.test('npm pack, install into an empty project, require / import / tsc', { skip }, async t => {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'sabsync-pack-'))
@@ -40,19 +61,39 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
     fs.copyFileSync(path.join(root, f), path.join(src, f))
   }
   fs.symlinkSync(path.join(root, 'node_modules'), path.join(src, 'node_modules'))
-  sh(process.execPath, ['scripts/prebuild.js'], src) // what `prepack` runs
+  // What `prepack` runs.
+  sh(process.execPath, ['scripts/prebuild.js'], src, { SABSYNC_PREBUILD_ARCH: archs.join(',') })
   const out = JSON.parse(sh(npm, ['pack', '--json', '--ignore-scripts', '--pack-destination', work], src))
   const listed = out[0].files.map(f => f.path)
-  t.ok(listed.includes('prebuilds/linux-x64/sabsync.node') || process.platform !== 'linux', 'the prebuilt binary ships')
+  for (const arch of archs) t.ok(listed.includes(binary(arch)), binary(arch) + ' ships')
+  t.equal(listed.filter(f => f.startsWith('prebuilds/')).length, archs.length, 'and no other binary')
   t.ok(listed.includes('index.d.ts') && listed.includes('index.mjs') && listed.includes('LICENSE'))
+  t.ok(listed.includes('redis.d.ts') && listed.includes('redis.mjs') && listed.includes('lib/redis/index.js'), 'sabsync/redis ships')
   t.notOk(listed.some(f => /^(test|bench|build|examples|node_modules|\.ci)\//.test(f)), 'no tests, benches or build leftovers')
 
   const app = path.join(work, 'app')
+  const pkg = path.join(app, 'node_modules', 'sabsync')
   fs.mkdirSync(app)
   fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true }))
-  sh(npm, ['install', '--no-audit', '--no-fund', '--prefer-offline', path.join(work, out[0].filename)], app)
-  t.notOk(fs.existsSync(path.join(app, 'node_modules', 'sabsync', 'build', 'Release', 'sabsync.node')),
-    'installed without compiling (the prebuild was used)')
+  const log = sh(npm, ['install', '--no-audit', '--no-fund', '--prefer-offline', '--foreground-scripts', path.join(work, out[0].filename)], app)
+  t.match(log, 'sabsync: using the prebuilt binary ' + binary(process.arch), 'the install script chose the prebuilt binary')
+  t.notOk(fs.existsSync(path.join(pkg, 'build')), 'and compiled nothing')
+
+  // The binaries as packed: no glibc symbol newer than 2.17 (objdump -T).
+  await t.test('the packed Linux binaries need glibc 2.17 at most', { skip: !linux && 'not Linux' }, async t => {
+    const { glibcSymbols, tooNew } = require('../scripts/glibc-symbols')
+    for (const arch of ['x64', 'arm64']) {
+      if (!archs.includes(arch)) {
+        t.skip(`${binary(arch)}: not packed here (no aarch64-linux-gnu-gcc: apt-get install gcc-aarch64-linux-gnu)`)
+        continue
+      }
+      const refs = glibcSymbols(path.join(pkg, binary(arch)), arch)
+      const names = refs.map(r => r.name)
+      t.ok(['pthread_mutex_lock', 'clock_gettime', 'calloc'].every(n => names.includes(n)),
+        `${arch}: objdump -T lists the glibc symbols the core uses (${refs.length})`)
+      t.same(tooNew(refs).map(r => `${r.name}@GLIBC_${r.version}`), [], `${arch}: none newer than GLIBC_2.17`)
+    }
+  })
 
   const cjs = sh(process.execPath, ['-e', `
     const s = require('sabsync')
@@ -69,6 +110,11 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
   t.equal(e.r, 'not-equal')
   t.same(e.keys, c.keys, 'ESM and CommonJS give the same exports')
   t.equal(e.same, true, 'the default export is the CommonJS module')
+  // sabsync/redis needs no Redis client installed to load (ioredis is an
+  // optional peer: the caller passes its own).
+  t.notOk(fs.existsSync(path.join(app, 'node_modules', 'ioredis')), 'ioredis was not installed with sabsync')
+  t.equal(sh(process.execPath, ['-p', 'Object.keys(require(\'sabsync/redis\')).sort().join()'], app).trim(), 'Mutex,RateLimit,SabsyncError,Sema')
+  t.equal(sh(process.execPath, ['--input-type=module', '-e', 'import { Mutex } from \'sabsync/redis\'; console.log(typeof Mutex)'], app).trim(), 'function')
 
   fs.copyFileSync(path.join(__dirname, 'types', 'usage.ts'), path.join(app, 'usage.ts'))
   const tsc = require.resolve('typescript/bin/tsc')
@@ -76,8 +122,40 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
     '--moduleResolution', 'nodenext', '--types', 'node', '--typeRoots', path.join(root, 'node_modules', '@types'), 'usage.ts'], app)
   t.pass('index.d.ts type-checks a sample that uses every export')
 
+  const probe = ['-p', 'require(\'sabsync\').wait(new Int32Array(new SharedArrayBuffer(8)), 0, 0, 0)']
+
   // --build-from-source compiles even though a prebuild fits.
   sh(npm, ['rebuild', 'sabsync', '--build-from-source'], app)
-  t.ok(fs.existsSync(path.join(app, 'node_modules', 'sabsync', 'build', 'Release', 'sabsync.node')), '--build-from-source built the addon')
-  t.equal(sh(process.execPath, ['-p', 'require(\'sabsync\').wait(new Int32Array(new SharedArrayBuffer(8)), 0, 0, 0)'], app).trim(), 'timed-out')
+  t.ok(fs.existsSync(path.join(pkg, 'build', 'Release', 'sabsync.node')), '--build-from-source built the addon')
+  t.equal(sh(process.execPath, probe, app).trim(), 'timed-out')
+
+  // A prebuilt binary that this system's glibc is too old for.
+  fs.rmSync(path.join(pkg, 'build'), { recursive: true })
+  needsNewerGlibc(path.join(pkg, binary(process.arch)))
+  const loaded = spawnSync(process.execPath, probe, { cwd: app, encoding: 'utf8' })
+  t.not(loaded.status, 0, 'with nothing that loads, require throws')
+  t.match(loaded.stderr, /sabsync: the native addon did not load: .*version `GLIBC_2\.99' not found/,
+    'the error leads with the loader\'s own message')
+  t.match(loaded.stderr, new RegExp(`on ${process.platform}-${process.arch}, (glibc [0-9.]+|musl), Node`), 'then the platform and libc')
+  t.match(loaded.stderr, /npm rebuild sabsync --build-from-source/, 'then what to do')
+  t.match(loaded.stderr, /code: 'ERR_SABSYNC_NOT_BUILT'/)
+
+  // The install script, without a compiler, make or Python on PATH (only
+  // node): one message, not node-gyp's errors, and a failed install.
+  const bare = path.join(work, 'bare-bin')
+  fs.mkdirSync(bare)
+  fs.symlinkSync(process.execPath, path.join(bare, 'node'))
+  const noCc = spawnSync(process.execPath, ['scripts/build.js', '--install'], { cwd: pkg, encoding: 'utf8', env: { ...process.env, PATH: bare, CC: '' } })
+  t.equal(noCc.status, 1, 'no compiler: the install fails')
+  t.match(noCc.stderr, new RegExp(`^sabsync: cannot install on ${process.platform}-${process.arch}, `), 'naming the platform')
+  t.match(noCc.stderr, /does not load here: .*GLIBC_2\.99/, 'with the loader\'s message')
+  t.match(noCc.stderr, /Building from source needs a C compiler \(cc\), make, Python 3: not found/, 'and what is missing')
+  t.notMatch(noCc.stderr + noCc.stdout, /gyp/, 'and node-gyp never ran')
+
+  // With a compiler, the install script builds from source instead.
+  const rebuilt = spawnSync(npm, ['rebuild', 'sabsync', '--foreground-scripts'], { cwd: app, encoding: 'utf8' })
+  t.equal(rebuilt.status, 0, 'npm rebuild succeeds')
+  t.match(rebuilt.stderr, /sabsync: building from source\. The prebuilt binary .* does not load here: .*GLIBC_2\.99/, 'a prebuilt binary that does not load: built from source')
+  t.ok(fs.existsSync(path.join(pkg, 'build', 'Release', 'sabsync.node')))
+  t.equal(sh(process.execPath, probe, app).trim(), 'timed-out', 'and that build loads')
 })

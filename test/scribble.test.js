@@ -7,6 +7,11 @@ const t = require('tap')
 const { scribble } = require('./scribble')
 
 const ms = Number(process.env.SCRIBBLE_MS) || 1200
+
+// Workers started and terminated by the dozen: far past the suite's 120 s per
+// file when the machine is loaded (seen at a load average of 20), though
+// 15-20 s on an idle one.
+t.setTimeout(600000)
 const seeds = Number(process.env.SCRIBBLE_SEEDS) || 2
 
 for (const [kind, nr] of [['sema', 3], ['sema', 1], ['rate', 4]]) {

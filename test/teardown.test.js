@@ -10,6 +10,11 @@ const { Worker } = require('worker_threads')
 const native = require('../lib/native')
 const { until, worker, exited, child, root } = require('./helpers')
 
+// Workers started and terminated by the dozen: far past the suite's 120 s per
+// file when the machine is loaded (seen at a load average of 20), though
+// 15-20 s on an idle one.
+t.setTimeout(600000)
+
 t.test('terminate() of a worker parked in wait completes, and leaves no waiter', async t => {
   const sab = new SharedArrayBuffer(8)
   const ta = new Int32Array(sab)

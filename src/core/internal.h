@@ -105,20 +105,17 @@ void sab__owner_mark_dead(uint32_t id);
 int sab__spin_allowed(void);
 
 /*
- * The parker. sab__park sleeps while the record is queued and `deadline`
- * has not passed, and answers the state it last saw (WAITING or PARKED
- * mean: the deadline passed). sab__unpark_locked, called with the bucket
- * lock held, stores the record's final state and answers a token for
- * sab__unpark, called after the lock is released (NULL: nothing to do).
+ * The parker. sab__park sleeps while the record is queued, `deadline` has
+ * not passed and the record is not nudged, and answers the state it last
+ * saw (WAITING or PARKED mean: the deadline passed, or a nudge). sab__unpark_locked, called with
+ * the bucket lock held, stores the record's final state and answers a token for sab__unpark, called
+ * after the lock is released (NULL: nothing to do).
  */
 void sab__parker_init(sab_waiter_t *w);
 void sab__parker_destroy(sab_waiter_t *w);
 uint32_t sab__park(sab_waiter_t *w, uint64_t deadline);
 void *sab__unpark_locked(sab_waiter_t *w, uint32_t state);
 void sab__unpark(void *token);
-
-/* Raised by sab_nudge_all; a parker that sees it change returns early. */
-extern uint32_t sab__nudges;
 
 /* Spin until the record leaves WAITING or SAB_SPIN_NS pass; answer the
  * state last seen. Shared by both parkers (each has sab__spin_allowed). */

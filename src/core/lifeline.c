@@ -55,6 +55,7 @@
  */
 #define _GNU_SOURCE
 #include "space_internal.h"
+#include "glibc_old.h"
 
 #if defined(__linux__)
 

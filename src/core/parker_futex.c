@@ -39,7 +39,6 @@ void sab__parker_init(sab_waiter_t *w) { (void)w; }
 void sab__parker_destroy(sab_waiter_t *w) { (void)w; }
 
 uint32_t sab__park(sab_waiter_t *w, uint64_t deadline) {
-  uint32_t nudges = __atomic_load_n(&sab__nudges, __ATOMIC_ACQUIRE);
   uint32_t s = sab__spin(w);
   if (s == SAB_W_WAITING) {
     uint32_t expected = SAB_W_WAITING;
@@ -51,7 +50,9 @@ uint32_t sab__park(sab_waiter_t *w, uint64_t deadline) {
   for (;;) {
     s = SAB_LOAD(&w->state);
     if (s != SAB_W_PARKED) return s;
-    if (__atomic_load_n(&sab__nudges, __ATOMIC_ACQUIRE) != nudges) return s;
+    /* A nudge that came before our compare-exchange: its exchange is what
+     * that compare-exchange read, so its flag is visible here. */
+    if (__atomic_load_n(&w->nudged, __ATOMIC_ACQUIRE)) return s;
     struct timespec ts, *tsp = NULL;
     if (deadline != UINT64_MAX) {
       if (sab_now() >= deadline) return s;

@@ -37,14 +37,13 @@ void sab__parker_destroy(sab_waiter_t *w) {
 }
 
 uint32_t sab__park(sab_waiter_t *w, uint64_t deadline) {
-  uint32_t nudges = __atomic_load_n(&sab__nudges, __ATOMIC_ACQUIRE);
   uint32_t s = sab__spin(w);
   if (s != SAB_W_WAITING && s != SAB_W_PARKED) return s;
   uv_mutex_lock(&w->mu);
   for (;;) {
     s = SAB_LOAD(&w->state);
     if (s != SAB_W_WAITING && s != SAB_W_PARKED) break;
-    if (__atomic_load_n(&sab__nudges, __ATOMIC_ACQUIRE) != nudges) break;
+    if (__atomic_load_n(&w->nudged, __ATOMIC_ACQUIRE)) break; /* set under w->mu */
     if (deadline == UINT64_MAX) {
       uv_cond_wait(&w->cv, &w->mu);
     } else {

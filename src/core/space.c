@@ -49,6 +49,7 @@
  */
 #define _GNU_SOURCE
 #include "space_internal.h"
+#include "glibc_old.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -148,7 +149,7 @@ static int map_space(const char *name, uint32_t size, unsigned mode, sab_space_t
                      int *created) {
   char path[sizeof "/dev/shm/sabsync." + SAB_SPACE_NAME_MAX];
   int fd, made = 0, r;
-  struct stat st;
+  off_t bytes;
   path_of(name, path, sizeof path);
   for (int tries = 0;; tries++) {
     fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 0777);
@@ -162,12 +163,15 @@ static int map_space(const char *name, uint32_t size, unsigned mode, sab_space_t
     /* Unlinked between the two opens: try again, a few times. */
     if (errno != ENOENT || tries == 8) return SAB_E_SPACE_SYS;
   }
-  if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) goto sys;
-  if (!S_ISREG(st.st_mode)) {
+  /* The size by lseek rather than fstat, which glibc 2.33 versioned anew
+   * (glibc_old.h). Not a regular file (a pipe): not a space. */
+  if (flock(fd, LOCK_EX) != 0) goto sys;
+  bytes = lseek(fd, 0, SEEK_END);
+  if (bytes < 0) {
     r = SAB_E_SPACE_VERSION;
     goto fail;
   }
-  if (st.st_size == 0) {
+  if (bytes == 0) {
     /* New, or its creator died before it sized it: ours to make. */
     uint32_t want = size == 0 ? SAB_SPACE_DEFAULT_SIZE : size;
     if (space_geometry(sp, want) != 0) {
@@ -177,7 +181,7 @@ static int map_space(const char *name, uint32_t size, unsigned mode, sab_space_t
     if (ftruncate(fd, want) != 0) goto sys;
     made = 1;
   } else {
-    if (st.st_size > SAB_SPACE_MAX_SIZE || space_geometry(sp, (uint32_t)st.st_size) != 0) {
+    if (bytes > SAB_SPACE_MAX_SIZE || space_geometry(sp, (uint32_t)bytes) != 0) {
       r = SAB_E_SPACE_VERSION;
       goto fail;
     }

@@ -49,6 +49,7 @@ static int set_num(napi_env env, napi_value obj, const char *name, double v) {
 
 #include <dlfcn.h>
 #include <errno.h>
+#include "glibc_old.h"
 #include <math.h>
 #include <linux/futex.h>
 #include <pthread.h>

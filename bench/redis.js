@@ -1,0 +1,346 @@
+#!/usr/bin/env node
+'use strict'
+// sabsync/redis against its peers, all against one Redis server in one run:
+//
+//   npm run bench:redis              (-- --quick for a shorter pass)
+//
+// The server is SABSYNC_REDIS_URL's, or one started here (redis-server on
+// PATH, no persistence, stopped at the end). Prints a table; writes
+// nothing (bench/RESULTS.md is the harness's). `npm run bench` runs this
+// after its own cases when a server can be had.
+//
+// Cases, every subject in the same run, repeated and interleaved:
+// - uncontended lock+unlock: one client, one lock; time per pair; the
+//   commands the clients sent per pair (round trips: every command an
+//   ioredis client sends is counted, see support/redis-count.js); and the
+//   server's count of commands per pair (its INFO counter: this one
+//   includes the calls scripts make);
+// - contended: 4 processes (child_process.fork), one lock, each taking it
+//   `n` times, holding it for one turn of its event loop, then staying
+//   away 2 ms (so that the next holder is a process that waited, not the
+//   last one taking it straight back, as polling locks let it). Hand-off: the
+//   time from one holder leaving to the next entering, when the next was
+//   already waiting (median over the run). Max wait: the longest any
+//   acquisition waited. Both after a warm-up round (3 acquisitions each).
+//   Overlaps: entries before the previous holder left (the subject's own
+//   check: it must be 0). For reference, the time a bare message takes
+//   from one process to another through the same server (PUBLISH), the
+//   least any wake-up by the server can take on the machine at the time;
+// - RateLimit: one call with capacity free, against rate-limiter-flexible's
+//   Redis limiter; and the most grants any window of the time unit saw when
+//   a caller calls once, then again from 100 ms before the limiter's window
+//   ends, as fast as it is let
+//   (sabsync's grant times are the server's, which it answers; the peer
+//   answers none, so its are this process's clock when a grant resolves).
+const os = require('os')
+const path = require('path')
+const { fork, spawnSync } = require('child_process')
+
+const quick = process.argv.includes('--quick')
+const repeats = quick ? 3 : 5
+
+function available () {
+  return Boolean(process.env.SABSYNC_REDIS_URL) || spawnSync('redis-server', ['--version']).status === 0
+}
+
+const median = xs => {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
+}
+const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
+
+async function totalCommands (admin) {
+  const info = await admin.info('stats')
+  return Number(/total_commands_processed:(\d+)/.exec(info)[1])
+}
+
+// Commands sent by this process's clients and processed by the server
+// while fn ran (the admin's INFO calls are not counted; the server's
+// second INFO counts the first).
+async function commandsDuring (admin, fn) {
+  const { sent } = require('./support/redis-count') // loaded (and counting) only when the bench runs
+  const before = await totalCommands(admin)
+  const sentBefore = sent()
+  await fn()
+  const sentAfter = sent()
+  return { client: sentAfter - sentBefore, server: (await totalCommands(admin)) - before - 1 }
+}
+
+function uncontendedLock (subject, redis, key) {
+  if (subject === 'sabsync') {
+    const { Mutex } = require('../lib/redis')
+    const m = new Mutex(redis, key)
+    return async () => { await m.lockAsync(); await m.unlock() }
+  }
+  if (subject === 'redlock') {
+    const Redlock = require('redlock')
+    const redlock = new Redlock([redis])
+    return async () => { const lock = await redlock.lock(key, 10000); await lock.unlock() }
+  }
+  const { Mutex } = require('redis-semaphore')
+  const m = new Mutex(redis, key, { lockTimeout: 10000 })
+  return async () => { await m.acquire(); await m.release() }
+}
+
+async function uncontended (Redis, url, admin, runs) {
+  const ops = quick ? 300 : 1000
+  const clients = {}
+  const fns = {}
+  for (const s of ['sabsync', 'redlock', 'redis-semaphore']) {
+    clients[s] = new Redis(url)
+    fns[s] = uncontendedLock(s, clients[s], `bench:${process.pid}:uncontended:${s}`)
+    for (let i = 0; i < 50; i++) await fns[s]() // connect, load scripts
+    runs[s] = { us: [], commands: [], server: [] }
+  }
+  for (let r = 0; r < repeats; r++) {
+    for (const s of Object.keys(fns)) {
+      let ns = 0n
+      const commands = await commandsDuring(admin, async () => {
+        const t0 = process.hrtime.bigint()
+        for (let i = 0; i < ops; i++) await fns[s]()
+        ns = process.hrtime.bigint() - t0
+      })
+      runs[s].us.push(Number(ns) / 1e3 / ops)
+      runs[s].commands.push(commands.client / ops)
+      runs[s].server.push(commands.server / ops)
+    }
+  }
+  for (const c of Object.values(clients)) c.disconnect()
+}
+
+async function contendedRun (url, admin, subject, n) {
+  const key = `bench:${process.pid}:contended:${subject}:${Math.random().toString(36).slice(2)}`
+  const procs = [0, 1, 2, 3].map(() => fork(path.join(__dirname, 'support', 'redis-contender.js'),
+    [JSON.stringify({ subject, url, key, n, lease: 10000 })], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }))
+  const ready = procs.map(p => new Promise(resolve => p.once('message', resolve)))
+  const done = procs.map(p => new Promise((resolve, reject) => {
+    p.on('message', m => { if (m && Array.isArray(m.records)) resolve(m) })
+    p.on('exit', code => { if (code !== 0) reject(new Error(`${subject} contender exited with ${code}`)) })
+  }))
+  await Promise.all(ready)
+  // A warm-up round, all four at once, not measured: sabsync's first wait
+  // in a process opens its wake connection, a cost paid once.
+  const warm = procs.map(p => new Promise(resolve => p.on('message', m => { if (m === 'warm') resolve() })))
+  for (const p of procs) p.send('warm')
+  await Promise.all(warm)
+  let records
+  let sentByProcs = 0
+  const commands = await commandsDuring(admin, async () => {
+    for (const p of procs) p.send('go')
+    const outs = await Promise.all(done)
+    records = outs.flatMap(o => o.records)
+    sentByProcs = outs.reduce((n, o) => n + o.sent, 0)
+  })
+  await Promise.all(procs.map(p => p.exitCode !== null ? null : new Promise(resolve => p.once('exit', resolve))))
+  records.sort((a, b) => a[1] - b[1])
+  const handoffs = []
+  let overlaps = 0
+  let maxWait = 0
+  for (let i = 0; i < records.length; i++) {
+    const [asked, entered] = records[i]
+    maxWait = Math.max(maxWait, entered - asked)
+    if (i === 0) continue
+    const prevLeft = records[i - 1][2]
+    if (entered < prevLeft) overlaps++
+    else if (asked < prevLeft) handoffs.push(entered - prevLeft)
+  }
+  return { handoffUs: median(handoffs) / 1e3, maxWaitMs: maxWait / 1e6, overlaps, commands: sentByProcs / records.length, server: commands.server / records.length }
+}
+
+// Reference: half the round trip of a message to another process and
+// back through Redis (PUBLISH, SUBSCRIBE): the least a wake-up through the
+// server can take on this machine now. Median of `n`, in µs.
+async function messageFloor (Redis, url, n) {
+  const echo = fork(path.join(__dirname, 'support', 'redis-echo.js'), [url], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  await new Promise(resolve => echo.once('message', resolve))
+  const sub = new Redis(url)
+  const pub = new Redis(url)
+  await sub.subscribe('sabsync-bench:pong')
+  const times = []
+  for (let i = 0; i < n; i++) {
+    const t0 = process.hrtime.bigint()
+    await new Promise(resolve => { sub.once('message', resolve); pub.publish('sabsync-bench:ping', String(i)) })
+    times.push(Number(process.hrtime.bigint() - t0) / 2e3)
+  }
+  sub.disconnect()
+  pub.disconnect()
+  echo.disconnect()
+  return median(times)
+}
+
+async function contended (url, admin, runs) {
+  const n = { sabsync: quick ? 40 : 100, 'redis-semaphore': quick ? 40 : 100, redlock: quick ? 10 : 15 }
+  const rounds = quick ? 1 : 3
+  for (const s of Object.keys(n)) runs[s] = { handoffUs: [], maxWaitMs: [], overlaps: 0, commands: [], server: [] }
+  for (let r = 0; r < rounds; r++) {
+    for (const s of Object.keys(n)) {
+      const out = await contendedRun(url, admin, s, n[s])
+      runs[s].handoffUs.push(out.handoffUs)
+      runs[s].maxWaitMs.push(out.maxWaitMs)
+      runs[s].overlaps += out.overlaps
+      runs[s].commands.push(out.commands)
+      runs[s].server.push(out.server)
+    }
+  }
+}
+
+// Grants when one call comes at the start of a window and the rest, as
+// fast as allowed, from 100 ms before that window ends (as the limiter
+// says: `left` ms after the first call) until 1.2 units later: the most in
+// any window. take() answers { t: the grant's time (ms), or undefined for
+// "now, on this clock"; left: ms left in the limiter's window, if it has one }.
+async function edgeBurst (take, rps, unitMs) {
+  const times = []
+  const at = async () => {
+    const { t, left } = await take()
+    times.push(t === undefined ? performance.now() : t)
+    return left
+  }
+  const t0 = performance.now()
+  const left = await at()
+  await sleep((left === undefined ? unitMs : left) - 100 - (performance.now() - t0))
+  const t1 = performance.now()
+  while (performance.now() - t1 < unitMs * 1.2) await at()
+  let most = 0
+  for (let i = 0, j = 0; i < times.length; i++) {
+    while (times[i] - times[j] >= unitMs) j++
+    most = Math.max(most, i - j + 1)
+  }
+  return most
+}
+
+async function rate (Redis, url, admin, runs) {
+  const { RateLimit } = require('../lib/redis')
+  const { RateLimiterRedis } = require('rate-limiter-flexible')
+  const ops = quick ? 300 : 1000
+  const client = new Redis(url)
+  const tag = `bench:${process.pid}`
+  const fast = {
+    sabsync: (() => { const limit = RateLimit(client, tag + ':rate', 1e9); return () => limit() })(),
+    'rate-limiter-flexible': (() => {
+      const rl = new RateLimiterRedis({ storeClient: client, keyPrefix: tag + ':rlf', points: 1e9, duration: 1 })
+      return () => rl.consume('k')
+    })()
+  }
+  for (const s of Object.keys(fast)) {
+    for (let i = 0; i < 50; i++) await fast[s]()
+    runs[s] = { us: [], commands: [], server: [], most: 0 }
+  }
+  for (let r = 0; r < repeats; r++) {
+    for (const s of Object.keys(fast)) {
+      let ns = 0n
+      const commands = await commandsDuring(admin, async () => {
+        const t0 = process.hrtime.bigint()
+        for (let i = 0; i < ops; i++) await fast[s]()
+        ns = process.hrtime.bigint() - t0
+      })
+      runs[s].us.push(Number(ns) / 1e3 / ops)
+      runs[s].commands.push(commands.client / ops)
+      runs[s].server.push(commands.server / ops)
+    }
+  }
+  const rps = 10
+  const unitMs = 1000
+  const limit = RateLimit(client, tag + ':edge', rps, { timeUnit: unitMs })
+  runs.sabsync.most = await edgeBurst(async () => ({ t: await limit() }), rps, unitMs)
+  const rl = new RateLimiterRedis({ storeClient: client, keyPrefix: tag + ':rlf-edge', points: rps, duration: unitMs / 1000 })
+  runs['rate-limiter-flexible'].most = await edgeBurst(async () => {
+    for (;;) {
+      try { return { left: (await rl.consume('k')).msBeforeNext } } catch (res) {
+        if (!(res && typeof res.msBeforeNext === 'number')) throw res
+        await sleep(res.msBeforeNext)
+      }
+    }
+  }, rps, unitMs)
+  client.disconnect()
+  return { rps, unitMs }
+}
+
+const f = v => v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)
+const stats = xs => `${f(Math.min(...xs))} | ${f(median(xs))} | ${f(Math.max(...xs))}`
+
+async function main () {
+  const Redis = require('ioredis')
+  let url = process.env.SABSYNC_REDIS_URL
+  let server = null
+  if (!url) {
+    const { startServer } = require('../test/fixtures/redis/server')
+    server = await startServer()
+    url = server.url
+  }
+  const admin = new Redis(url)
+  try {
+    const version = /redis_version:(\S+)/.exec(await admin.info('server'))[1]
+    const u = {}
+    const c = {}
+    const r = {}
+    process.stderr.write('bench:redis: uncontended lock+unlock ...\n')
+    await uncontended(Redis, url, admin, u)
+    process.stderr.write('bench:redis: contended, 4 processes ...\n')
+    await contended(url, admin, c)
+    const floor = []
+    for (let i = 0; i < repeats; i++) floor.push(await messageFloor(Redis, url, quick ? 100 : 300))
+    process.stderr.write('bench:redis: RateLimit ...\n')
+    const { rps, unitMs } = await rate(Redis, url, admin, r)
+
+    const rows = ['| case | subject | min | median | max | unit | sabsync faster by | round trips / op | server calls / op | notes |',
+      '|---|---|---:|---:|---:|---|---:|---:|---:|---|']
+    const ratio = (peer, own) => (median(peer) / median(own)).toFixed(1) + '×'
+    for (const s of Object.keys(u)) {
+      rows.push(`| uncontended lock+unlock | ${s} | ${stats(u[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(u[s].us, u.sabsync.us)} | ${median(u[s].commands).toFixed(2)} | ${median(u[s].server).toFixed(1)} | |`)
+    }
+    for (const s of Object.keys(c)) {
+      rows.push(`| contended hand-off, 4 processes | ${s} | ${stats(c[s].handoffUs)} | µs | ${s === 'sabsync' ? '' : ratio(c[s].handoffUs, c.sabsync.handoffUs)} | ${median(c[s].commands).toFixed(1)} | ${median(c[s].server).toFixed(1)} | ${c[s].overlaps} overlaps |`)
+    }
+    rows.push(`| reference: a message to another process through Redis, one way | PUBLISH | ${stats(floor)} | µs | | | | the least a wake-up through the server takes here |`)
+    for (const s of Object.keys(c)) {
+      rows.push(`| contended max wait, 4 processes | ${s} | ${stats(c[s].maxWaitMs)} | ms | ${s === 'sabsync' ? '' : ratio(c[s].maxWaitMs, c.sabsync.maxWaitMs)} | | | |`)
+    }
+    for (const s of Object.keys(r)) {
+      rows.push(`| RateLimit call, capacity free | ${s} | ${stats(r[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(r[s].us, r.sabsync.us)} | ${median(r[s].commands).toFixed(2)} | ${median(r[s].server).toFixed(1)} | most in any ${unitMs} ms window at ${rps} per window: ${r[s].most} |`)
+    }
+
+    const peersPolling = ['redlock', 'redis-semaphore']
+    const goals = [
+      [`uncontended round trips within 1.2× of redlock's (${median(u.sabsync.commands).toFixed(2)} vs ${median(u.redlock.commands).toFixed(2)})`,
+        median(u.sabsync.commands) <= 1.2 * median(u.redlock.commands)],
+      ...peersPolling.map(p => [`contended hand-off at least 5× faster than ${p} (${ratio(c[p].handoffUs, c.sabsync.handoffUs)})`,
+        median(c[p].handoffUs) >= 5 * median(c.sabsync.handoffUs)]),
+      ...peersPolling.map(p => [`lower max wait than ${p} (${f(median(c.sabsync.maxWaitMs))} vs ${f(median(c[p].maxWaitMs))} ms)`,
+        median(c.sabsync.maxWaitMs) < median(c[p].maxWaitMs)]),
+      [`no overlaps (sabsync ${c.sabsync.overlaps}; ${peersPolling.map(p => `${p} ${c[p].overlaps}`).join(', ')})`, c.sabsync.overlaps === 0],
+      [`RateLimit: at most ${rps} in any window (sabsync ${r.sabsync.most}, rate-limiter-flexible ${r['rate-limiter-flexible'].most})`, r.sabsync.most <= rps]
+    ]
+    const cpus = os.cpus()
+    console.log([
+      `Machine: ${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'unknown CPU'}, ${os.type()} ${os.release()}; ` +
+        `Redis ${version} on ${server ? 'a local redis-server started by the bench' : url.replace(/\/\/[^@]*@/, '//')}`,
+      `Node ${process.version}; ${new Date().toISOString().slice(0, 10)}; \`npm run bench:redis${quick ? ' -- --quick' : ''}\`; ` +
+        `${repeats} runs per subject (contended: ${quick ? 1 : 3}), interleaved; ioredis ${require('ioredis/package.json').version}, ` +
+        `redlock ${require('redlock/package.json').version}, redis-semaphore ${require('redis-semaphore/package.json').version}, ` +
+        `rate-limiter-flexible ${require('rate-limiter-flexible/package.json').version}.`,
+      '',
+      rows.join('\n'),
+      '',
+      ...goals.map(([what, met]) => `- ${what}: **${met ? 'met' : 'missed'}**`)
+    ].join('\n'))
+    if (c.sabsync.overlaps !== 0 || r.sabsync.most > rps) {
+      console.error('bench:redis: sabsync failed its own check')
+      process.exitCode = 1
+    }
+  } finally {
+    admin.disconnect()
+    if (server) await server.close()
+  }
+}
+
+if (require.main === module) {
+  if (!available()) {
+    console.error('bench:redis: no Redis server: set SABSYNC_REDIS_URL or install redis-server')
+    process.exit(1)
+  }
+  main().catch(err => { console.error(err); process.exit(1) })
+}
+
+module.exports = { available }

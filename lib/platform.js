@@ -1,0 +1,47 @@
+'use strict'
+// What to tell someone whose platform has no working addon: which platform
+// and C library this is, and what to do. Used by lib/native.js (the load
+// error) and scripts/build.js (the install script); never loads the addon.
+const fs = require('fs')
+
+// 'glibc 2.31', 'musl', or '' where there is no libc to name (not Linux).
+function libc () {
+  if (process.platform !== 'linux') return ''
+  let glibc
+  try {
+    glibc = process.report.getReport().header.glibcVersionRuntime
+  } catch {}
+  if (glibc) return 'glibc ' + glibc
+  try {
+    if (fs.readdirSync('/lib').some(f => f.startsWith('ld-musl-'))) return 'musl'
+  } catch {}
+  return 'an unknown libc'
+}
+
+// 'linux-x64, glibc 2.31, Node 20.20.2'
+function describe () {
+  return [process.platform + '-' + process.arch, libc(), 'Node ' + process.versions.node].filter(Boolean).join(', ')
+}
+
+// The platforms the package ships a binary for (scripts/prebuild.js).
+const PREBUILT = 'linux-x64 and linux-arm64 with glibc 2.17 or newer'
+
+// Why the code cannot build here at all, or null.
+function unsupported () {
+  if (process.platform === 'win32') {
+    return 'Windows is not supported: the core is C for GCC or Clang (GNU atomic builtins, ' +
+      'POSIX threads) and does not build with MSVC. Run it under WSL 2, or in a Linux container.'
+  }
+  return null
+}
+
+// What to do when no binary loads and none was built.
+function advice () {
+  return unsupported() || ('Prebuilt binaries cover ' + PREBUILT + '; elsewhere sabsync builds from ' +
+    'source at install, which needs a C compiler, make and Python 3 (Debian/Ubuntu: ' +
+    'apt-get install build-essential python3; Alpine: apk add build-base python3; ' +
+    'RHEL/Fedora: dnf install gcc make python3; macOS: xcode-select --install), then ' +
+    '`npm rebuild sabsync --build-from-source`.')
+}
+
+module.exports = { libc, describe, unsupported, advice, PREBUILT }

@@ -1,0 +1,193 @@
+'use strict'
+// One hub per Redis client object: its id (which names its waiters and its
+// wake channel), the scripts defined on the client, the one extra
+// connection that receives wake-ups, and the heartbeats of its waiters.
+//
+// Wake-ups. A grant to a queued waiter is published by the granting script
+// on the channel of the waiter's client, `sabsync:wake:<hub id>`. The hub
+// keeps one subscriber connection (client.duplicate()) for all its waiters
+// on every object, opened when one of them first has to queue and closed
+// five seconds after the last one is served (at once when the client
+// ends), so
+// waiters never poll and never pin a connection each. Pub/Sub delivers at
+// most once: a message published while the subscriber is down is lost. The
+// grant itself is in the object's keys, so nothing is lost but time: every
+// (re)subscription is followed by a heartbeat of every object that has
+// waiters here, and heartbeats report grants too.
+//
+// Heartbeats. Per object with waiters here, one script call every
+// heartbeat/3 ms renews this client's liveness in that object (a waiter
+// whose client stopped beating for `heartbeat` ms is skipped when its turn
+// comes) and answers the state of each of its waiters. A beat is also
+// scheduled for the moment the first lease on the object runs out, so
+// that a holder that died is replaced as soon as its lease allows, not a
+// beat later. A waiter whose client could not beat for `heartbeat` ms, or
+// whose entry the server no longer has, fails with ERR_SABSYNC_REDIS.
+
+const { randomBytes } = require('crypto')
+const { commands, WAKE } = require('./scripts')
+const { within, redisError, quiet } = require('./common')
+
+const LINGER_MS = 5000 // how long the subscriber outlives its last waiter
+
+const hubs = new WeakMap()
+
+function hubOf (redis) {
+  let hub = hubs.get(redis)
+  if (hub === undefined) {
+    hub = new Hub(redis)
+    hubs.set(redis, hub)
+  }
+  return hub
+}
+
+class Hub {
+  constructor (redis) {
+    this.redis = redis
+    this.id = randomBytes(8).toString('hex')
+    this.channel = WAKE + this.id
+    this.seq = 0
+    this.waiters = new Map() // waiter id -> waiter, from before its take is sent
+    this.groups = new Map() // object tag -> { queue, waiters, timer, due, inflight, again, lastOk }
+    this.sub = null
+    this.subscribed = false
+    this.linger = null
+    for (const [name, def] of Object.entries(commands)) {
+      if (typeof redis[name] !== 'function') redis.defineCommand(name, def)
+    }
+    // An ended client reconnects no more: let the process exit.
+    if (typeof redis.on === 'function') redis.on('end', () => this.closeSub())
+  }
+
+  nextId () {
+    return this.id + ':' + (++this.seq).toString(36)
+  }
+
+  // Waiter w's take answered "queued" (sent at `sentAt`); `next` is the
+  // ms to the first lease expiry on its object (-1: none).
+  join (w, next, sentAt) {
+    const q = w.queue
+    let g = this.groups.get(q.tag)
+    if (g === undefined) {
+      g = { queue: q, waiters: new Set(), timer: null, due: Infinity, inflight: false, again: false, lastOk: sentAt }
+      this.groups.set(q.tag, g)
+    }
+    if (sentAt > g.lastOk) g.lastOk = sentAt
+    g.waiters.add(w)
+    w.group = g
+    this.openSub()
+    this.schedule(g, next >= 0 ? Math.min(q.heartbeat / 3, next + 1) : q.heartbeat / 3)
+  }
+
+  // w is settled: it no longer waits here.
+  part (w) {
+    if (this.waiters.get(w.wid) === w) this.waiters.delete(w.wid)
+    const g = w.group
+    if (g) {
+      g.waiters.delete(w)
+      w.group = null
+      if (g.waiters.size === 0 && !g.inflight) this.dropGroup(g)
+    }
+    if (this.waiters.size === 0 && this.sub && this.linger === null) {
+      this.linger = setTimeout(() => { this.linger = null; if (this.waiters.size === 0) this.closeSub() }, LINGER_MS)
+      this.linger.unref()
+    }
+  }
+
+  dropGroup (g) {
+    clearTimeout(g.timer)
+    g.timer = null
+    if (this.groups.get(g.queue.tag) === g) this.groups.delete(g.queue.tag)
+  }
+
+  // Beat g in `delay` ms, or sooner if a beat is due sooner already.
+  schedule (g, delay) {
+    const due = performance.now() + delay
+    if (g.timer !== null && g.due <= due) return
+    clearTimeout(g.timer)
+    g.due = due
+    g.timer = setTimeout(() => { g.timer = null; g.due = Infinity; this.beat(g) }, Math.max(0, delay))
+  }
+
+  beat (g) {
+    if (g.inflight) { g.again = true; return }
+    const list = [...g.waiters]
+    if (list.length === 0) return this.dropGroup(g)
+    const q = g.queue
+    const sent = performance.now()
+    g.inflight = true
+    const reply = this.redis.sabsync1Beat(...q.keys, this.id, q.heartbeat, ...list.map(w => w.wid))
+    within(reply, q.commandTimeout, 'heartbeat of ' + q.tag, this.redis).then(r => {
+      g.lastOk = sent
+      list.forEach((w, i) => {
+        const s = r[i + 1]
+        if (s[0] === 1) w.granted(s[1], s[2], s[3], sent)
+        else if (s[0] === 0) {
+          w.failed(redisError(`sabsync: this wait's place in the queue of ${q.tag} is gone: the server lost its ` +
+            `state (a restart or a failover), or this client was silent for more than its heartbeat (${q.heartbeat} ms)`))
+        }
+      })
+      const next = r[0]
+      this.schedule(g, next >= 0 ? Math.min(q.heartbeat / 3, next + 1) : q.heartbeat / 3)
+    }, err => {
+      // Still in the queue until `heartbeat` after the last beat that
+      // reached the server; after that the server skips these waiters.
+      const left = g.lastOk + q.heartbeat - performance.now()
+      if (left <= 0) {
+        for (const w of list) {
+          w.failed(redisError(`sabsync: lost touch with Redis for longer than the heartbeat (${q.heartbeat} ms) ` +
+            `while waiting on ${q.tag}: ${err.message}`, err.cause !== undefined ? err.cause : err))
+        }
+      }
+      this.schedule(g, Math.max(0, Math.min(q.heartbeat / 6, left)))
+    }).finally(() => {
+      g.inflight = false
+      if (g.waiters.size === 0) this.dropGroup(g)
+      else if (g.again) { g.again = false; this.beat(g) }
+    })
+  }
+
+  beatAll () {
+    for (const g of this.groups.values()) this.beat(g)
+  }
+
+  openSub () {
+    if (this.linger !== null) { clearTimeout(this.linger); this.linger = null }
+    if (this.sub !== null) return
+    const redis = this.redis
+    // A Cluster's duplicate() takes (startupNodes, options): its defaults suit.
+    const sub = redis.isCluster ? redis.duplicate() : redis.duplicate({ autoResubscribe: false, lazyConnect: false })
+    this.sub = sub
+    // Its errors reach the waiters through their heartbeats.
+    sub.on('error', quiet)
+    sub.on('message', (channel, message) => { if (channel === this.channel) this.wake(message) })
+    sub.on('close', () => { if (this.sub === sub) this.subscribed = false })
+    sub.on('ready', () => {
+      sub.subscribe(this.channel).then(() => {
+        if (this.sub !== sub) return
+        this.subscribed = true
+        // Grants published before this subscription took effect.
+        this.beatAll()
+      }, quiet)
+    })
+  }
+
+  closeSub () {
+    const sub = this.sub
+    if (sub === null) return
+    this.sub = null
+    this.subscribed = false
+    if (this.linger !== null) { clearTimeout(this.linger); this.linger = null }
+    sub.disconnect()
+  }
+
+  // "<waiter id> <slot> <fence> <lease ms>" from a granting script. The
+  // lease is counted from now, a little late (by the message's transit).
+  wake (message) {
+    const [wid, slot, fence, lease] = message.split(' ')
+    const w = this.waiters.get(wid)
+    if (w !== undefined) w.granted(Number(slot), Number(fence), Number(lease), performance.now())
+  }
+}
+
+module.exports = { hubOf }

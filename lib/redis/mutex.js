@@ -1,0 +1,102 @@
+'use strict'
+// Mutex on Redis: one holder at a time across every client, under a lease
+// this process renews; every grant carries a fence that grows with every
+// grant of the key. See lib/redis/queue.js and lib/redis/scripts.js.
+
+const { LeaseQueue } = require('./queue')
+const { checkClient, checkKey, objectOptions, invalidType, quiet, SabsyncError } = require('./common')
+
+// `lost` before the first grant: a signal that never aborts.
+const never = new AbortController().signal
+
+class Mutex {
+  #q
+  #holding = null // the grant held now
+  #last = null // the latest grant, held or not (its signal is `lost`)
+
+  constructor (redis, key, options) {
+    checkClient(redis)
+    checkKey(key)
+    this.#q = new LeaseQueue(redis, 'mutex', key, 1, true, objectOptions(options))
+    Object.defineProperty(this, 'key', { value: key, enumerable: true })
+  }
+
+  /**
+   * Resolves with a fence (a positive integer) once this client holds the
+   * lock, false when `timeout` ms passed first. Calls pending on one Mutex
+   * are served in turn, with every other client's, in arrival order.
+   */
+  async lockAsync (options) {
+    const h = await this.#q.take(true, options)
+    return h === undefined ? false : this.#adopt(h)
+  }
+
+  /** The lock's fence if it was free right now, else false. */
+  async tryLock () {
+    const h = await this.#q.take(false, undefined)
+    return h === undefined ? false : this.#adopt(h)
+  }
+
+  #adopt (h) {
+    // Only a server that lost its state grants again while a grant is
+    // held here; that earlier grant is gone.
+    if (this.#holding !== null) this.#holding.lose('the server granted the lock again (it lost its state)')
+    this.#holding = h
+    this.#last = h
+    return h.fence
+  }
+
+  /**
+   * Release the lock: true, or false if its lease had been lost. Rejects
+   * with ERR_SABSYNC_NOT_OWNER when this Mutex holds nothing.
+   */
+  async unlock () {
+    const h = this.#holding
+    if (h === null) throw new SabsyncError('ERR_SABSYNC_NOT_OWNER', `sabsync: unlock() of ${this.#q.tag}, which this Mutex does not hold`)
+    this.#holding = null
+    return h.release()
+  }
+
+  /**
+   * Run fn({ fence, signal }) holding the lock, unlocking when its result
+   * settles. `signal` aborts if the lease is lost meanwhile. A timeout
+   * rejects with ERR_SABSYNC_TIMEOUT.
+   */
+  async runExclusive (fn, options) {
+    if (typeof fn !== 'function') throw invalidType('fn', 'a function', fn)
+    const fence = await this.lockAsync(options)
+    if (fence === false) throw new SabsyncError('ERR_SABSYNC_TIMEOUT', 'runExclusive: the mutex was not acquired within the timeout')
+    const h = this.#holding
+    let result
+    try {
+      result = await fn({ fence, signal: h.signal })
+    } catch (err) {
+      if (this.#holding === h) this.unlock().catch(quiet)
+      throw err
+    }
+    if (this.#holding === h) await this.unlock()
+    return result
+  }
+
+  /** How many wait for this lock, on every client. */
+  nrWaiting () {
+    return this.#q.count()
+  }
+
+  /** Aborts (ERR_SABSYNC_LEASE_LOST) when the lease of the latest grant is lost. */
+  get lost () {
+    return this.#last === null ? never : this.#last.signal
+  }
+
+  /** The fence of the grant held now, or undefined. */
+  get fence () {
+    return this.#holding === null ? undefined : this.#holding.fence
+  }
+
+  /** Whether this Mutex holds the lock with a lease not known to be lost. */
+  get isHeld () {
+    return this.#holding !== null && !this.#holding.lost
+  }
+}
+
+module.exports = { Mutex }

@@ -1,0 +1,228 @@
+'use strict'
+// The lease queue under Mutex (one slot, fenced) and Sema (nr slots): take
+// a slot now or queue for one, hold it under a lease this process renews,
+// give it back. The state is in Redis (lib/redis/scripts.js); this file is
+// the client side: one waiter record per pending call, one Holding per
+// slot held.
+//
+// A pending call settles exactly once, whichever comes first: its grant
+// (the take's reply, a wake-up message, or a heartbeat's report), its
+// timeout, its abort, or a failure. Whatever settles it other than a
+// grant sends `leave` for its id, which Redis runs after the take (one
+// connection keeps their order): a grant that raced the timeout is given
+// back at once instead of being held, unknowingly, until its lease ends.
+
+const { hubOf } = require('./hub')
+const { msOption, prefixOption, waitOptions, within, noReply, connected, commandError, quiet, SabsyncError } = require('./common')
+
+const KEY_SUFFIXES = ['m', 'fl', 'l', 'q', 'b', 'f']
+
+class LeaseQueue {
+  constructor (redis, kind, key, nr, fencing, options) {
+    this.redis = redis
+    this.hub = hubOf(redis)
+    this.tag = `{${prefixOption(options)}:${kind}:${key}}`
+    this.keys = KEY_SUFFIXES.map(s => this.tag + ':' + s)
+    this.nr = nr
+    this.fencing = fencing
+    this.lease = msOption(options, 'lease', 10000, 10)
+    this.heartbeat = msOption(options, 'heartbeat', 3000, 30)
+    this.commandTimeout = msOption(options, 'commandTimeout', 5000, 1)
+  }
+
+  // A Holding, or undefined when the slot was not free (try) or not
+  // granted within the timeout. `queue` false: take only a free slot.
+  take (queue, options) {
+    const { timeout, signal } = waitOptions(options)
+    if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
+    if (timeout === 0) queue = false
+    const hub = this.hub
+    const wid = hub.nextId()
+    const started = performance.now()
+    return new Promise((resolve, reject) => {
+      let replied = false
+      let settled = false
+      let timer = null
+      const w = { wid, queue: this, group: null, granted: null, failed: null }
+      const settle = () => {
+        settled = true
+        clearTimeout(timer)
+        if (signal !== undefined) signal.removeEventListener('abort', onAbort)
+        hub.part(w)
+      }
+      w.granted = (slot, fence, leaseLeft, at) => {
+        if (settled) return
+        settle()
+        resolve(new Holding(this, wid, slot, fence, at + leaseLeft))
+      }
+      w.failed = err => {
+        if (settled) return
+        settle()
+        this.leaveQuietly(wid)
+        reject(err)
+      }
+      function onAbort () {
+        if (settled) return
+        settle()
+        w.queue.leaveQuietly(wid)
+        reject(signal.reason)
+      }
+      // Registered before the take is sent: a wake-up can beat its reply.
+      if (queue) hub.waiters.set(wid, w)
+      // Until the take's reply, the bound on waiting for it; after a
+      // "queued" reply, the caller's timeout (if any).
+      const bound = queue && timeout !== Infinity ? timeout : this.commandTimeout
+      timer = setTimeout(() => {
+        if (settled) return
+        // No reply by the caller's own deadline from a connected client is
+        // a timeout (see connected()); by commandTimeout, an error.
+        if (!replied && (timeout === Infinity || !queue || !connected(this.redis))) {
+          return w.failed(noReply(bound, 'take on ' + this.tag, this.redis))
+        }
+        settle()
+        this.leaveQuietly(wid)
+        resolve(undefined)
+      }, Math.min(bound, 0x7FFFFFFF))
+      if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true })
+      let sent
+      try {
+        sent = this.redis.sabsync1Take(...this.keys, wid, hub.id, this.lease, this.heartbeat, queue ? 1 : 0, this.nr, this.fencing ? 1 : 0)
+      } catch (err) { // a client that throws instead of rejecting
+        return w.failed(commandError(err, 'take on ' + this.tag))
+      }
+      sent.then(r => {
+        replied = true
+        if (settled) return
+        if (r[0] === 1) return w.granted(r[1], r[2], r[3], started)
+        if (r[0] === 0) {
+          settle()
+          return resolve(undefined)
+        }
+        if (timeout === Infinity) clearTimeout(timer)
+        hub.join(w, r[1], started)
+      }, err => {
+        replied = true
+        w.failed(commandError(err, 'take on ' + this.tag))
+      })
+    })
+  }
+
+  // Give up id (held or queued) without waiting for the answer.
+  leaveQuietly (wid) {
+    try {
+      this.redis.sabsync1Leave(...this.keys, wid).catch(quiet)
+    } catch {}
+  }
+
+  count () {
+    return within(this.redis.sabsync1Count(...this.keys), this.commandTimeout, 'count on ' + this.tag, this.redis).then(Number)
+  }
+}
+
+// A slot held under a lease. The lease is renewed every lease/3 ms; it is
+// lost when the server says so, or when a renewal could not be confirmed
+// before `deadline` (a lower bound of the expiry the server keeps: lease
+// ms after the last confirmed renewal was sent). Then `signal` aborts
+// with ERR_SABSYNC_LEASE_LOST, and the slot is given back in case the
+// server still counts it. The renewal timer never rejects anything.
+// `lost` tells whether the lease is known to be lost.
+class Holding {
+  constructor (queue, wid, slot, fence, deadline) {
+    this.queue = queue
+    this.wid = wid
+    this.slot = slot
+    this.fence = fence
+    this.deadline = deadline
+    this.state = 'held' // -> 'lost' | 'released'
+    this.ac = null // made when `signal` is first read (most holders never read it)
+    this.reason = undefined // the ERR_SABSYNC_LEASE_LOST, once lost
+    this.timer = null
+    this.arm(queue.lease / 3)
+  }
+
+  arm (delay) {
+    clearTimeout(this.timer)
+    this.timer = setTimeout(() => this.renew(), Math.max(0, Math.min(delay, this.deadline - performance.now())))
+    this.timer.unref()
+  }
+
+  renew () {
+    this.timer = null
+    if (this.state !== 'held') return
+    const q = this.queue
+    const sent = performance.now()
+    if (sent >= this.deadline) return this.lose(`its lease (${q.lease} ms) ran out before a renewal was confirmed`)
+    let reply
+    try {
+      reply = q.redis.sabsync1Renew(...q.keys, this.wid, q.lease)
+    } catch (err) {
+      reply = Promise.reject(err)
+    }
+    within(reply, Math.min(q.commandTimeout, this.deadline - sent), 'renew on ' + q.tag, q.redis).then(r => {
+      if (this.state !== 'held') return
+      if (r === 1) {
+        this.deadline = Math.max(this.deadline, sent + q.lease)
+        this.arm(q.lease / 3)
+      } else {
+        this.lose('the server no longer has its lease (it ran out, or the server lost its state)')
+      }
+    }, err => {
+      if (this.state !== 'held') return
+      if (performance.now() >= this.deadline) this.lose('its lease ran out while Redis could not be reached', err)
+      else this.arm(q.lease / 6)
+    })
+  }
+
+  get lost () {
+    return this.reason !== undefined
+  }
+
+  lose (why, cause) {
+    if (this.state !== 'held') return
+    this.state = 'lost'
+    clearTimeout(this.timer)
+    this.abort(why, cause)
+    this.queue.leaveQuietly(this.wid)
+  }
+
+  abort (why, cause) {
+    if (this.reason !== undefined) return
+    const err = new SabsyncError('ERR_SABSYNC_LEASE_LOST', `sabsync: the lease on ${this.queue.tag} was lost: ${why}`)
+    if (cause !== undefined) Object.defineProperty(err, 'cause', { value: cause, writable: true, configurable: true })
+    this.reason = err
+    if (this.ac !== null) this.ac.abort(err)
+  }
+
+  // Aborts with ERR_SABSYNC_LEASE_LOST when the lease is lost.
+  get signal () {
+    if (this.ac === null) {
+      this.ac = new AbortController()
+      if (this.reason !== undefined) this.ac.abort(this.reason)
+    }
+    return this.ac.signal
+  }
+
+  // true: it was still held, and is released; false: it had been lost.
+  release () {
+    if (this.state !== 'held') {
+      this.state = 'released'
+      return Promise.resolve(false)
+    }
+    this.state = 'released'
+    clearTimeout(this.timer)
+    const q = this.queue
+    let reply
+    try {
+      reply = q.redis.sabsync1Leave(...q.keys, this.wid)
+    } catch (err) {
+      reply = Promise.reject(err)
+    }
+    return within(reply, q.commandTimeout, 'release on ' + q.tag, q.redis).then(r => {
+      if (r === 1) return true
+      this.abort('it had run out on the server before it was released')
+      return false
+    })
+  }
+}
+
+module.exports = { LeaseQueue }

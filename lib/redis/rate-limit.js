@@ -1,0 +1,135 @@
+'use strict'
+// RateLimit on Redis: at most `rps` grants in any window of `timeUnit` ms,
+// across every client, on the server's clock, in arrival order.
+//
+// One script call per caller (lib/redis/scripts.js, `rate`) computes the
+// earliest time t its grant may have under the in-process window rules
+// (src/core/rate.c) and records t at once, even when t is still to come:
+// the caller then sleeps until t. Recording ahead is what makes arrival
+// order and one round trip possible; an abort gives the unused time back.
+// The caller sleeps from the moment the reply arrives, which is after the
+// server read its clock, so it proceeds no earlier than t on the server's
+// clock (as long as both clocks tick at the same rate).
+
+const { hubOf } = require('./hub')
+const {
+  checkClient, checkKey, checkCount, msOption, objectOptions, prefixOption, waitOptions, within,
+  connected, quiet, invalidType, outOfRange, MAX_MS
+} = require('./common')
+
+function parseOptions (options) {
+  const { timeUnit = 1000, uniformDistribution = false } = options
+  if (typeof timeUnit !== 'number') throw invalidType('options.timeUnit', 'a positive number of milliseconds', timeUnit)
+  if (!(timeUnit >= 0.001 && timeUnit <= MAX_MS)) {
+    throw outOfRange('options.timeUnit', `a number of milliseconds >= 0.001 and <= ${MAX_MS}`, timeUnit)
+  }
+  if (typeof uniformDistribution !== 'boolean') {
+    throw invalidType('options.uniformDistribution', 'a boolean', uniformDistribution)
+  }
+  return { timeUnit, uniformDistribution }
+}
+
+// Resolve at performance.now() >= end (a timer can fire a little early
+// by the loop's cached clock: check, and sleep again for what is left).
+function sleepUntil (end, signal) {
+  return new Promise((resolve, reject) => {
+    let timer = null
+    const aborted = () => { clearTimeout(timer); reject(signal.reason) }
+    const check = () => {
+      const left = end - performance.now()
+      if (left <= 0) {
+        if (signal !== undefined) signal.removeEventListener('abort', aborted)
+        return resolve()
+      }
+      timer = setTimeout(check, Math.min(Math.ceil(left), MAX_MS))
+    }
+    if (signal !== undefined) signal.addEventListener('abort', aborted, { once: true })
+    check()
+  })
+}
+
+/**
+ * A rate limiter shared by every client of the server: `await limit()`
+ * resolves when a call may proceed, with its grant time (server clock, ms
+ * since the epoch); undefined when that would be later than
+ * options.timeout ms from now.
+ */
+function RateLimit (redis, key, rps, options) {
+  checkClient(redis)
+  checkKey(key)
+  checkCount('rps', rps)
+  options = objectOptions(options)
+  const { timeUnit, uniformDistribution } = parseOptions(options)
+  const commandTimeout = msOption(options, 'commandTimeout', 5000, 1)
+  const tag = `{${prefixOption(options)}:rate:${key}}`
+  const keys = [tag + ':log', tag + ':m']
+  const unitUs = Math.max(1, Math.round(timeUnit * 1000))
+  const hub = hubOf(redis)
+  const giveBack = id => { try { redis.sabsync1Unrate(keys[0], id).catch(quiet) } catch {} }
+
+  async function limit (options) {
+    const { timeout, signal } = waitOptions(options)
+    if (signal !== undefined && signal.aborted) throw signal.reason
+    const id = hub.nextId()
+    const sent = performance.now()
+    const most = timeout === Infinity ? -1 : Math.floor(timeout * 1000)
+    // A reply must come within the caller's timeout (0: within
+    // commandTimeout); a late one from a connected client is a timeout.
+    const ownDeadline = timeout !== Infinity && timeout !== 0
+    const bound = ownDeadline ? timeout : commandTimeout
+    let r
+    try {
+      let reply
+      try {
+        reply = redis.sabsync1Rate(...keys, id, rps, unitUs, uniformDistribution ? 1 : 0, most)
+      } catch (err) {
+        reply = Promise.reject(err)
+      }
+      r = await abortable(within(reply, bound, 'rate limit on ' + tag, redis), signal)
+    } catch (err) {
+      giveBack(id) // in case the script runs after all
+      if (ownDeadline && err.code === 'ERR_SABSYNC_REDIS' && err.cause && err.cause.noReply && connected(redis)) return undefined
+      throw err
+    }
+    if (r[0] !== 1) return undefined
+    const waitMs = r[2] / 1000
+    if (timeout !== Infinity && performance.now() - sent + waitMs > timeout) {
+      giveBack(id)
+      return undefined
+    }
+    if (waitMs > 0) {
+      try {
+        await sleepUntil(performance.now() + waitMs, signal)
+      } catch (err) {
+        giveBack(id)
+        throw err
+      }
+    }
+    return Number(r[1]) / 1000
+  }
+
+  /** How many grants are recorded for times still to come (callers sleeping). */
+  function nrWaiting () {
+    return within(redis.sabsync1RateWaiting(keys[0]), commandTimeout, 'nrWaiting on ' + tag, redis).then(Number)
+  }
+
+  Object.defineProperty(limit, 'nrWaiting', { value: nrWaiting, writable: true, configurable: true })
+  Object.defineProperty(limit, 'key', { value: key, enumerable: true })
+  Object.defineProperty(limit, 'rps', { value: rps })
+  Object.defineProperty(limit, 'timeUnit', { value: timeUnit })
+  Object.defineProperty(limit, 'uniformDistribution', { value: uniformDistribution })
+  return limit
+}
+
+// `promise`, or signal.reason as soon as the signal aborts.
+function abortable (promise, signal) {
+  if (signal === undefined) return promise
+  return new Promise((resolve, reject) => {
+    const aborted = () => reject(signal.reason)
+    signal.addEventListener('abort', aborted, { once: true })
+    promise.then(v => { signal.removeEventListener('abort', aborted); resolve(v) },
+      e => { signal.removeEventListener('abort', aborted); reject(e) })
+  })
+}
+
+module.exports = { RateLimit }

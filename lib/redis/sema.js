@@ -1,0 +1,78 @@
+'use strict'
+// Sema on Redis: `nr` tokens (the slots 0 … nr-1) across every client, one
+// lease per token held, waiters served in arrival order. See
+// lib/redis/queue.js and lib/redis/scripts.js.
+
+const { LeaseQueue } = require('./queue')
+const { checkClient, checkKey, checkCount, objectOptions, invalidType, SabsyncError } = require('./common')
+
+class Sema {
+  #q
+  #held = new Map() // token -> Holding
+  #order = [] // tokens held, in the order they were acquired
+
+  constructor (redis, key, nr, options) {
+    checkClient(redis)
+    checkKey(key)
+    checkCount('nr', nr)
+    this.#q = new LeaseQueue(redis, 'sema', key, nr, false, objectOptions(options))
+    Object.defineProperty(this, 'key', { value: key, enumerable: true })
+    Object.defineProperty(this, 'nr', { value: nr, enumerable: true })
+  }
+
+  /** A token once one is free for this caller, undefined on timeout. */
+  async acquire (options) {
+    const h = await this.#q.take(true, options)
+    return h === undefined ? undefined : this.#adopt(h)
+  }
+
+  /** A token if one is free right now (and nobody waits), else undefined. */
+  async tryAcquire () {
+    const h = await this.#q.take(false, undefined)
+    return h === undefined ? undefined : this.#adopt(h)
+  }
+
+  #adopt (h) {
+    const old = this.#held.get(h.slot)
+    if (old !== undefined) { // only after the server lost its state
+      old.lose('the server granted its token again (it lost its state)')
+      this.#order.splice(this.#order.lastIndexOf(h.slot), 1)
+    }
+    this.#held.set(h.slot, h)
+    this.#order.push(h.slot)
+    return h.slot
+  }
+
+  /**
+   * Give back `token`, or without one the token this Sema acquired most
+   * recently: true, or false if its lease had been lost. A token this Sema
+   * does not hold rejects with ERR_SABSYNC_BAD_TOKEN.
+   */
+  async release (token) {
+    if (token === undefined) {
+      if (this.#order.length === 0) throw new SabsyncError('ERR_SABSYNC_BAD_TOKEN', 'sabsync: release() on a Sema that holds no token')
+      token = this.#order[this.#order.length - 1]
+    } else if (typeof token !== 'number') {
+      throw invalidType('token', 'a token from acquire() (an integer)', token)
+    }
+    const h = this.#held.get(token)
+    if (h === undefined) throw new SabsyncError('ERR_SABSYNC_BAD_TOKEN', `sabsync: release(${token}): this Sema does not hold that token`)
+    this.#held.delete(token)
+    this.#order.splice(this.#order.lastIndexOf(token), 1)
+    return h.release()
+  }
+
+  /** How many wait for a token, on every client. */
+  nrWaiting () {
+    return this.#q.count()
+  }
+
+  /** An AbortSignal that aborts if the lease of `token` (held here) is lost. */
+  lost (token) {
+    const h = this.#held.get(token)
+    if (h === undefined) throw new SabsyncError('ERR_SABSYNC_BAD_TOKEN', `sabsync: lost(${token}): this Sema does not hold that token`)
+    return h.signal
+  }
+}
+
+module.exports = { Sema }

@@ -1,0 +1,150 @@
+// Type definitions for sabsync/redis: Mutex, Sema and RateLimit across
+// machines, on a Redis server. The client is the caller's (ioredis); only
+// the few methods sabsync calls are named here, so that these types need
+// no ioredis types.
+
+/** What sabsync needs of the caller's client: an ioredis `Redis` or `Cluster`. */
+export interface RedisClient {
+  defineCommand(name: string, definition: { lua: string; numberOfKeys?: number; readOnly?: boolean }): void
+  duplicate(...args: any[]): unknown
+  readonly status: string
+}
+
+/** Options of a waiting call. */
+export interface RedisWaitOptions {
+  /**
+   * Milliseconds to wait for a turn (default: no limit). A timeout is an
+   * answer (`false` / `undefined`), not an error; 0 only takes what is free now.
+   */
+  timeout?: number
+  /** Aborting leaves the queue; the promise rejects with `signal.reason`. */
+  signal?: AbortSignal
+}
+
+/** Options of `Mutex` and `Sema`. */
+export interface LeaseOptions {
+  /** Milliseconds a grant lasts unless renewed; renewed every lease/3 while the process lives (default 10000). */
+  lease?: number
+  /** A waiting client silent this long (ms) is skipped when its turn comes; it beats every heartbeat/3 (default 3000). */
+  heartbeat?: number
+  /** Milliseconds to wait for a reply when the call has no timeout of its own (default 5000). */
+  commandTimeout?: number
+  /** The first part of every key (default 'sabsync'); keys are `{prefix:kind:key}:…`. */
+  prefix?: string
+}
+
+/** Options of `RateLimit`. */
+export interface RedisRateLimitOptions {
+  /** The window, in ms (default 1000). */
+  timeUnit?: number
+  /** Also space grants at least timeUnit/rps apart (default false). */
+  uniformDistribution?: boolean
+  /** Milliseconds to wait for a reply when the call has no timeout of its own (default 5000). */
+  commandTimeout?: number
+  /** The first part of every key (default 'sabsync'). */
+  prefix?: string
+}
+
+/**
+ * A lock across machines with a lease and fencing tokens.
+ *
+ * @example
+ * const lock = new Mutex(redis, 'orders:42', { lease: 10_000 })
+ * const fence = await lock.lockAsync({ timeout: 5000 })
+ * if (fence !== false) {
+ *   try { await db.update(row, { fence }) } finally { await lock.unlock() }
+ * }
+ */
+export class Mutex {
+  constructor(redis: RedisClient, key: string, options?: LeaseOptions)
+  readonly key: string
+  /**
+   * Resolve with a fence (a positive integer, larger than every fence of
+   * this key before it) once this client holds the lock, `false` on timeout.
+   * Waiters on every client are served in arrival order.
+   */
+  lockAsync(options?: RedisWaitOptions): Promise<number | false>
+  /** The lock's fence if it is free right now (and nobody waits), else `false`. */
+  tryLock(): Promise<number | false>
+  /**
+   * Release: `true`, or `false` if the lease had been lost. Rejects with
+   * `ERR_SABSYNC_NOT_OWNER` when this Mutex holds nothing.
+   */
+  unlock(): Promise<boolean>
+  /**
+   * Run `fn` holding the lock, unlocking when its result settles; `signal`
+   * aborts if the lease is lost meanwhile. A timeout rejects with `ERR_SABSYNC_TIMEOUT`.
+   */
+  runExclusive<T>(fn: (held: { fence: number; signal: AbortSignal }) => T | PromiseLike<T>, options?: RedisWaitOptions): Promise<Awaited<T>>
+  /** How many wait for this lock, on every client. */
+  nrWaiting(): Promise<number>
+  /** Aborts with `ERR_SABSYNC_LEASE_LOST` if the lease of the latest grant is lost. */
+  readonly lost: AbortSignal
+  /** The fence of the grant held now, or `undefined`. */
+  readonly fence: number | undefined
+  /** Whether this Mutex holds the lock with a lease not known to be lost. */
+  readonly isHeld: boolean
+}
+
+/**
+ * `nr` tokens across machines, one lease per token, waiters in arrival order.
+ *
+ * @example
+ * const pool = new Sema(redis, 'ffmpeg', 4)
+ * const token = await pool.acquire()
+ * try { await transcode() } finally { await pool.release(token) }
+ */
+export class Sema {
+  constructor(redis: RedisClient, key: string, nr: number, options?: LeaseOptions)
+  readonly key: string
+  readonly nr: number
+  /** A token (0 … nr-1) once one is free for this caller; `undefined` on timeout. */
+  acquire(options?: RedisWaitOptions): Promise<number | undefined>
+  /** A token if one is free right now (and nobody waits), else `undefined`. */
+  tryAcquire(): Promise<number | undefined>
+  /**
+   * Give back `token`, or the token this Sema acquired most recently:
+   * `true`, or `false` if its lease had been lost. A token not held here
+   * rejects with `ERR_SABSYNC_BAD_TOKEN`.
+   */
+  release(token?: number): Promise<boolean>
+  /** How many wait for a token, on every client. */
+  nrWaiting(): Promise<number>
+  /** Aborts with `ERR_SABSYNC_LEASE_LOST` if the lease of `token` (held here) is lost. */
+  lost(token: number): AbortSignal
+}
+
+/** The function `RateLimit` returns. */
+export interface RedisRateLimiter {
+  /**
+   * Resolve when a call may proceed, with its grant time (the server's
+   * clock, ms since the epoch); `undefined` if that would be later than
+   * `timeout` ms from now.
+   */
+  (options?: RedisWaitOptions): Promise<number | undefined>
+  /** Callers whose grant time is still to come, on every client. */
+  nrWaiting(): Promise<number>
+  readonly key: string
+  readonly rps: number
+  readonly timeUnit: number
+  readonly uniformDistribution: boolean
+}
+
+/**
+ * At most `rps` grants in any window of `timeUnit` ms, across every client,
+ * on the server's clock, in arrival order.
+ *
+ * @example
+ * const limit = RateLimit(redis, 'github', 100, { timeUnit: 1000 })
+ * await limit()
+ */
+export function RateLimit(redis: RedisClient, key: string, rps: number, options?: RedisRateLimitOptions): RedisRateLimiter
+
+/**
+ * sabsync's errors (the same class as `require('sabsync').SabsyncError`):
+ * here `ERR_SABSYNC_REDIS` (with the client's error as `cause`),
+ * `ERR_SABSYNC_LEASE_LOST`, `ERR_SABSYNC_SHARED_MISMATCH`,
+ * `ERR_SABSYNC_NOT_OWNER`, `ERR_SABSYNC_BAD_TOKEN`, `ERR_SABSYNC_TIMEOUT`.
+ */
+export { SabsyncError } from './index'
+export type { SabsyncErrorCode } from './index'

@@ -1,0 +1,7 @@
+// ESM entry of sabsync/redis: the same exports as require('sabsync/redis').
+import { createRequire } from 'node:module'
+
+const redis = createRequire(import.meta.url)('./lib/redis/index.js')
+
+export const { Mutex, Sema, RateLimit, SabsyncError } = redis
+export default redis

@@ -1,0 +1,63 @@
+'use strict'
+// What keeps sabsync portable beyond Linux, and what it says where it cannot
+// build. Everything Linux-specific lives in src/core/parker_futex.c, which
+// non-Linux builds leave out (binding.gyp selects the portable parker); the
+// install script stops on Windows with one message.
+const t = require('tap')
+const fs = require('fs')
+const path = require('path')
+const { spawnSync } = require('child_process')
+const { root } = require('./helpers')
+
+// C sources and headers of the addon, relative to the root.
+function cFiles (dir) {
+  const out = []
+  for (const e of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
+    const rel = path.join(dir, e.name)
+    if (e.isDirectory()) out.push(...cFiles(rel))
+    else if (/\.[ch]$/.test(e.name)) out.push(rel)
+  }
+  return out
+}
+
+// The code of a C file without its comments and string literals.
+function code (file) {
+  return fs.readFileSync(path.join(root, file), 'utf8')
+    .replace(/\/\*[\s\S]*?\*\//g, ' ')
+    .replace(/\/\/.*$/gm, ' ')
+    .replace(/"(\\.|[^"\\\n])*"/g, '""')
+}
+
+t.test('only the futex parker includes <linux/...> or calls syscall()', async t => {
+  const files = [...cFiles('src'), ...cFiles('include')]
+  t.ok(files.includes(path.join('src', 'core', 'parker_futex.c')) && files.length > 5, `${files.length} C files read`)
+  const linuxOnly = /#\s*include\s*<(linux\/|sys\/syscall\.h)|\bsyscall\s*\(/
+  const offenders = files.filter(f => f !== path.join('src', 'core', 'parker_futex.c') && linuxOnly.test(code(f)))
+  t.same(offenders, [], 'no other file uses Linux headers or raw syscalls')
+  t.match(code('src/core/parker_futex.c'), linuxOnly, 'the futex parker does (the check sees them)')
+  t.match(code('src/core/parker_futex.c'), /^#ifndef SAB_PARKER_UV\b/m, 'and compiles to nothing with the portable parker')
+  const gyp = fs.readFileSync(path.join(root, 'binding.gyp'), 'utf8')
+  t.match(gyp, /\["sab_parker_uv==1 or OS!='linux'", \{ "defines": \["SAB_PARKER_UV"\] \}\]/,
+    'binding.gyp picks the portable parker on every OS but Linux')
+})
+
+t.test('the install script stops on Windows with one message', async t => {
+  // The script as it runs on win32: process.platform is all it looks at.
+  const r = spawnSync(process.execPath, ['-e', `
+    Object.defineProperty(process, 'platform', { value: 'win32' })
+    process.argv.push('--install')
+    require(${JSON.stringify(path.join(root, 'scripts', 'build.js'))})`], { encoding: 'utf8', env: { ...process.env, npm_config_node_gyp: '' } })
+  t.equal(r.status, 1, 'the install fails')
+  t.equal(r.stdout, '', 'nothing on stdout')
+  t.match(r.stderr, new RegExp(`^sabsync: cannot install on win32-${process.arch}, Node ${process.versions.node}\\.\\n`), 'naming the platform')
+  t.match(r.stderr, /Windows is not supported: .*MSVC\. Run it under WSL 2, or in a Linux container\.\n$/, 'why, and what to do')
+  t.equal(r.stderr.trim().split('\n').length, 2, 'in two lines, no compiler output')
+})
+
+t.test('the libc the messages name', { skip: process.platform !== 'linux' && 'not Linux' }, async t => {
+  const { libc } = require('../lib/platform')
+  const ldd = spawnSync('ldd', ['--version'], { encoding: 'utf8' })
+  const glibc = /GNU libc|GLIBC/.test(ldd.stdout + ldd.stderr) && /([0-9]+\.[0-9]+)\s*$/m.exec(ldd.stdout.split('\n')[0])
+  if (glibc) t.equal(libc(), 'glibc ' + glibc[1], 'glibc, at the version ldd reports')
+  else t.equal(libc(), 'musl', 'musl')
+})

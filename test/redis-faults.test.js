@@ -1,0 +1,163 @@
+'use strict'
+// sabsync/redis when the server fails: restarted mid-wait, down, paused
+// (CLIENT PAUSE, DEBUG SLEEP), connections killed (CLIENT KILL). A
+// redis-server of this file's own, so the others' is never disturbed.
+const t = require('tap')
+const Redis = require('ioredis')
+const { privateServer } = require('./fixtures/redis/server')
+const { Mutex, Sema, RateLimit } = require('../lib/redis')
+
+const tick = ms => new Promise(resolve => setTimeout(resolve, ms))
+
+async function until (cond, what, ms = 30000) {
+  const end = Date.now() + ms
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('timed out waiting for ' + what)
+    await tick(5)
+  }
+}
+
+// Settles with { value } or { error }, and how long it took.
+async function timed (promise) {
+  const t0 = performance.now()
+  try {
+    return { value: await promise, ms: performance.now() - t0 }
+  } catch (error) {
+    return { error, ms: performance.now() - t0 }
+  }
+}
+
+async function main () {
+  const server = await privateServer(t)
+  if (server === null) return
+  const clients = []
+  const client = options => {
+    const c = new Redis(server.url, options)
+    c.on('error', () => {}) // refused connections while the server is down are expected
+    clients.push(c)
+    return c
+  }
+  t.teardown(() => { for (const c of clients) c.disconnect() })
+  const admin = client()
+
+  t.test('the server restarts mid-wait: the waiter rejects, the holder learns its lease is lost, fences keep growing', async t => {
+    const opts = { lease: 1000, heartbeat: 600 }
+    const holder = new Mutex(client(), 'restart', opts)
+    const waiter = new Mutex(client(), 'restart', opts)
+    const f1 = await holder.lockAsync()
+    const lost = new Promise(resolve => holder.lost.addEventListener('abort', resolve))
+    const waiting = timed(waiter.lockAsync())
+    await until(async () => (await holder.nrWaiting()) === 1, 'the waiter to queue')
+    await server.stop()
+    await server.start() // empty: no persistence
+    const w = await waiting
+    t.equal(w.error && w.error.code, 'ERR_SABSYNC_REDIS', 'the wait rejects: ' + (w.error && w.error.message))
+    await lost
+    t.equal(holder.lost.reason.code, 'ERR_SABSYNC_LEASE_LOST')
+    t.equal(await holder.unlock(), false, 'unlock of the lost lease')
+    const f2 = await waiter.lockAsync({ timeout: 10000 })
+    t.ok(f2 > f1, 'a fence after the restart is larger than one before it')
+    t.equal(await waiter.unlock(), true)
+  })
+
+  t.test('the server is down: calls reject with ERR_SABSYNC_REDIS within their timeout', async t => {
+    const queued = client()
+    const offline = client({ enableOfflineQueue: false, retryStrategy: () => 1000 })
+    await until(() => queued.status === 'ready' && offline.status === 'ready', 'the clients to connect')
+    const holder = new Mutex(client(), 'down', { lease: 800 })
+    await holder.lockAsync()
+    const lost = new Promise(resolve => holder.lost.addEventListener('abort', resolve))
+    await server.stop()
+    await until(() => queued.status !== 'ready' && offline.status !== 'ready', 'the clients to notice')
+    const m = new Mutex(queued, 'down', { commandTimeout: 400 })
+    // All at once, each timed from its start.
+    const calls = {
+      'lockAsync({ timeout: 300 })': [timed(m.lockAsync({ timeout: 300 })), 300],
+      'tryLock() (commandTimeout 400)': [timed(m.tryLock()), 400],
+      'Sema acquire({ timeout: 300 })': [timed(new Sema(queued, 'down', 2).acquire({ timeout: 300 })), 300],
+      'RateLimit({ timeout: 300 })': [timed(RateLimit(queued, 'down', 5)({ timeout: 300 })), 300],
+      'nrWaiting() (commandTimeout 400)': [timed(m.nrWaiting()), 400]
+    }
+    for (const [name, [p, ms]] of Object.entries(calls)) {
+      const r = await p
+      t.equal(r.error && r.error.code, 'ERR_SABSYNC_REDIS', name + ' rejects')
+      t.ok(r.ms < ms + 2000, `${name}: within its timeout (${r.ms.toFixed(0)} ms)`)
+    }
+    const r = await timed(new Mutex(offline, 'down').lockAsync({ timeout: 5000 }))
+    t.equal(r.error.code, 'ERR_SABSYNC_REDIS')
+    t.match(r.error.cause.message, /enableOfflineQueue/, 'the client\'s own error is the cause')
+    t.equal((await lost).type, 'abort', 'a holder that cannot renew learns its lease is lost')
+    t.equal(await holder.unlock(), false)
+    await server.start()
+  })
+
+  t.test('CLIENT PAUSE: a timeout answers in time, and nothing is granted twice', async t => {
+    const [a, b] = [client(), client()]
+    const ma = new Mutex(a, 'pause', { lease: 5000 })
+    const mb = new Mutex(b, 'pause', { lease: 5000 })
+    await ma.lockAsync()
+    await admin.client('PAUSE', 1200, 'ALL')
+    const r = await timed(mb.lockAsync({ timeout: 300 }))
+    t.equal(r.value, false, 'a timeout answers false while the server is paused')
+    t.ok(r.ms < 300 + 2000, `in time (${r.ms.toFixed(0)} ms)`)
+    t.equal(await ma.unlock(), true, 'the holder\'s unlock waits for the server, then succeeds')
+    t.equal(await mb.nrWaiting(), 0, 'the timed-out waiter left the queue')
+    const f = await mb.tryLock()
+    t.type(f, 'number', 'the lock is free, held by nobody')
+    t.equal(await ma.tryLock(), false)
+    t.equal(await mb.unlock(), true)
+  })
+
+  t.test('DEBUG SLEEP: a timeout answers in time; without one, commandTimeout bounds the call', async t => {
+    const [a, b] = [client(), client()]
+    const ma = new Mutex(a, 'sleep', { lease: 5000 })
+    const mb = new Mutex(b, 'sleep', { lease: 5000, commandTimeout: 300 })
+    await ma.lockAsync()
+    admin.debug('SLEEP', 1.2).catch(() => {})
+    await tick(50)
+    const r = await timed(mb.lockAsync({ timeout: 200 }))
+    t.equal(r.value, false)
+    t.ok(r.ms < 200 + 2000, `in time (${r.ms.toFixed(0)} ms)`)
+    const r2 = await timed(mb.tryLock())
+    t.equal(r2.error && r2.error.code, 'ERR_SABSYNC_REDIS', 'no reply within commandTimeout')
+    t.ok(r2.ms < 300 + 2000, `in time (${r2.ms.toFixed(0)} ms)`)
+    t.equal(await ma.unlock(), true)
+    t.equal(ma.lost.aborted, false, 'the holder never lost its lease')
+    await until(async () => (await mb.tryLock()) !== false, 'the lock to be free')
+    t.equal(await mb.unlock(), true)
+  })
+
+  t.test('CLIENT KILL of a waiter\'s wake connection: the grant still reaches it', async t => {
+    const [a, b] = [client(), client()]
+    const ma = new Mutex(a, 'kill-sub')
+    const mb = new Mutex(b, 'kill-sub', { heartbeat: 1500 })
+    const f1 = await ma.lockAsync()
+    const waiting = mb.lockAsync({ timeout: 20000 })
+    await until(async () => (await admin.client('LIST', 'TYPE', 'pubsub')).trim() !== '', 'the wake connection')
+    await until(async () => (await ma.nrWaiting()) === 1, 'the waiter to queue')
+    t.ok(await admin.client('KILL', 'TYPE', 'pubsub') >= 1, 'killed')
+    t.equal(await ma.unlock(), true) // published to nobody
+    const f2 = await waiting
+    t.ok(f2 > f1, 'granted all the same')
+    t.equal(await mb.unlock(), true)
+  })
+
+  t.test('CLIENT KILL of a holder\'s and a waiter\'s connections: they reconnect, the lease holds, the waiter is served', async t => {
+    const [a, b] = [client(), client()]
+    const ma = new Mutex(a, 'kill-main', { lease: 1000 })
+    const mb = new Mutex(b, 'kill-main', { lease: 1000 })
+    await ma.lockAsync()
+    const waiting = mb.lockAsync({ timeout: 20000 })
+    await until(async () => (await ma.nrWaiting()) === 1, 'the waiter to queue')
+    const [ida, idb] = [await a.client('ID'), await b.client('ID')]
+    await admin.client('KILL', 'ID', ida)
+    await admin.client('KILL', 'ID', idb)
+    await tick(2500) // past two leases: renewals go on over the new connection
+    t.equal(ma.lost.aborted, false, 'the holder kept its lease')
+    t.equal(await ma.unlock(), true)
+    t.type(await waiting, 'number', 'the waiter is served')
+    t.equal(await mb.unlock(), true)
+  })
+}
+
+main().catch(err => t.fail(err.stack))

@@ -1,0 +1,236 @@
+'use strict'
+// sabsync/redis Mutex against a real redis-server, several clients in one
+// process standing for several machines (test/redis-processes.test.js
+// uses real processes; test/redis-faults.test.js stops and pauses servers).
+const t = require('tap')
+const path = require('path')
+const { spawnSync } = require('child_process')
+const Redis = require('ioredis')
+const { sharedServer } = require('./fixtures/redis/server')
+const { Mutex } = require('../lib/redis')
+
+const root = path.join(__dirname, '..')
+const prefix = 'test-' + process.pid + '-' + Math.random().toString(36).slice(2, 8)
+const tick = ms => new Promise(resolve => setTimeout(resolve, ms))
+
+async function until (cond, what, ms = 20000) {
+  const end = Date.now() + ms
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('timed out waiting for ' + what)
+    await tick(5)
+  }
+}
+
+async function main () {
+  const url = await sharedServer(t)
+  if (url === null) return
+  const clients = []
+  const client = () => { const c = new Redis(url); clients.push(c); return c }
+  t.teardown(() => { for (const c of clients) c.disconnect() })
+  const opts = extra => ({ prefix, ...extra })
+
+  t.test('arguments are checked, and named', async t => {
+    const r = client()
+    t.throws(() => new Mutex(undefined, 'k'), { name: 'TypeError', message: /"redis" argument/ })
+    t.throws(() => new Mutex({}, 'k'), { name: 'TypeError', message: /"redis" argument must be an ioredis client/ })
+    t.throws(() => new Mutex(r, 5), { name: 'TypeError', message: /"key" argument/ })
+    t.throws(() => new Mutex(r, ''), { name: 'RangeError', message: /"key" argument/ })
+    t.throws(() => new Mutex(r, 'k', 'x'), { name: 'TypeError', message: /"options" argument/ })
+    t.throws(() => new Mutex(r, 'k', { lease: -1 }), { name: 'RangeError', message: /"options.lease"/ })
+    t.throws(() => new Mutex(r, 'k', { lease: 1.5 }), { name: 'RangeError', message: /"options.lease"/ })
+    t.throws(() => new Mutex(r, 'k', { lease: '10' }), { name: 'TypeError', message: /"options.lease"/ })
+    t.throws(() => new Mutex(r, 'k', { heartbeat: 0 }), { name: 'RangeError', message: /"options.heartbeat"/ })
+    t.throws(() => new Mutex(r, 'k', { commandTimeout: Infinity }), { name: 'RangeError', message: /"options.commandTimeout"/ })
+    t.throws(() => new Mutex(r, 'k', { prefix: 'a{b' }), { name: 'RangeError', message: /"options.prefix"/ })
+    const m = new Mutex(r, 'args', opts())
+    await t.rejects(m.lockAsync({ timeout: '1' }), { name: 'TypeError', message: /"options.timeout"/ })
+    await t.rejects(m.lockAsync({ timeout: NaN }), { name: 'TypeError', message: /"options.timeout"/ })
+    await t.rejects(m.lockAsync({ signal: {} }), { name: 'TypeError', message: /"options.signal"/ })
+    await t.rejects(m.lockAsync(null), { name: 'TypeError', message: /"options"/ })
+    await t.rejects(m.runExclusive(5), { name: 'TypeError', message: /"fn"/ })
+    await t.rejects(m.unlock(), { code: 'ERR_SABSYNC_NOT_OWNER' })
+    t.equal(await m.nrWaiting(), 0)
+  })
+
+  t.test('one holder at a time across clients; fences grow with every grant', async t => {
+    const key = 'exclusive'
+    const locks = [client(), client(), client()].map(c => new Mutex(c, key, opts()))
+    let inside = 0
+    let overlaps = 0
+    const fences = []
+    await Promise.all(locks.map(async m => {
+      for (let i = 0; i < 25; i++) {
+        const fence = await m.lockAsync()
+        if (++inside !== 1) overlaps++
+        fences.push(fence)
+        await tick(Math.random() < 0.5 ? 0 : 1)
+        inside--
+        t.equal(await m.unlock(), true)
+      }
+    }))
+    t.equal(overlaps, 0, 'no two holders at once')
+    t.equal(fences.length, 75)
+    t.ok(fences.every((f, i) => Number.isSafeInteger(f) && f > 0 && (i === 0 || f > fences[i - 1])), 'fences grow in grant order')
+  })
+
+  t.test('waiters are served in arrival order across clients, and calls on one Mutex in turn', async t => {
+    const [a, b, c] = [client(), client(), client()]
+    const holder = new Mutex(a, 'fifo', opts())
+    const mb = new Mutex(b, 'fifo', opts())
+    const mc = new Mutex(c, 'fifo', opts())
+    const first = await holder.lockAsync()
+    const order = []
+    const pending = []
+    // b, c, b, c, b: each queued before the next arrives.
+    const who = [['b', mb], ['c', mc], ['b', mb], ['c', mc], ['b', mb]]
+    for (let i = 0; i < who.length; i++) {
+      const [name, m] = who[i]
+      pending.push(m.lockAsync().then(async fence => {
+        order.push({ i, name, fence })
+        await tick(1)
+        await m.unlock()
+      }))
+      await until(async () => (await holder.nrWaiting()) === i + 1, 'waiter ' + i + ' to queue')
+    }
+    t.equal(await holder.unlock(), true)
+    await Promise.all(pending)
+    t.same(order.map(o => o.i), [0, 1, 2, 3, 4], 'served in arrival order')
+    t.ok(order.every((o, i) => o.fence > (i === 0 ? first : order[i - 1].fence)), 'each grant a larger fence')
+  })
+
+  t.test('tryLock, timeout and abort leave nothing behind', async t => {
+    const [a, b] = [client(), client()]
+    const ma = new Mutex(a, 'try', opts())
+    const mb = new Mutex(b, 'try', opts())
+    t.type(await ma.tryLock(), 'number')
+    t.equal(await mb.tryLock(), false, 'tryLock of a held lock')
+    t.equal(await mb.lockAsync({ timeout: 0 }), false, 'timeout 0 is a try')
+    const t0 = performance.now()
+    t.equal(await mb.lockAsync({ timeout: 150 }), false, 'a timeout is an answer')
+    t.ok(performance.now() - t0 >= 149, 'not before the timeout')
+    const ac = new AbortController()
+    const p = mb.lockAsync({ signal: ac.signal })
+    await until(async () => (await ma.nrWaiting()) === 1, 'the waiter to queue')
+    ac.abort(new Error('stop'))
+    await t.rejects(p, { message: 'stop' }, 'an abort rejects with signal.reason')
+    await t.rejects(mb.lockAsync({ signal: AbortSignal.abort(new Error('already')) }), { message: 'already' })
+    await until(async () => (await ma.nrWaiting()) === 0, 'the aborted waiter to leave')
+    const next = mb.lockAsync()
+    await until(async () => (await ma.nrWaiting()) === 1, 'a new waiter to queue')
+    t.equal(await ma.unlock(), true)
+    t.type(await next, 'number', 'the live waiter gets it, the gone ones are skipped')
+    t.equal(await mb.unlock(), true)
+    t.same(await a.keys(`{${prefix}:mutex:try}:*`), [`{${prefix}:mutex:try}:f`], 'an idle lock keeps only its fence')
+    t.ok(await a.pttl(`{${prefix}:mutex:try}:f`) > 0, 'which expires')
+  })
+
+  t.test('runExclusive passes { fence, signal } and unlocks', async t => {
+    const [a, b] = [client(), client()]
+    const ma = new Mutex(a, 'run', opts())
+    const mb = new Mutex(b, 'run', opts())
+    const r = await ma.runExclusive(async ({ fence, signal }) => {
+      t.equal(fence, ma.fence)
+      t.equal(signal.aborted, false)
+      t.equal(await mb.tryLock(), false, 'held inside')
+      return 42
+    })
+    t.equal(r, 42)
+    t.equal(ma.fence, undefined, 'released after')
+    await t.rejects(ma.runExclusive(() => { throw new Error('boom') }), { message: 'boom' })
+    t.type(await mb.tryLock(), 'number', 'released after a throw too')
+    const late = ma.lockAsync({ timeout: 1e12 }) // past setTimeout's reach: no limit, not an early answer
+    await tick(50)
+    t.equal(await mb.unlock(), true)
+    t.type(await late, 'number')
+    t.equal(await ma.unlock(), true)
+    t.type(await mb.tryLock(), 'number')
+    await t.rejects(ma.runExclusive(() => 1, { timeout: 50 }), { code: 'ERR_SABSYNC_TIMEOUT' })
+    await mb.unlock()
+  })
+
+  t.test('a lease the server lost: lost aborts, unlock resolves false, the next waiter proceeds', async t => {
+    const [a, b] = [client(), client()]
+    const ma = new Mutex(a, 'lost', opts({ lease: 300 }))
+    const mb = new Mutex(b, 'lost', opts({ lease: 300 }))
+    t.equal(ma.lost.aborted, false, 'before any grant')
+    const f1 = await ma.lockAsync()
+    const lost = new Promise(resolve => ma.lost.addEventListener('abort', () => resolve(ma.lost.reason)))
+    // What a restart without persistence does to the lock's state.
+    const tag = `{${prefix}:mutex:lost}`
+    await a.del(...['m', 'fl', 'l', 'q', 'b'].map(s => `${tag}:${s}`))
+    const reason = await lost
+    t.equal(reason.code, 'ERR_SABSYNC_LEASE_LOST')
+    const f2 = await mb.lockAsync({ timeout: 5000 })
+    t.ok(f2 > f1, 'the next holder has a larger fence')
+    t.equal(await ma.unlock(), false, 'unlock of a lost lease')
+    t.equal(await mb.unlock(), true)
+  })
+
+  t.test('the lease is renewed while the holder lives', async t => {
+    const [a, b] = [client(), client()]
+    // Renewed every 333 ms: only a stall of over 667 ms (this process or
+    // the server) would lose it, which even a loaded machine should not see.
+    const ma = new Mutex(a, 'renew', opts({ lease: 1000 }))
+    const mb = new Mutex(b, 'renew', opts({ lease: 1000 }))
+    await ma.lockAsync()
+    await tick(3500)
+    t.equal(ma.lost.aborted, false, 'held past several leases')
+    t.equal(await mb.tryLock(), false)
+    t.equal(await ma.unlock(), true)
+  })
+
+  t.test('a key holding something else: ERR_SABSYNC_REDIS with the cause, nothing written', async t => {
+    const a = client()
+    const tag = `{${prefix}:mutex:wrongtype}`
+    await a.set(tag + ':q', 'not a queue')
+    const m = new Mutex(a, 'wrongtype', opts())
+    const err = await m.tryLock().catch(e => e)
+    t.equal(err.code, 'ERR_SABSYNC_REDIS')
+    t.match(err.cause.message, /WRONGTYPE/)
+    t.match(err.message, /wrongtype/)
+    await t.rejects(m.lockAsync({ timeout: 1000 }), { code: 'ERR_SABSYNC_REDIS' })
+    t.same((await a.keys(tag + ':*')).sort(), [tag + ':q'], 'no other key was written')
+    t.equal(await a.get(tag + ':q'), 'not a queue')
+  })
+
+  t.test('require("sabsync/redis") loads neither ioredis nor the addon; ESM gives the same', async t => {
+    const cjs = spawnSync(process.execPath, ['-e', `
+      const r = require('sabsync/redis')
+      const loaded = Object.keys(require.cache)
+      console.log(JSON.stringify({ keys: Object.keys(r).sort(), loaded }))`], { cwd: root, encoding: 'utf8' })
+    t.equal(cjs.status, 0, cjs.stderr)
+    const { keys, loaded } = JSON.parse(cjs.stdout)
+    t.same(keys, ['Mutex', 'RateLimit', 'SabsyncError', 'Sema'])
+    t.notOk(loaded.some(f => f.includes('ioredis')), 'no ioredis')
+    t.notOk(loaded.some(f => f.endsWith('.node') || f.endsWith(path.join('lib', 'native.js'))), 'no native addon')
+    const esm = spawnSync(process.execPath, ['--input-type=module', '-e', `
+      import * as r from 'sabsync/redis'
+      import d from 'sabsync/redis'
+      console.log(JSON.stringify({ keys: Object.keys(r).filter(k => k !== 'default').sort(), same: d.Mutex === r.Mutex }))`],
+    { cwd: root, encoding: 'utf8' })
+    t.equal(esm.status, 0, esm.stderr)
+    t.same(JSON.parse(esm.stdout), { keys, same: true })
+  })
+
+  t.test('a process that waited, was served and quit its client exits', async t => {
+    const r = spawnSync(process.execPath, ['-e', `
+      const Redis = require('ioredis')
+      const { Mutex } = require('sabsync/redis')
+      const [a, b] = [new Redis(${JSON.stringify(url)}), new Redis(${JSON.stringify(url)})]
+      ;(async () => {
+        const ma = new Mutex(a, 'exit', { prefix: ${JSON.stringify(prefix)} })
+        const mb = new Mutex(b, 'exit', { prefix: ${JSON.stringify(prefix)} })
+        await ma.lockAsync()
+        const p = mb.lockAsync()
+        setTimeout(() => ma.unlock(), 50)
+        await p
+        await mb.unlock()
+        await Promise.all([a.quit(), b.quit()])
+        console.log('done')
+      })()`], { cwd: root, encoding: 'utf8', timeout: 20000 })
+    t.equal(r.status, 0, r.stderr)
+    t.equal(r.stdout.trim(), 'done')
+  })
+}
+
+main().catch(err => t.fail(err.stack))

@@ -1,0 +1,113 @@
+'use strict'
+// sabsync/redis RateLimit against a real redis-server: at most rps grants
+// in any window of timeUnit, on the server's clock, across processes.
+const t = require('tap')
+const path = require('path')
+const { fork } = require('child_process')
+const Redis = require('ioredis')
+const { sharedServer } = require('./fixtures/redis/server')
+const { RateLimit } = require('../lib/redis')
+
+const prefix = 'test-' + process.pid + '-' + Math.random().toString(36).slice(2, 8)
+const tick = ms => new Promise(resolve => setTimeout(resolve, ms))
+const us = ms => Math.round(ms * 1000) // grant times (ms, µs precision) as whole µs
+
+// The most grants in any half-open window [x, x + unit) of sorted times (µs).
+function mostInWindow (times, unitUs) {
+  const s = [...times].sort((a, b) => a - b)
+  let most = 0
+  let j = 0
+  for (let i = 0; i < s.length; i++) {
+    while (s[i] - s[j] >= unitUs) j++
+    most = Math.max(most, i - j + 1)
+  }
+  return most
+}
+
+async function main () {
+  const url = await sharedServer(t)
+  if (url === null) return
+  const clients = []
+  const client = () => { const c = new Redis(url); clients.push(c); return c }
+  t.teardown(() => { for (const c of clients) c.disconnect() })
+
+  t.test('arguments are checked, and named', async t => {
+    const r = client()
+    t.throws(() => RateLimit(r, 'k'), { name: 'TypeError', message: /"rps" argument/ })
+    t.throws(() => RateLimit(r, 'k', 0), { name: 'RangeError', message: /"rps" argument/ })
+    t.throws(() => RateLimit(r, 'k', 1, { timeUnit: 0 }), { name: 'RangeError', message: /"options.timeUnit"/ })
+    t.throws(() => RateLimit(r, 'k', 1, { timeUnit: '1' }), { name: 'TypeError', message: /"options.timeUnit"/ })
+    t.throws(() => RateLimit(r, 'k', 1, { uniformDistribution: 1 }), { name: 'TypeError', message: /"options.uniformDistribution"/ })
+    t.throws(() => RateLimit(undefined, 'k', 1), { name: 'TypeError', message: /"redis" argument/ })
+    const limit = RateLimit(r, 'args', 1, { prefix })
+    await t.rejects(limit({ signal: 'x' }), { name: 'TypeError', message: /"options.signal"/ })
+    await t.rejects(limit(5), { name: 'TypeError', message: /"options"/ })
+    t.equal(limit.rps, 1)
+    t.equal(limit.timeUnit, 1000)
+  })
+
+  t.test('the sliding window: rps at once, then one per grant that leaves the window', async t => {
+    const limit = RateLimit(client(), 'window', 3, { timeUnit: 200, prefix })
+    const times = []
+    for (let i = 0; i < 9; i++) times.push(us(await limit()))
+    t.equal(mostInWindow(times, 200000), 3, 'never more than rps in a window')
+    t.ok(times[2] - times[0] < 200000, 'the first rps without waiting for the window')
+    for (let i = 3; i < 9; i++) t.ok(times[i] - times[i - 3] >= 200000, `grant ${i} waits for grant ${i - 3} to leave the window`)
+  })
+
+  t.test('uniform spacing: at least timeUnit/rps apart', async t => {
+    const limit = RateLimit(client(), 'uniform', 4, { timeUnit: 200, uniformDistribution: true, prefix })
+    const times = await Promise.all(Array.from({ length: 6 }, () => limit()).map(p => p.then(us)))
+    times.sort((a, b) => a - b)
+    for (let i = 1; i < times.length; i++) t.ok(times[i] - times[i - 1] >= 50000, `grant ${i} is 50 ms after the one before`)
+  })
+
+  t.test('a timeout answers undefined; an abort gives its time back', async t => {
+    const r = client()
+    const limit = RateLimit(r, 'timeout', 1, { timeUnit: 500, prefix })
+    const t1 = us(await limit())
+    const t0 = performance.now()
+    t.equal(await limit({ timeout: 100 }), undefined, 'not within 100 ms')
+    t.ok(performance.now() - t0 < 500, 'answered without waiting for a grant it cannot have')
+    const ac = new AbortController()
+    const p = limit({ signal: ac.signal })
+    await tick(20)
+    t.equal(await limit.nrWaiting(), 1, 'one caller sleeps until its time')
+    ac.abort(new Error('stop'))
+    await t.rejects(p, { message: 'stop' })
+    const t3 = us(await limit())
+    t.ok(t3 - t1 >= 500000 && t3 - t1 < 1000000, 'the aborted caller\'s time went to the next one')
+    await t.rejects(limit({ signal: AbortSignal.abort(new Error('before')) }), { message: 'before' })
+  })
+
+  t.test('another rps on the same key is refused', async t => {
+    const a = RateLimit(client(), 'mismatch', 2, { prefix })
+    const b = RateLimit(client(), 'mismatch', 3, { prefix })
+    await a()
+    await t.rejects(b(), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /rps = 2/ })
+  })
+
+  t.test('4 processes: never more than rps in any window of server time, none early', async t => {
+    const rps = 6
+    const unit = 300
+    const key = prefix + '-procs'
+    const runs = await Promise.all([0, 1, 2, 3].map(() => new Promise((resolve, reject) => {
+      const p = fork(path.join(__dirname, 'fixtures', 'redis', 'limiter.js'), [url, key, String(rps), String(unit), '0', '10'],
+        { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })
+      let out = ''
+      p.stdout.on('data', d => { out += d })
+      const guard = setTimeout(() => p.kill('SIGKILL'), 60000)
+      p.on('exit', code => {
+        clearTimeout(guard)
+        if (code !== 0) return reject(new Error('limiter exited with ' + code))
+        resolve(JSON.parse(out))
+      })
+    })))
+    const grants = runs.flat()
+    t.equal(grants.length, 40)
+    t.equal(mostInWindow(grants.map(g => g.t), unit * 1000), rps, `at most ${rps} in any ${unit} ms`)
+    t.ok(grants.every(g => g.after >= g.t), 'each caller proceeded at or after its grant time (server clock)')
+  })
+}
+
+main().catch(err => t.fail(err.stack))

@@ -1,0 +1,147 @@
+'use strict'
+// sabsync/redis Sema against a real redis-server: never more than nr
+// holders across clients, arrival order, tokens, leases.
+const t = require('tap')
+const Redis = require('ioredis')
+const { sharedServer } = require('./fixtures/redis/server')
+const { Sema } = require('../lib/redis')
+
+const prefix = 'test-' + process.pid + '-' + Math.random().toString(36).slice(2, 8)
+const tick = ms => new Promise(resolve => setTimeout(resolve, ms))
+
+async function until (cond, what, ms = 20000) {
+  const end = Date.now() + ms
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('timed out waiting for ' + what)
+    await tick(5)
+  }
+}
+
+async function main () {
+  const url = await sharedServer(t)
+  if (url === null) return
+  const clients = []
+  const client = () => { const c = new Redis(url); clients.push(c); return c }
+  t.teardown(() => { for (const c of clients) c.disconnect() })
+  const opts = extra => ({ prefix, ...extra })
+
+  t.test('arguments are checked, and named', async t => {
+    const r = client()
+    t.throws(() => new Sema(r, 'k'), { name: 'TypeError', message: /"nr" argument/ })
+    t.throws(() => new Sema(r, 'k', 0), { name: 'RangeError', message: /"nr" argument/ })
+    t.throws(() => new Sema(r, 'k', 2.5), { name: 'RangeError', message: /"nr" argument/ })
+    t.throws(() => new Sema(null, 'k', 2), { name: 'TypeError', message: /"redis" argument/ })
+    t.throws(() => new Sema(r, 'k', 2, { lease: 5 }), { name: 'RangeError', message: /"options.lease"/ })
+    const s = new Sema(r, 'args', 2, opts())
+    await t.rejects(s.acquire({ timeout: {} }), { name: 'TypeError', message: /"options.timeout"/ })
+    await t.rejects(s.release(), { code: 'ERR_SABSYNC_BAD_TOKEN' }, 'release() holding nothing')
+    await t.rejects(s.release(0), { code: 'ERR_SABSYNC_BAD_TOKEN' }, 'release of a token not held here')
+    await t.rejects(s.release('0'), { name: 'TypeError', message: /"token"/ })
+    t.throws(() => s.lost(0), { code: 'ERR_SABSYNC_BAD_TOKEN' })
+  })
+
+  t.test('tokens are the slots 0 … nr-1; release() gives back the latest; tryAcquire does not wait', async t => {
+    const s = new Sema(client(), 'tokens', 3, opts())
+    const got = [await s.acquire(), await s.acquire(), await s.tryAcquire()]
+    t.same([...got].sort(), [0, 1, 2])
+    t.equal(await s.tryAcquire(), undefined, 'none left')
+    t.equal(await s.acquire({ timeout: 50 }), undefined, 'a timeout is undefined')
+    t.equal(s.lost(got[1]).aborted, false)
+    t.equal(await s.release(), true, 'the latest')
+    t.equal(await s.tryAcquire(), got[2], 'that one is free again')
+    t.equal(await s.release(got[0]), true)
+    t.equal(await s.release(got[1]), true)
+    t.equal(await s.release(), true)
+    await t.rejects(s.release(), { code: 'ERR_SABSYNC_BAD_TOKEN' })
+  })
+
+  t.test('never more than nr holders across clients, with timeouts and aborts mixed in', async t => {
+    const nr = 3
+    const conns = [client(), client(), client(), client()]
+    // Connected first: a late reply from a client still connecting is an
+    // error, from a connected one a timeout (tiny timeouts follow).
+    await Promise.all(conns.map(c => c.ping()))
+    const semas = conns.map(c => new Sema(c, 'bound', nr, opts()))
+    let inside = 0
+    let most = 0
+    let served = 0
+    const held = new Set()
+    await Promise.all(semas.map(async (s, k) => {
+      for (let i = 0; i < 30; i++) {
+        const ac = new AbortController()
+        const r = Math.random()
+        if (r < 0.1) setTimeout(() => ac.abort(new Error('abort')), Math.random() * 3)
+        let token
+        try {
+          token = await s.acquire({ signal: ac.signal, timeout: r > 0.9 ? Math.random() * 3 : undefined })
+        } catch (err) {
+          t.equal(err.message, 'abort')
+          continue
+        }
+        if (token === undefined) continue
+        t.notOk(held.has(token), 'a token is out once')
+        held.add(token)
+        most = Math.max(most, ++inside)
+        served++
+        await tick(Math.random() < 0.5 ? 0 : 1)
+        inside--
+        held.delete(token)
+        t.equal(await s.release(token), true)
+      }
+    }))
+    t.ok(most <= nr, `at most ${nr} at once (saw ${most})`)
+    t.ok(served > 60, 'most calls were served')
+    t.equal(await semas[0].nrWaiting(), 0, 'nobody left waiting')
+  })
+
+  t.test('waiters are served in arrival order across clients', async t => {
+    const [a, b, c] = [client(), client(), client()]
+    const sa = new Sema(a, 'fifo', 2, opts())
+    const sb = new Sema(b, 'fifo', 2, opts())
+    const sc = new Sema(c, 'fifo', 2, opts())
+    const held = [[sa, await sa.acquire()], [sa, await sa.acquire()]]
+    const order = []
+    const who = [sb, sc, sc, sb, sc, sb]
+    for (let i = 0; i < who.length; i++) {
+      const s = who[i]
+      s.acquire().then(token => { order.push(i); held.push([s, token]) })
+      await until(async () => (await sa.nrWaiting()) === i + 1, 'waiter ' + i + ' to queue')
+    }
+    // One token back at a time, so that one grant at a time is in flight:
+    // each goes to the next waiter in arrival order.
+    for (let i = 0; i < who.length; i++) {
+      const [s, token] = held.shift()
+      await s.release(token)
+      await until(() => order.length === i + 1, 'grant ' + i)
+      t.equal(order[i], i, `grant ${i} went to waiter ${i}`)
+    }
+    for (const [s, token] of held) await s.release(token)
+  })
+
+  t.test('a Sema of another nr on the same key is refused', async t => {
+    const [a, b] = [client(), client()]
+    const s2 = new Sema(a, 'mismatch', 2, opts())
+    const s3 = new Sema(b, 'mismatch', 3, opts())
+    const token = await s2.acquire()
+    await t.rejects(s3.tryAcquire(), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /nr = 2, not 3/ })
+    await s2.release(token)
+    t.type(await s3.tryAcquire(), 'number', 'once the key is idle, it can be made again')
+    await s3.release()
+  })
+
+  t.test('a dead holder\'s token comes back when its lease runs out', async t => {
+    const [a, b] = [client(), client()]
+    const sa = new Sema(a, 'lease', 1, opts({ lease: 300 }))
+    const sb = new Sema(b, 'lease', 1, opts({ lease: 300 }))
+    await sa.acquire()
+    // A holder that stops renewing: its client is gone.
+    a.disconnect()
+    const t0 = performance.now()
+    const token = await sb.acquire({ timeout: 10000 })
+    t.equal(token, 0)
+    t.ok(performance.now() - t0 >= 100, 'not before the lease could run out')
+    await sb.release()
+  })
+}
+
+main().catch(err => t.fail(err.stack))

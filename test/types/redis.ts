@@ -1,0 +1,52 @@
+// Compiled with `tsc --strict` by test/types.test.js (with @types/node):
+// sabsync/redis used with ioredis's own types, as the README shows it.
+import Redis, { Cluster } from 'ioredis'
+import { Mutex, Sema, RateLimit, SabsyncError } from 'sabsync/redis'
+import type { RedisClient, LeaseOptions, RedisRateLimiter, SabsyncErrorCode } from 'sabsync/redis'
+
+async function main (): Promise<void> {
+  const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+  const cluster: RedisClient = new Cluster([{ host: '127.0.0.1', port: 7000 }])
+  const options: LeaseOptions = { lease: 10_000, heartbeat: 3000, commandTimeout: 5000, prefix: 'app' }
+
+  const lock = new Mutex(redis, 'orders:42', options)
+  const fence: number | false = await lock.lockAsync({ timeout: 5000, signal: AbortSignal.timeout(6000) })
+  if (fence !== false) {
+    const lost: AbortSignal = lock.lost
+    const now: number | undefined = lock.fence
+    const ok: boolean = (await lock.unlock()) && lock.isHeld && lost.aborted && now === fence
+  }
+  const tried: number | false = await lock.tryLock()
+  const n: number = await lock.runExclusive(async ({ fence, signal }) => fence + (signal.aborted ? 1 : 0))
+  const waiting: number = await lock.nrWaiting()
+
+  const pool = new Sema(cluster, 'ffmpeg', 4, { lease: 60_000 })
+  const token: number | undefined = await pool.acquire({ timeout: 100 })
+  const other: number | undefined = await pool.tryAcquire()
+  if (token !== undefined) {
+    const signal: AbortSignal = pool.lost(token)
+    const released: boolean = await pool.release(token)
+  }
+  await pool.release()
+  const nr: number = pool.nr + (await pool.nrWaiting())
+
+  const limit: RedisRateLimiter = RateLimit(redis, 'github', 100, { timeUnit: 1000, uniformDistribution: true })
+  const at: number | undefined = await limit({ timeout: 50 })
+  const sleeping: number = await limit.nrWaiting()
+  const rps: number = limit.rps + limit.timeUnit
+
+  try {
+    await lock.unlock()
+  } catch (err) {
+    if (err instanceof SabsyncError) {
+      const code: SabsyncErrorCode = err.code
+      const redisDown: boolean = code === 'ERR_SABSYNC_REDIS' || code === 'ERR_SABSYNC_LEASE_LOST'
+    }
+  }
+  // @ts-expect-error: a key is a string
+  new Mutex(redis, 42)
+  // @ts-expect-error: not a Redis client
+  new Sema({}, 'k', 1)
+}
+
+void main
