@@ -60,7 +60,6 @@
 #if defined(__linux__)
 
 #include <errno.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 static uint32_t live_word(uint32_t gen) { return gen << 2 | SLOT_LIVE; }
@@ -121,7 +120,8 @@ uint32_t sab__slot_live_id(sab_space_t *sp, uint32_t i) {
 
 int sab__slot_claim(sab_space_t *sp, uint32_t *id, uint32_t *unburied) {
   /* Start the search where other threads are unlikely to be looking. */
-  uint32_t start = ((uint32_t)getpid() * 2654435761u + (uint32_t)syscall(SYS_gettid)) % NSLOTS;
+  uint32_t start =
+      ((uint32_t)getpid() * 2654435761u + (uint32_t)((uintptr_t)pthread_self() >> 12)) % NSLOTS;
   *unburied = 0;
   for (uint32_t k = 0; k < NSLOTS; k++) {
     uint32_t i = (start + k) % NSLOTS;
@@ -156,6 +156,18 @@ uint32_t *sab_space_doorbell(sab_space_t *sp, uint32_t id) {
   uint32_t i, gen;
   if (!sab__id_parts(id, &i, &gen)) return NULL;
   return &sab__slot(sp, i)->doorbell;
+}
+
+void sab_space_doorbell_wait(sab_space_t *sp, uint32_t id, uint32_t seen, uint64_t deadline) {
+  uint32_t *bell = sab_space_doorbell(sp, id);
+  if (bell != NULL) sab__futex_wait_shared(bell, seen, deadline);
+}
+
+void sab_space_doorbell_ring(sab_space_t *sp, uint32_t id) {
+  uint32_t *bell = sab_space_doorbell(sp, id);
+  if (bell == NULL) return;
+  __atomic_fetch_add(bell, 1, __ATOMIC_SEQ_CST);
+  sab__futex_wake_shared(bell, 1 << 30);
 }
 
 #endif /* __linux__ */

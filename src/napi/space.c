@@ -51,12 +51,10 @@ static int set_num(napi_env env, napi_value obj, const char *name, double v) {
 #include <errno.h>
 #include "glibc_old.h"
 #include <math.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define SLICE_NS (50ull * 1000000ull)  /* termination checks of a blocking wait */
@@ -211,14 +209,7 @@ static void *waker_main(void *arg) {
       last_reap = now;
       if (sab_space_reap(reg->sp) > 0) continue;
     }
-    struct timespec ts, *tsp = NULL;
-    if (watching) {
-      uint64_t d = last_reap + WATCH_NS;
-      ts.tv_sec = (time_t)(d / 1000000000u);
-      ts.tv_nsec = (long)(d % 1000000000u);
-      tsp = &ts;
-    }
-    syscall(SYS_futex, bell, FUTEX_WAIT_BITSET, seen, tsp, NULL, FUTEX_BITSET_MATCH_ANY);
+    sab_space_doorbell_wait(reg->sp, reg->id, seen, watching ? last_reap + WATCH_NS : UINT64_MAX);
   }
 }
 
@@ -233,11 +224,7 @@ static int waker_start(napi_env env, reg_t *reg) {
 }
 
 /* Wake the waker: it looks at its pending waits again. */
-static void ring(reg_t *reg) {
-  uint32_t *bell = sab_space_doorbell(reg->sp, reg->id);
-  __atomic_fetch_add(bell, 1, __ATOMIC_SEQ_CST);
-  syscall(SYS_futex, bell, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
-}
+static void ring(reg_t *reg) { sab_space_doorbell_ring(reg->sp, reg->id); }
 
 static void waker_stop(reg_t *reg) {
   if (!reg->waker_started) return;
