@@ -41,7 +41,8 @@ const valueOf = flag => args.includes(flag) ? args[args.indexOf(flag) + 1] : nul
 const childCase = valueOf('--child')
 const repeatsArg = Number(valueOf('--repeats'))
 const repeats = repeatsArg > 0 ? repeatsArg : quick ? 3 : 5
-const casesDir = path.resolve(valueOf('--cases') || path.join(__dirname, 'cases'))
+const DEFAULT_CASES = path.join(__dirname, 'cases')
+const casesDir = path.resolve(valueOf('--cases') || DEFAULT_CASES)
 const resultsDir = path.resolve(valueOf('--results') || __dirname)
 const VALUED = ['--child', '--repeats', '--cases', '--results']
 const filters = args.filter((a, i) => !a.startsWith('--') && !VALUED.includes(args[i - 1]))
@@ -252,7 +253,8 @@ async function main () {
   }
   // sabsync/redis against its peers (bench/redis.js), when a Redis server
   // can be had: its own table after this one; it writes no file.
-  if ((filters.length === 0 || filters.some(f => f.toLowerCase() === 'redis')) && require('./redis').available()) {
+  // Not for other cases (--cases: test/bench.test.js checks the harness).
+  if (casesDir === DEFAULT_CASES && (filters.length === 0 || filters.some(f => f.toLowerCase() === 'redis')) && require('./redis').available()) {
     console.log('')
     const r = spawnSync(process.execPath, [path.join(__dirname, 'redis.js'), ...(quick ? ['--quick'] : [])], { stdio: 'inherit' })
     if (r.status !== 0) process.exitCode = 1
