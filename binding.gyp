@@ -15,6 +15,10 @@
         "src/core/rate.c",
         "src/core/parker_futex.c",
         "src/core/parker_uv.c",
+        "src/core/space.c",
+        "src/core/space_lot.c",
+        "src/core/lifeline.c",
+        "src/core/space_sema.c",
         "src/napi/values.c",
         "src/napi/env.c",
         "src/napi/lifecycle.c",
@@ -23,13 +27,15 @@
         "src/napi/wait.c",
         "src/napi/sema.c",
         "src/napi/rate.c",
+        "src/napi/space.c",
         "src/napi/binding.c"
       ],
       "include_dirs": ["include", "src/core"],
       "defines": ["NAPI_VERSION=8"],
       "cflags_c": ["-std=c11", "-Wall", "-Wextra", "-O2"],
       "conditions": [
-        ["sab_parker_uv==1 or OS!='linux'", { "defines": ["SAB_PARKER_UV"] }]
+        ["sab_parker_uv==1 or OS!='linux'", { "defines": ["SAB_PARKER_UV"] }],
+        ["OS=='linux'", { "libraries": ["-ldl"] }]
       ]
     }
   ]

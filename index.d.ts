@@ -114,6 +114,13 @@ export type SabsyncErrorCode =
   | 'ERR_SABSYNC_REDIS'
   | 'ERR_SABSYNC_LEASE_LOST'
   | 'ERR_SABSYNC_SHARED_MISMATCH'
+  | 'ERR_SABSYNC_SHARED_FULL'
+  | 'ERR_SABSYNC_SHARED_VERSION'
+  | 'ERR_SABSYNC_SHARED_CLOSED'
+  | 'ERR_SABSYNC_SHARED_NAME'
+  | 'ERR_SABSYNC_SHARED_KEY'
+  | 'ERR_SABSYNC_SHARED_SYSTEM'
+  | 'ERR_SABSYNC_UNSUPPORTED'
 
 /** sabsync's own errors: `code` is one of {@link SabsyncErrorCode}. */
 export class SabsyncError extends Error {
@@ -511,4 +518,71 @@ export class Barrier implements SharedHandle {
   waitAsync(options?: AsyncOptions): Promise<{ isLeader: boolean } | undefined>
   /** Break the current round (its waiters throw) and start afresh. */
   reset(): void
+}
+
+/** Options of `openShared`. */
+export interface OpenSharedOptions {
+  /** Bytes, when this call creates the space (default 1 MiB; 512 KiB to 1 GiB, rounded up to a page). Given when it exists, it must be its size. */
+  size?: number
+  /** Permission bits of the file when this call creates it (default `0o600`). */
+  mode?: number
+}
+
+/**
+ * A named space of shared memory between the processes of one host (Linux),
+ * opened by this thread. Objects are found by key: the first caller of a key
+ * in any process creates it, later callers attach; a key used with another
+ * kind or other parameters throws `ERR_SABSYNC_SHARED_MISMATCH`. The objects
+ * have the methods of their in-process classes; the holder of a lock is a
+ * thread of some process, and when that process dies (SIGKILL included) the
+ * next waiter takes over (`ownerDied`). Their `buffer` is an `ArrayBuffer`
+ * before Node 24.16 / 26.1, and belongs to this thread: other threads open
+ * the space themselves.
+ *
+ * @example
+ * const space = openShared('myapp')
+ * const lock = space.mutex('cache-rebuild')
+ * await lock.runExclusive(rebuild)
+ */
+export interface Space {
+  readonly name: string
+  /** Bytes, bookkeeping included. */
+  readonly size: number
+  /** This thread's owner id in the space (the same number in every process). */
+  readonly ownerId: number
+  /** Whether this process created the space. */
+  readonly created: boolean
+  readonly closed: boolean
+  /** `length` Int32 cells; `wait` / `waitAsync` / `notify` / `waiters` on them reach every process. */
+  int32Array(key: string, length: number): Int32Array
+  bigInt64Array(key: string, length: number): BigInt64Array
+  mutex(key: string): Mutex
+  atomicFlag(key: string): AtomicFlag
+  once(key: string): Once
+  latch(key: string, count: number): Latch
+  condVar(key: string): CondVar
+  rwlock(key: string, options?: { readerSlots?: number }): RWLock
+  barrier(key: string, parties: number): Barrier
+  /** A Sema of `nr` tokens; `initFn`, `pauseFn`, `resumeFn` are this thread's. */
+  sema<T = number>(key: string, nr: number, options?: SemaOptions<T>): Sema<T>
+  /** A RateLimit of `rps` per `timeUnit` ms across every process. */
+  rateLimit(key: string, rps: number, options?: Omit<RateLimitOptions, 'buffer' | 'byteOffset'>): RateLimiter
+  /** This thread's view ends (when its last open of this name closes); the space lives on. */
+  close(): void
+  /** Remove the name (a later `openShared` makes a new space); `false` if it was gone. */
+  unlink(): boolean
+}
+
+/**
+ * Open the shared space `name` (1-200 bytes, no `/`), creating it if needed.
+ * Throws `ERR_SABSYNC_UNSUPPORTED` where processes cannot share it,
+ * `ERR_SABSYNC_SHARED_VERSION` for a space of another layout version.
+ *
+ * @example
+ * const space = openShared('myapp', { size: 1 << 20, mode: 0o600 })
+ */
+export declare function openShared (name: string, options?: OpenSharedOptions): Space
+export declare namespace openShared {
+  /** Remove the space `name` without opening it; `false` if there was none. */
+  function unlink (name: string): boolean
 }

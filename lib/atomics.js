@@ -14,6 +14,7 @@ const native = require('./native')
 const errors = require('./errors')
 const { counts, bucketOf, addressOf, seen } = require('./lot')
 const { isAbortSignal, ownSignal, guard } = require('./abort')
+const { spaceOf } = require('./space-registry')
 
 const TypedArrayPrototype = Object.getPrototypeOf(Int32Array.prototype)
 const getter = name => Object.getOwnPropertyDescriptor(TypedArrayPrototype, name).get
@@ -125,8 +126,10 @@ function validateWaitable (typedArray) {
   return tag === 'Int32Array' ? 4 : 8
 }
 
+// A shared space's buffer (lib/space.js) counts as shared: its cells are
+// waited on in the space's queues, from any process.
 function isShared (buffer) {
-  return seen(buffer) || isSharedArrayBuffer(buffer)
+  return seen(buffer) || isSharedArrayBuffer(buffer) || spaceOf(buffer) !== undefined
 }
 
 // ToIndex, then the bounds check of ValidateAtomicAccess. `length` is the
@@ -172,15 +175,18 @@ let lastSize = 0
 let lastAddr0 = 0
 let lastLength = 0
 let lastTracks = false
+let lastSpace // the space of lastArray's buffer, or undefined
 
 function remember (typedArray, buffer, size) {
   const addr0 = addressOf(typedArray, buffer, 0, size)
   lastArray = typedArray
   lastSize = size
   lastAddr0 = addr0
+  lastSpace = spaceOf(buffer)
   // A fixed-length array's length never changes; one on a growable buffer
   // may be length-tracking, so its length is read each time.
-  lastTracks = sabGrowable !== undefined && sabGrowable.call(buffer)
+  // (A shared space's buffer may be an ArrayBuffer: never growable.)
+  lastTracks = sabGrowable !== undefined && isSharedArrayBuffer(buffer) && sabGrowable.call(buffer)
   lastLength = taLength.call(typedArray)
   return addr0
 }
@@ -214,6 +220,12 @@ function parseWaitAsyncOptions (options) {
 const api = {
   wait (typedArray, index, value, timeout) {
     const [i, v, t] = doWaitArgs(typedArray, index, value, timeout)
+    const buffer = taBuffer.call(typedArray)
+    const space = spaceOf(buffer)
+    if (space !== undefined) {
+      const size = taTag.call(typedArray) === 'Int32Array' ? 4 : 8
+      return space.waitCell(addressOf(typedArray, buffer, i, size), size, v, t)
+    }
     return RESULTS[native.wait(typedArray, i, v, t)]
   },
 
@@ -227,6 +239,13 @@ const api = {
     if (t === 0) return { async: false, value: 'timed-out' }
     if (signal !== undefined && signal.aborted) {
       return { async: true, value: Promise.reject(signal.reason) }
+    }
+    const buffer = taBuffer.call(typedArray)
+    const space = spaceOf(buffer)
+    if (space !== undefined) {
+      const size = taTag.call(typedArray) === 'Int32Array' ? 4 : 8
+      const p = space.waitCellAsync(addressOf(typedArray, buffer, i, size), size, v, t, signal, ref)
+      return typeof p === 'string' ? { async: false, value: p } : { async: true, value: p }
     }
     const r = native.waitAsync(typedArray, i, v, t, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0))
     if (r === NOT_EQUAL) return { async: false, value: 'not-equal' }
@@ -263,6 +282,7 @@ const api = {
       addr0 = remember(typedArray, buffer, size)
     }
     const addr = addr0 + i * size
+    if (lastSpace !== undefined) return lastSpace.notifyAddr(addr, c)
     if (counts !== null && Atomics.add(counts, bucketOf(addr), 0) === 0) return 0
     return native.notify(addr, c)
   },
@@ -272,6 +292,8 @@ const api = {
     const i = toAccessIndex(index, validLength)
     const buffer = taBuffer.call(typedArray)
     if (!isShared(buffer)) return 0
+    const space = spaceOf(buffer)
+    if (space !== undefined) return space.waitersAddr(addressOf(typedArray, buffer, i, size))
     return native.waiters(addressOf(typedArray, buffer, i, size))
   }
 }

@@ -28,7 +28,7 @@
 // GEN is 11 bits; a waiter from round g is still counted in round g, so
 // the round cannot move 2048 rounds past it.
 
-const { selfId, alive, deathEpoch, memoryOf, madeAs, parseTimeout, parseAsyncOptions, OK, OWNER_DEAD, SabsyncError, outOfRange } = require('./shared')
+const { ownersOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, OK, OWNER_DEAD, SabsyncError, outOfRange } = require('./shared')
 const { PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
 const { attachTo, writeTag } = require('./kind')
 
@@ -76,9 +76,10 @@ function breakRound (b, gen) {
 // after taking part in the last one without arriving in this one.
 function deadParty (b) {
   const i32 = b.i32
+  const { self, alive } = b.own
   for (let i = 0; i < b.parties; i++) {
     const id = Atomics.load(i32, IDS + i)
-    if (id !== 0 && id !== selfId && !alive(id)) return true
+    if (id !== 0 && id !== self && !alive(id)) return true
   }
   return false
 }
@@ -86,7 +87,7 @@ function deadParty (b) {
 function attemptBarrier (w) {
   const b = w.b
   for (;;) {
-    const epoch = deathEpoch()
+    const epoch = b.own.deathEpoch()
     const word = Atomics.load(b.i32, WORD)
     if (genOf(word) !== w.gen) {
       if (Atomics.load(b.i32, RESETS) !== w.resets) throw broken('reset while waiting')
@@ -146,7 +147,7 @@ class Barrier {
     }
     this.buffer = mem.buffer
     this.byteOffset = mem.byteOffset
-    this.#b = { i32: mem.i32, parties, wake: waker(mem.i32, WORD) }
+    this.#b = { i32: mem.i32, parties, wake: waker(mem.i32, WORD), own: ownersOf(mem.buffer) }
     madeAs(this, 'Barrier')
   }
 
@@ -217,7 +218,7 @@ class Barrier {
         word = seen
         continue
       }
-      Atomics.store(i32, IDS + arrived, selfId)
+      Atomics.store(i32, IDS + arrived, b.own.self)
       if (last) {
         b.wake(Infinity)
         return { isLeader: true }

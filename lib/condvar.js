@@ -11,7 +11,7 @@
 // waiter that was between its unlock and its park. Callers loop on their
 // predicate, as with every condition variable.
 
-const { selfId, memoryOf, madeAs, parseTimeout, parseAsyncOptions, parkSync, parkAsync, TIMED_OUT, SabsyncError, invalidType } = require('./shared')
+const { memoryOf, madeAs, parseTimeout, parseAsyncOptions, parkSync, parkAsync, TIMED_OUT, SabsyncError, invalidType } = require('./shared')
 const { waker } = require('./waiting')
 const { attachTo, writeTag } = require('./kind')
 const { internals } = require('./mutex')
@@ -22,7 +22,7 @@ const ATTACH = Symbol('attach')
 
 function holdsIt (mutex) {
   if (!internals.isMutex(mutex)) throw invalidType('mutex', 'a sabsync Mutex', mutex)
-  if (internals.ownerOf(mutex) !== selfId) {
+  if (!internals.heldByMe(mutex)) {
     throw new SabsyncError('ERR_SABSYNC_NOT_OWNER', 'CondVar wait: this thread does not hold the mutex')
   }
 }

@@ -49,7 +49,14 @@ const CODES = Object.freeze({
   ERR_SABSYNC_UV: 'the addon could not set up its libuv handles',
   ERR_SABSYNC_REDIS: 'sabsync/redis: Redis failed a call, or did not answer within its timeout (the client\'s error is the cause)',
   ERR_SABSYNC_LEASE_LOST: 'sabsync/redis: a lease ran out or the server lost it (the reason of a `lost` signal)',
-  ERR_SABSYNC_SHARED_MISMATCH: 'a key in use with other parameters (a sabsync/redis Sema of another nr, a RateLimit of another rps)'
+  ERR_SABSYNC_SHARED_MISMATCH: 'a key used with another kind or parameters (openShared: or a space opened with another size; sabsync/redis: a Sema of another nr, a RateLimit of another rps)',
+  ERR_SABSYNC_SHARED_FULL: 'openShared: no room left in the space (heap, directory, thread slots or waiter records)',
+  ERR_SABSYNC_SHARED_VERSION: 'openShared: the file is not a space of this layout version',
+  ERR_SABSYNC_SHARED_CLOSED: 'a shared space used after close()',
+  ERR_SABSYNC_SHARED_NAME: 'openShared: a name the addon refused (JS checks names first)',
+  ERR_SABSYNC_SHARED_KEY: 'a shared space key the addon refused (JS checks keys first)',
+  ERR_SABSYNC_SHARED_SYSTEM: 'openShared: a system call failed (permissions, /dev/shm); the message says which',
+  ERR_SABSYNC_UNSUPPORTED: 'openShared on a platform where processes cannot share the space'
 })
 
 class SabsyncError extends Error {

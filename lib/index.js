@@ -12,6 +12,7 @@ const { RateLimit } = require('./rate-limit')
 const { CondVar } = require('./condvar')
 const { RWLock } = require('./rwlock')
 const { Barrier } = require('./barrier')
+const { openShared } = require('./space')
 
 // A worker parked in native code is not interrupted by the main thread's
 // exit: Node terminates workers and joins them. Tell parked threads to look
@@ -32,5 +33,6 @@ module.exports = {
   Barrier,
   Sema,
   RateLimit,
+  openShared,
   SabsyncError
 }

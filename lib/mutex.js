@@ -13,7 +13,8 @@
 //
 // The lock word:
 //
-//   bits 0-29  OWNER   id of the holding thread (lib/shared.js selfId); 0: free
+//   bits 0-29  OWNER   id of the holding thread (lib/shared.js ownersOf: this
+//                      process's id of it, or a shared space's); 0: free
 //   bit  30    PARKED  a thread may be parked on WORD or SLOT: unlock must
 //                      take the slow path (wake, or hand over)
 //   bit  31    DIED    the holder took the lock over from a dead owner
@@ -58,8 +59,7 @@
 // with DIED set (POSIX EOWNERDEAD).
 
 const {
-  selfId, alive, deathEpoch, memoryOf, madeAs, parseTimeout, parseAsyncOptions,
-  SabsyncError, invalidType
+  ownersOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, SabsyncError, invalidType
 } = require('./shared')
 const { PARK, Wait, settleSync, settleAsync, waker, addressKey } = require('./waiting')
 const { attachTo, writeTag } = require('./kind')
@@ -92,10 +92,12 @@ function deadlock () {
 
 // The shared part of every Mutex object over one memory in this thread.
 // Built once per object; `key` (the word's address) names this thread's
-// queue of lockAsync calls.
+// queue of lockAsync calls; `own` gives the owner ids (this process's, or a
+// shared space's: lib/shared.js ownersOf).
 function coreOf (i32) {
   return {
     i32,
+    own: ownersOf(i32.buffer),
     key: addressKey(i32, WORD),
     wakeWord: waker(i32, WORD),
     wakeSlot: waker(i32, SLOT)
@@ -104,28 +106,31 @@ function coreOf (i32) {
 
 // ---- acquiring: one decision function for lock() and lockAsync() ----
 
-function register (i32) {
+function register (core) {
+  const { i32, own } = core
   const s = Atomics.load(i32, SLOT)
-  if (s === 0) return Atomics.compareExchange(i32, SLOT, 0, selfId) === 0
+  if (s === 0) return Atomics.compareExchange(i32, SLOT, 0, own.self) === 0
   // A registration left by a thread that died while starving.
-  if ((s & GRANT) === 0 && s !== selfId && !alive(s)) return Atomics.compareExchange(i32, SLOT, s, selfId) === s
+  if ((s & GRANT) === 0 && s !== own.self && !own.alive(s)) return Atomics.compareExchange(i32, SLOT, s, own.self) === s
   return false
 }
 
-function unregister (i32) {
+function unregister (core) {
+  const { i32, own } = core
   const s = Atomics.load(i32, SLOT)
-  if (s === selfId || s === (selfId | GRANT)) Atomics.compareExchange(i32, SLOT, s, 0)
+  if (s === own.self || s === (own.self | GRANT)) Atomics.compareExchange(i32, SLOT, s, 0)
 }
 
 // SLOT says GRANT: the unlock that granted it may still be between its two
 // stores, so wait for WORD to name us (or take over if that unlock's thread
 // died in between), then clear the grant.
-function receiveGrant (i32) {
+function receiveGrant (core) {
+  const { i32, own } = core
   for (;;) {
     const word = Atomics.load(i32, WORD)
     const owner = word & OWNER
-    if (owner === selfId) break
-    if (!alive(owner) && Atomics.compareExchange(i32, WORD, word, selfId | PARKED | DIED) === word) break
+    if (owner === own.self) break
+    if (!own.alive(owner) && Atomics.compareExchange(i32, WORD, word, own.self | PARKED | DIED) === word) break
   }
   Atomics.store(i32, SLOT, 0)
   return true
@@ -135,11 +140,12 @@ function receiveGrant (i32) {
 // unlock had already handed us the lock, false otherwise.
 function giveUp (w) {
   const i32 = w.i32
+  const self = w.core.own.self
   if (w.starving) {
     w.starving = false
-    if (Atomics.compareExchange(i32, SLOT, selfId, 0) !== selfId &&
-        Atomics.load(i32, SLOT) === (selfId | GRANT)) {
-      return receiveGrant(i32)
+    if (Atomics.compareExchange(i32, SLOT, self, 0) !== self &&
+        Atomics.load(i32, SLOT) === (self | GRANT)) {
+      return receiveGrant(w.core)
     }
   }
   // We may have consumed a wake meant to let a waiter retry: pass it on.
@@ -149,6 +155,8 @@ function giveUp (w) {
 
 function attemptLock (w) {
   const i32 = w.i32
+  const core = w.core
+  const { self, alive } = core.own
   if (w.parked === 0 && !w.spun) {
     w.spun = true
     for (let i = 0; i < SPINS && Atomics.load(i32, WORD) !== 0; i++);
@@ -156,7 +164,7 @@ function attemptLock (w) {
   for (;;) {
     // The epoch before the word: a death after this read makes the park
     // answer OWNER_DEAD (see lib/shared.js).
-    const epoch = deathEpoch()
+    const epoch = core.own.deathEpoch()
     const word = Atomics.load(i32, WORD)
     const owner = word & OWNER
     if (owner === 0) {
@@ -165,29 +173,29 @@ function attemptLock (w) {
       // against `word`, not 0: memory that was not a Mutex's can hold flags
       // without an owner, and a CAS against 0 would loop here forever;
       // found by the API fuzz, test/fuzz-primitives.test.js.)
-      const mine = w.parked > 0 || w.starving ? selfId | PARKED : selfId
+      const mine = w.parked > 0 || w.starving ? self | PARKED : self
       if (Atomics.compareExchange(i32, WORD, word, mine) === word) {
-        if (w.starving) unregister(i32)
+        if (w.starving) unregister(core)
         return true
       }
       continue
     }
-    if (owner === selfId) {
-      if (w.starving && Atomics.load(i32, SLOT) === (selfId | GRANT)) return receiveGrant(i32)
+    if (owner === self) {
+      if (w.starving && Atomics.load(i32, SLOT) === (self | GRANT)) return receiveGrant(core)
       // Held by this thread: a blocking wait could never end. An async
       // waiter waits for this thread's own unlock (async-mutex semantics).
       if (!w.async) throw deadlock()
     } else if (!alive(owner)) {
-      if (Atomics.compareExchange(i32, WORD, word, selfId | PARKED | DIED) === word) {
-        if (w.starving) unregister(i32)
+      if (Atomics.compareExchange(i32, WORD, word, self | PARKED | DIED) === word) {
+        if (w.starving) unregister(core)
         return true
       }
       continue
     }
     if (w.starving) {
       const s = Atomics.load(i32, SLOT)
-      if (s === (selfId | GRANT)) return receiveGrant(i32)
-      if (s !== selfId) {
+      if (s === (self | GRANT)) return receiveGrant(core)
+      if (s !== self) {
         // An unlock withdrew the registration while freeing the lock.
         w.starving = false
         continue
@@ -196,7 +204,7 @@ function attemptLock (w) {
     const now = performance.now()
     const wait = w.deadline === Infinity ? Infinity : w.deadline - now
     if (wait <= 0) return giveUp(w)
-    if (!w.starving && now - w.start >= FAIR_MS && register(i32)) {
+    if (!w.starving && now - w.start >= FAIR_MS && register(core)) {
       w.starving = true
       continue // look at the word again, after registering (see the invariants)
     }
@@ -205,7 +213,7 @@ function attemptLock (w) {
     w.wait = wait
     if (w.starving) {
       w.cell = SLOT
-      w.value = selfId
+      w.value = self
     } else {
       w.cell = WORD
       w.value = word | PARKED
@@ -227,14 +235,14 @@ function newWait (core, timeout, async) {
 // ---- releasing ----
 
 function unlockSlow (core) {
-  const i32 = core.i32
+  const { i32, own } = core
   for (;;) {
     const word = Atomics.load(i32, WORD)
-    if ((word & OWNER) !== selfId) throw notOwner()
+    if ((word & OWNER) !== own.self) throw notOwner()
     if ((word & PARKED) !== 0) {
       const s = Atomics.load(i32, SLOT)
       if (s !== 0 && (s & GRANT) === 0) {
-        if (!alive(s)) {
+        if (!own.alive(s)) {
           Atomics.compareExchange(i32, SLOT, s, 0) // it died starving
           continue
         }
@@ -338,6 +346,7 @@ let internals
 class Mutex {
   #i32
   #core
+  #self // this thread's owner id for this memory (core.own.self)
 
   static get byteLength () { return BYTES }
 
@@ -357,24 +366,26 @@ class Mutex {
     this.byteOffset = byteOffset
     this.#i32 = i32
     this.#core = coreOf(i32)
+    this.#self = this.#core.own.self
     madeAs(this, 'Mutex')
   }
 
   // Blocks until this thread holds the lock; false when `timeout` ms passed.
   lock (timeout) {
     const t = timeout === undefined ? Infinity : parseTimeout(timeout)
-    if (Atomics.compareExchange(this.#i32, WORD, 0, selfId) === 0) return true
+    if (Atomics.compareExchange(this.#i32, WORD, 0, this.#self) === 0) return true
     return settleSync(newWait(this.#core, t, false), attemptLock)
   }
 
   // Takes the lock if it is free (or its holder died) now.
   tryLock () {
     const i32 = this.#i32
-    const word = Atomics.compareExchange(i32, WORD, 0, selfId)
+    const self = this.#self
+    const word = Atomics.compareExchange(i32, WORD, 0, self)
     if (word === 0) return true
     const owner = word & OWNER
-    return owner !== selfId && !alive(owner) &&
-      Atomics.compareExchange(i32, WORD, word, selfId | PARKED | DIED) === word
+    return owner !== self && !this.#core.own.alive(owner) &&
+      Atomics.compareExchange(i32, WORD, word, self | PARKED | DIED) === word
   }
 
   lockAsync (options) {
@@ -383,7 +394,7 @@ class Mutex {
     const core = this.#core
     let q = queues.get(core.key)
     if (q === undefined) {
-      if (Atomics.compareExchange(this.#i32, WORD, 0, selfId) === 0) return Promise.resolve(true)
+      if (Atomics.compareExchange(this.#i32, WORD, 0, this.#self) === 0) return Promise.resolve(true)
       q = []
       queues.set(core.key, q)
     } else if (timeout === 0) {
@@ -399,7 +410,7 @@ class Mutex {
   }
 
   unlock () {
-    if (Atomics.compareExchange(this.#i32, WORD, selfId, 0) === selfId) return
+    if (Atomics.compareExchange(this.#i32, WORD, this.#self, 0) === this.#self) return
     unlockSlow(this.#core)
   }
 
@@ -431,7 +442,7 @@ class Mutex {
   // Held by a live thread (this one included).
   get isLocked () {
     const owner = Atomics.load(this.#i32, WORD) & OWNER
-    return owner !== 0 && (owner === selfId || alive(owner))
+    return owner !== 0 && (owner === this.#self || this.#core.own.alive(owner))
   }
 
   // The current holding began by taking over from a thread that died
@@ -444,7 +455,9 @@ class Mutex {
     internals = {
       isMutex: m => typeof m === 'object' && m !== null && #i32 in m,
       // The owner id in the word (0: free); used by CondVar and RWLock.
-      ownerOf: m => Atomics.load(m.#i32, WORD) & OWNER
+      ownerOf: m => Atomics.load(m.#i32, WORD) & OWNER,
+      // Whether this thread holds it (in the mutex's own owner ids).
+      heldByMe: m => (Atomics.load(m.#i32, WORD) & OWNER) === m.#self
     }
   }
 }

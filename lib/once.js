@@ -14,10 +14,7 @@
 // and runs fn itself. Waiters watch every owner (WATCH_ANY), so that the
 // death wakes them.
 
-const {
-  selfId, alive, deathEpoch, memoryOf, madeAs, parseTimeout, parseAsyncOptions,
-  SabsyncError, invalidType
-} = require('./shared')
+const { memoryOf, madeAs, parseTimeout, parseAsyncOptions, SabsyncError, invalidType } = require('./shared')
 const { PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
 const { attachTo, writeTag } = require('./kind')
 
@@ -30,16 +27,17 @@ const RUN = Symbol('run')
 
 function attemptOnce (w) {
   const i32 = w.i32
+  const { self, alive, deathEpoch } = w.own
   for (;;) {
     const epoch = deathEpoch()
     const s = Atomics.load(i32, STATE)
     if (s === DONE) return false
     const owner = s & OWNER
-    if (owner === 0 || (owner !== selfId && !alive(owner))) {
-      if (Atomics.compareExchange(i32, STATE, s, selfId) === s) return RUN
+    if (owner === 0 || (owner !== self && !alive(owner))) {
+      if (Atomics.compareExchange(i32, STATE, s, self) === s) return RUN
       continue
     }
-    if (owner === selfId && !w.async) {
+    if (owner === self && !w.async) {
       throw new SabsyncError('ERR_SABSYNC_DEADLOCK', 'Once: run() called from within its own fn')
     }
     const wait = w.remaining()

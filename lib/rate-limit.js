@@ -14,10 +14,9 @@
 // The turn of a thread that dies comes back as any Sema token does, and an
 // abort or timeout gives it up at once.
 
-const { isSharedArrayBuffer } = require('util').types
 const native = require('./native')
 const { Sema } = require('./sema')
-const { memoryOf, parseTimeout, isAbortSignal, ownSignal, SabsyncError, invalidType, outOfRange } = require('./shared')
+const { memoryOf, isMemory, parseTimeout, isAbortSignal, ownSignal, SabsyncError, invalidType, outOfRange } = require('./shared')
 const { attachTo } = require('./kind')
 
 const { RATE_MAX: MAX, RATE_MAGIC: MAGIC, RATE_W_RPS: W_RPS, RATE_HEADER_BYTES: HEADER_BYTES } = native.constants
@@ -185,7 +184,7 @@ RateLimit.from = function from (handle) {
   // A limiter is a function (with its buffer and byteOffset): from(limit)
   // attaches to it, as API.md and index.d.ts say (it threw a TypeError:
   // found by the API fuzz, test/fuzz-primitives.test.js).
-  if (typeof handle === 'function' && isSharedArrayBuffer(handle.buffer)) handle = { buffer: handle.buffer, byteOffset: handle.byteOffset }
+  if (typeof handle === 'function' && isMemory(handle.buffer)) handle = { buffer: handle.buffer, byteOffset: handle.byteOffset }
   // Its first word is SAB_RATE_MAGIC, its kind tag: memory of another kind,
   // or none, is refused here, before any native call.
   const { buffer, byteOffset } = attachTo('RateLimit', handle)

@@ -43,7 +43,7 @@
 // writer, and a dead writer the readers parked on STATE.
 
 const {
-  selfId, alive, deathEpoch, memoryOf, madeAs, parseTimeout, parseAsyncOptions,
+  ownersOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions,
   SabsyncError, outOfRange
 } = require('./shared')
 const { PARK, Wait, settleSync, settleAsync, waker, addressKey } = require('./waiting')
@@ -98,17 +98,18 @@ function raiseHwm (i32, k) {
 function claim (r) {
   const i32 = r.i32
   const n = r.n
+  const { self, alive } = r.own
   let k = r.local.hint
-  if (Atomics.load(i32, SLOT0 + k) === 0 && Atomics.compareExchange(i32, SLOT0 + k, 0, selfId) === 0) return raiseHwm(i32, k)
+  if (Atomics.load(i32, SLOT0 + k) === 0 && Atomics.compareExchange(i32, SLOT0 + k, 0, self) === 0) return raiseHwm(i32, k)
   for (k = 0; k < n; k++) {
-    if (Atomics.load(i32, SLOT0 + k) === 0 && Atomics.compareExchange(i32, SLOT0 + k, 0, selfId) === 0) {
+    if (Atomics.load(i32, SLOT0 + k) === 0 && Atomics.compareExchange(i32, SLOT0 + k, 0, self) === 0) {
       r.local.hint = k
       return raiseHwm(i32, k)
     }
   }
   for (k = 0; k < n; k++) {
     const v = Atomics.load(i32, SLOT0 + k)
-    if (v !== 0 && v !== selfId && !alive(v) && Atomics.compareExchange(i32, SLOT0 + k, v, selfId) === v) {
+    if (v !== 0 && v !== self && !alive(v) && Atomics.compareExchange(i32, SLOT0 + k, v, self) === v) {
       r.local.hint = k
       return raiseHwm(i32, k)
     }
@@ -135,9 +136,10 @@ function release (r, k) {
 function readersIn (r) {
   const i32 = r.i32
   const hwm = Math.min(Atomics.load(i32, HWM), r.n)
+  const { self, alive } = r.own
   for (let k = 0; k < hwm; k++) {
     const v = Atomics.load(i32, SLOT0 + k)
-    if (v !== 0 && (v === selfId || alive(v))) return true
+    if (v !== 0 && (v === self || alive(v))) return true
   }
   return false
 }
@@ -197,17 +199,17 @@ function attemptRead (w) {
       r.local.count++
       return true
     }
-    const epoch = deathEpoch()
+    const epoch = r.own.deathEpoch()
     const drain = Atomics.load(i32, DRAIN)
     const s = Atomics.load(i32, STATE)
     if ((s & WRITER) !== 0) {
       const o = internals.ownerOf(r.mutex)
-      if (o === selfId) {
+      if (o === r.own.self) {
         // This thread writes (or waits to): a blocking reader would wait
         // for itself. An async reader waits for this thread's writeUnlock.
         if (w.trying) return false
         if (!w.async) throw deadlock('readLock() by the thread that holds or waits for the write lock')
-      } else if (o === 0 || !alive(o)) {
+      } else if (o === 0 || !r.own.alive(o)) {
         reclaimWriter(r)
         continue
       }
@@ -249,7 +251,7 @@ function attemptRead (w) {
 // the readers to leave.
 function attemptDrain (w) {
   const r = w.rw
-  const epoch = deathEpoch()
+  const epoch = r.own.deathEpoch()
   const drain = Atomics.load(r.i32, DRAIN)
   if (!readersIn(r)) return becomeWriter(r)
   const wait = w.remaining()
@@ -314,9 +316,10 @@ class RWLock {
     this.buffer = buffer
     this.byteOffset = byteOffset
     const key = addressKey(i32, STATE)
+    const own = ownersOf(buffer)
     let local = locals.get(key)
     if (local === undefined) {
-      local = { count: 0, slot: -1, hint: selfId % n }
+      local = { count: 0, slot: -1, hint: own.self % n }
       locals.set(key, local)
     }
     const mutex = attach === ATTACH
@@ -327,6 +330,7 @@ class RWLock {
       n,
       local,
       mutex,
+      own,
       wakeState: waker(i32, STATE),
       wakeDrain: waker(i32, DRAIN)
     }
@@ -391,7 +395,7 @@ class RWLock {
     const t = timeout === undefined ? Infinity : parseTimeout(timeout)
     const r = this.#r
     if (r.local.count > 0) throw deadlock('writeLock() by a thread that holds a read lock')
-    if (internals.ownerOf(r.mutex) === selfId) throw deadlock('writeLock() by the thread that holds the write lock')
+    if (internals.heldByMe(r.mutex)) throw deadlock('writeLock() by the thread that holds the write lock')
     const deadline = t === Infinity ? Infinity : performance.now() + t
     if (!r.mutex.lock(t)) return false
     announce(r)
@@ -403,7 +407,7 @@ class RWLock {
 
   tryWriteLock () {
     const r = this.#r
-    if (r.local.count > 0 || internals.ownerOf(r.mutex) === selfId) return false
+    if (r.local.count > 0 || internals.heldByMe(r.mutex)) return false
     if (!r.mutex.tryLock()) return false
     announce(r)
     if (!readersIn(r)) return becomeWriter(r)
@@ -430,7 +434,7 @@ class RWLock {
 
   writeUnlock () {
     const r = this.#r
-    if (internals.ownerOf(r.mutex) !== selfId || (Atomics.load(r.i32, STATE) & WL) === 0) {
+    if (!internals.heldByMe(r.mutex) || (Atomics.load(r.i32, STATE) & WL) === 0) {
       throw notOwner('writeUnlock() by a thread that does not hold the write lock')
     }
     if (Atomics.load(r.i32, DIED) !== 0) Atomics.store(r.i32, DIED, 0)

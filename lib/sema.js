@@ -8,12 +8,13 @@
 
 const native = require('./native')
 const {
-  memoryOf, madeAs, parseTimeout, parseAsyncOptions, deathEpoch, parkAsync,
+  memoryOf, madeAs, parseTimeout, parseAsyncOptions, ownersOf, parkAsync,
   WATCH_ANY, SabsyncError, invalidType, outOfRange
 } = require('./shared')
 const { attachTo } = require('./kind')
 const { describe } = require('./errors')
 const { guard } = require('./abort')
+const { spaceOf } = require('./space-registry')
 
 const {
   SEMA_MAX: MAX,
@@ -32,6 +33,30 @@ const DEFAULT_NR = 64 // the tokens that Sema.byteLength holds
 const ATTACH = Symbol('attach') // Sema.from's way through the constructor
 
 let pausedOf, resume // set in Sema's static block
+
+// How a Sema reaches its pool and its queue: natively, in this process's
+// lot; or in a shared space's queue (lib/space.js gives those ops, with the
+// same answers). `v` is what view(i32) made.
+const LOCAL_OPS = {
+  view: i32 => native.semaView(i32),
+  try: v => native.semaTry(v),
+  acquire: (v, ms) => native.semaAcquire(v, ms),
+  // A token, or a promise of one (-1: timed out, -2: woken without one).
+  acquireAsync (v, i32, timeout, signal, ref) {
+    const r = native.semaAcquireAsync(i32, timeout, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0))
+    if (typeof r === 'number' || signal === undefined) return r
+    guard(signal, r[1], r[0])
+    return r[0]
+  },
+  release: (v, slot) => native.semaRelease(v, slot),
+  waiting: v => native.semaWaiting(v),
+  available: (v, i32) => native.semaAvailable(i32)
+}
+
+function opsOf (buffer) {
+  const space = spaceOf(buffer)
+  return space === undefined ? LOCAL_OPS : space.sema
+}
 
 function checkNr (nr, name = 'nr') {
   if (typeof nr !== 'number') throw invalidType(name, 'a positive integer', nr)
@@ -89,7 +114,17 @@ function localOf (buffer, byteOffset) {
   if (byOffset === undefined) locals.set(buffer, byOffset = new Map())
   let local = byOffset.get(byteOffset)
   if (local === undefined) {
-    local = { held: [], recovered: new Set(), queued: 0, early: 0, pausers: new Set(), watching: false }
+    local = {
+      held: [],
+      recovered: new Set(),
+      queued: 0,
+      early: 0,
+      pausers: new Set(),
+      watching: false,
+      ops: opsOf(buffer),
+      own: ownersOf(buffer),
+      view: null
+    }
     byOffset.set(byteOffset, local)
   }
   return local
@@ -97,7 +132,8 @@ function localOf (buffer, byteOffset) {
 
 class Sema {
   #i32
-  #view // the native checked view of the memory (see src/napi/sema.c)
+  #ops // LOCAL_OPS, or a shared space's
+  #view // the native checked view of the memory (see src/napi/sema.c), or the space's offset
   #nr
   #local
   #values // slot -> this thread's token value, or null: tokens are slots
@@ -156,9 +192,11 @@ class Sema {
     Object.defineProperty(this, 'byteOffset', { value: mem.byteOffset, enumerable: true })
     madeAs(this, 'Sema')
     this.#i32 = mem.i32
-    this.#view = native.semaView(mem.i32)
-    this.#nr = nr
     this.#local = localOf(mem.buffer, mem.byteOffset)
+    this.#ops = this.#local.ops
+    this.#view = this.#ops.view(mem.i32)
+    this.#local.view = this.#view
+    this.#nr = nr
     this.#values = null
     if (initFn !== undefined) {
       this.#values = new Array(nr)
@@ -194,7 +232,7 @@ class Sema {
 
   /** A token if one is free and nobody waits for one, else undefined. */
   tryAcquire () {
-    const t = native.semaTry(this.#view)
+    const t = this.#ops.try(this.#view)
     return t < 0 ? undefined : this.#got(t)
   }
 
@@ -204,7 +242,7 @@ class Sema {
    */
   acquireSync (timeout) {
     const ms = parseTimeout(timeout)
-    const t = ms === 0 ? native.semaTry(this.#view) : native.semaAcquire(this.#view, ms)
+    const t = ms === 0 ? this.#ops.try(this.#view) : this.#ops.acquire(this.#view, ms)
     return t < 0 ? undefined : this.#got(t)
   }
 
@@ -227,9 +265,9 @@ class Sema {
     if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
     // A free slot needs no native record; semaTry refuses while others
     // wait, so this overtakes nobody.
-    const now = native.semaTry(this.#view)
+    const now = this.#ops.try(this.#view)
     if (now >= 0 || timeout === 0) return Promise.resolve(now < 0 ? undefined : this.#got(now))
-    const r = native.semaAcquireAsync(this.#i32, timeout, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0))
+    const r = this.#ops.acquireAsync(this.#view, this.#i32, timeout, signal, ref)
     if (typeof r === 'number') return Promise.resolve(this.#got(r))
     const local = this.#local
     local.queued++
@@ -237,12 +275,7 @@ class Sema {
       this.#paused = true
       this.#pauseFn()
     }
-    let promise = r
-    if (signal !== undefined) {
-      promise = r[0]
-      guard(signal, r[1], promise)
-    }
-    return promise.then(t => {
+    return r.then(t => {
       if (t >= 0 && local.early > 0) local.early--
       else local.queued--
       const value = t >= 0 ? this.#got(t) : undefined
@@ -269,7 +302,7 @@ class Sema {
       while (held.length > 0) {
         const slot = held.pop()
         local.recovered.delete(slot)
-        r = native.semaRelease(this.#view, slot)
+        r = this.#ops.release(this.#view, slot)
         if (r >= 0) return this.#released(r)
         // Not ours any more: a release() below gave it back before its
         // promise delivered it. Try the next.
@@ -277,12 +310,12 @@ class Sema {
       // Nothing delivered is held; one may be on its way to an acquire of
       // ours (handed over, its promise not settled yet): the native side
       // knows, and gives back the newest.
-      r = native.semaRelease(this.#view, -1)
+      r = this.#ops.release(this.#view, -1)
       if (r < 0) throw badToken('release() without a token, but this thread holds no token of this Sema')
       return this.#released(r)
     }
     for (const slot of this.#slotsOf(token)) {
-      r = native.semaRelease(this.#view, slot)
+      r = this.#ops.release(this.#view, slot)
       if (r >= 0) {
         const i = local.held.lastIndexOf(slot)
         if (i >= 0) local.held.splice(i, 1)
@@ -346,7 +379,7 @@ class Sema {
 
   /** How many acquires wait, on every thread (blocking and async). */
   nrWaiting () {
-    return native.semaWaiting(this.#view)
+    return this.#ops.waiting(this.#view)
   }
 
   static {
@@ -370,8 +403,8 @@ function resumeCheck (i32, local) {
   let anyPaused = false
   for (const s of local.pausers) if (pausedOf(s)) anyPaused = true
   if (!anyPaused) return
-  const epoch = deathEpoch()
-  if (native.semaAvailable(i32) > 0) {
+  const epoch = local.own.deathEpoch()
+  if (local.ops.available(local.view, i32) > 0) {
     for (const s of local.pausers) resume(s)
     return
   }

@@ -8,10 +8,26 @@ const { isSharedArrayBuffer, isAnyArrayBuffer } = require('util').types
 const native = require('./native')
 const { invalidType, outOfRange, SabsyncError } = require('./errors')
 const { isAbortSignal, ownSignal, guard } = require('./abort')
+const { spaceOf } = require('./space-registry')
 
 // This thread's owner id: unique in the process, never reused, marked dead
 // by the native side when the thread ends (see include/sabsync.h).
 const selfId = native.envId()
+
+// Owners as a primitive sees them: this thread's id, whether an id's
+// thread lives, and the count of deaths (a primitive reads it before it
+// looks at an owner, then parks with it). In this process's memory these
+// are the process's own; in a shared space (lib/space.js), the space's,
+// which mean the same in every process.
+const LOCAL = Object.freeze({ self: selfId, alive: native.alive, deathEpoch: native.deathEpoch })
+
+function ownersOf (buffer) {
+  return spaceOf(buffer) ?? LOCAL
+}
+
+function isMemory (buffer) {
+  return isSharedArrayBuffer(buffer) || spaceOf(buffer) !== undefined
+}
 
 // Result codes of native.wait / native.waitAsync, and the flags of
 // native.waitAsync (src/napi/binding.c exports the core's values).
@@ -80,7 +96,7 @@ function memoryOf (who, byteLength, options, name = 'options') {
     buffer = new SharedArrayBuffer(byteLength)
     byteOffset = 0
   } else {
-    if (!isSharedArrayBuffer(buffer)) {
+    if (!isMemory(buffer)) {
       throw invalidType(`${name}.buffer`, 'a SharedArrayBuffer', buffer)
     }
     if (byteOffset === undefined) byteOffset = 0
@@ -113,7 +129,7 @@ function handleOf (who, handle) {
     throw invalidType('handle', `${article(who)} or an object with its buffer and byteOffset`, handle)
   }
   const { buffer, byteOffset } = handle
-  if (!isSharedArrayBuffer(buffer)) {
+  if (!isMemory(buffer)) {
     const err = invalidType('handle.buffer', 'a SharedArrayBuffer', buffer)
     err.message += '. ' + handleHint(who, handle)
     throw err
@@ -166,6 +182,8 @@ function parseAsyncOptions (options) {
 // the caller looked at that owner, the death of the owner wakes the wait,
 // and OWNER_DEAD is answered if an owner died since `epoch`.
 function parkSync (i32, index, value, timeout, watch, epoch) {
+  const space = spaceOf(i32.buffer)
+  if (space !== undefined) return space.parkSync(i32, index, value, timeout, watch, epoch)
   return native.wait(i32, index, value, timeout, watch, epoch)
 }
 
@@ -175,6 +193,8 @@ function parkSync (i32, index, value, timeout, watch, epoch) {
 function parkAsync (i32, index, value, timeout, signal, ref, watch, epoch) {
   if (timeout === 0) return Atomics.load(i32, index) !== value ? NOT_EQUAL : TIMED_OUT
   if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
+  const space = spaceOf(i32.buffer)
+  if (space !== undefined) return space.parkAsync(i32, index, value, timeout, signal, ref, watch, epoch)
   const r = native.waitAsync(i32, index, value, timeout, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0), watch, epoch)
   if (typeof r === 'number' || signal === undefined) return r
   guard(signal, r[1], r[0])
@@ -183,6 +203,8 @@ function parkAsync (i32, index, value, timeout, signal, ref, watch, epoch) {
 
 module.exports = {
   selfId,
+  ownersOf,
+  isMemory,
   OK,
   NOT_EQUAL,
   TIMED_OUT,

@@ -12,7 +12,8 @@
 
 const native = require('./native')
 const { addressOf, bucketOf, counts } = require('./lot')
-const { parkSync, parkAsync, OK, TIMED_OUT, WATCH_ANY } = require('./shared')
+const { parkSync, parkAsync, ownersOf, OK, TIMED_OUT, WATCH_ANY } = require('./shared')
+const { spaceOf } = require('./space-registry')
 
 const PARK = Symbol('park')
 
@@ -29,6 +30,7 @@ class Wait {
     this.parked = 0 // how many parks so far
     this.signal = undefined
     this.ref = true
+    this.own = ownersOf(i32.buffer) // owner ids, liveness, deaths (lib/shared.js)
   }
 
   // Milliseconds left (Infinity for none), or 0 when the deadline passed.
@@ -74,6 +76,8 @@ async function settleAsync (w, attempt, abandon) {
 // argument is in lib/lot.js), which makes an unlock with nobody
 // waiting cost one atomic read-modify-write of the bucket counter.
 function waker (i32, index) {
+  const space = spaceOf(i32.buffer)
+  if (space !== undefined) return space.waker(i32, index)
   const addr = addressOf(i32, i32.buffer, index, 4)
   const bucket = bucketOf(addr)
   if (counts === null) return count => native.notify(addr, count)

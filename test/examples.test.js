@@ -18,3 +18,13 @@ t.test('npm run demo', async t => {
   t.equal(taken.length, 9, 'every job taken exactly once')
   t.equal(new Set(taken).size, 9)
 })
+
+t.test('npm run demo:processes (a cluster sharing a RateLimit and a Mutex; a worker killed mid-lock)', async t => {
+  const r = run('cluster-shared.js')
+  t.equal(r.status, 0, r.stderr)
+  t.match(r.stdout, /kills worker \d+ with SIGKILL, in the middle of the rebuild/)
+  t.match(r.stdout, /took the lock over from the killed worker, ownerDied = true/)
+  t.match(r.stdout, /40 requests served/)
+  const most = Number((r.stdout.match(/the most in any 500 ms window: (\d+)/) || [])[1])
+  t.ok(most >= 1 && most <= 10, `at most 10 upstream calls in any window (saw ${most})`)
+})

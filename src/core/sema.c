@@ -98,6 +98,7 @@
  *     its record (R2). No death goes unseen by a waiter.
  */
 #include "internal.h"
+#include "sema_pool.h"
 
 #include <limits.h>
 
@@ -171,7 +172,7 @@ int sab_sema_check(const sab_sema_t *s) {
 }
 
 /* Under the lock: the pool's head and size, checked against nr. */
-static int pool_of(const sab_sema_t *s, uint32_t *head, uint32_t *avail) {
+int sab__sema_pool_of(const sab_sema_t *s, uint32_t *head, uint32_t *avail) {
   *head = RD(&s->base[W_HEAD]);
   *avail = RD(&s->base[W_AVAIL]);
   return *head < s->nr && *avail <= s->nr ? 0 : SAB_E_CORRUPT;
@@ -184,17 +185,18 @@ static void set_avail(const sab_sema_t *s, uint32_t avail) {
 }
 
 /* Under the lock: R1's scan, when the death epoch moved. Answers how many
- * slots came back, or SAB_E_CORRUPT. */
-static int reclaim(const sab_sema_t *s) {
-  uint32_t epoch = sab_death_epoch();
-  if (RD(&s->base[W_EPOCH]) == epoch) return 0;
+ * slots came back, or SAB_E_CORRUPT. The owners are this process's threads
+ * (reclaim) or a shared space's (space_sema.c). */
+int sab__sema_reclaim(const sab_sema_t *s, const sab__owners_t *o) {
+  uint32_t epoch = o->epoch;
+  if (!o->force && RD(&s->base[W_EPOCH]) == epoch) return 0;
   uint32_t head, avail;
-  if (pool_of(s, &head, &avail) != 0) return SAB_E_CORRUPT;
+  if (sab__sema_pool_of(s, &head, &avail) != 0) return SAB_E_CORRUPT;
   int32_t *ring = ring_of(s), *holder = holder_of(s);
   int back = 0;
   for (uint32_t i = 0; i < s->nr; i++) {
     uint32_t h = RD(&holder[i]) & OWNER_MASK;
-    if (h == 0 || sab_owner_alive(h)) continue;
+    if (h == 0 || o->alive(o->ctx, h)) continue;
     if (avail == s->nr) return SAB_E_CORRUPT; /* I1 broken: more out than fit */
     WR(&ring[(head + avail) % s->nr], i);
     WR(&holder[i], HELD_RECOVERED);
@@ -206,15 +208,23 @@ static int reclaim(const sab_sema_t *s) {
   return back;
 }
 
+static int alive_here(void *ctx, uint32_t id) {
+  (void)ctx;
+  return sab_owner_alive(id);
+}
+
+static int reclaim(const sab_sema_t *s) {
+  sab__owners_t o = {sab_death_epoch(), alive_here, NULL, 0};
+  return sab__sema_reclaim(s, &o);
+}
+
 /* Under the lock: the pool, checked (pool_of), and when it is not empty its
  * oldest slot, read once and checked: below nr and not held. *held gets
  * that slot's holder word (its RECOVERED bit). */
-typedef struct {
-  uint32_t head, avail, slot, held;
-} pool_t;
+typedef sab__pool_t pool_t;
 
-static int pool_checked(const sab_sema_t *s, pool_t *p) {
-  if (pool_of(s, &p->head, &p->avail) != 0) return SAB_E_CORRUPT;
+int sab__sema_pool_checked(const sab_sema_t *s, pool_t *p) {
+  if (sab__sema_pool_of(s, &p->head, &p->avail) != 0) return SAB_E_CORRUPT;
   if (p->avail == 0) return 0;
   p->slot = RD(&ring_of(s)[p->head]);
   if (p->slot >= s->nr) return SAB_E_CORRUPT;
@@ -225,7 +235,7 @@ static int pool_checked(const sab_sema_t *s, pool_t *p) {
 /* Under the lock, with p checked by pool_checked and p->avail > 0: take the
  * oldest pooled slot (p->slot, never read again) for `owner`. Answers the
  * token. */
-static uint32_t grant(const sab_sema_t *s, uint32_t owner, const pool_t *p) {
+uint32_t sab__sema_grant(const sab_sema_t *s, uint32_t owner, const pool_t *p) {
   uint32_t stamp_now = RD(&s->base[W_STAMP]) + 1;
   WR(&s->base[W_HEAD], (p->head + 1) % s->nr);
   set_avail(s, p->avail - 1);
@@ -242,8 +252,8 @@ static void hand_out(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l)
     sab_waiter_t *w = sab__oldest_locked(b, key_of(s));
     if (w == NULL) return;
     pool_t p;
-    if (pool_checked(s, &p) != 0 || p.avail == 0) return;
-    w->token = grant(s, w->owner, &p);
+    if (sab__sema_pool_checked(s, &p) != 0 || p.avail == 0) return;
+    w->token = sab__sema_grant(s, w->owner, &p);
     sab__wake_list_add(l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
   }
 }
@@ -290,10 +300,10 @@ int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint3
   /* R3: raise the counter before the epoch is read. */
   __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
   before = RD(&s->base[W_AVAIL]);
-  if (sync_deaths(b, s, &l) < 0 || pool_checked(s, &p) != 0) {
+  if (sync_deaths(b, s, &l) < 0 || sab__sema_pool_checked(s, &p) != 0) {
     r = SAB_E_CORRUPT;
   } else if (p.avail > 0) {
-    *token = grant(s, owner, &p);
+    *token = sab__sema_grant(s, owner, &p);
     r = SAB_OK;
   } else if (w == NULL) {
     r = SAB_TIMED_OUT;
@@ -329,6 +339,27 @@ static int64_t latest_of(const sab_sema_t *s, uint32_t owner) {
   return best;
 }
 
+int64_t sab__sema_held(const sab_sema_t *s, uint32_t owner, int64_t slot) {
+  if (slot < 0) slot = latest_of(s, owner);
+  if (slot < 0 || slot >= (int64_t)s->nr) return -1;
+  return (RD(&holder_of(s)[slot]) & OWNER_MASK) == (owner & OWNER_MASK) ? slot : -1;
+}
+
+void sab__sema_hand(const sab_sema_t *s, int64_t slot, uint32_t owner) {
+  uint32_t stamp_now = RD(&s->base[W_STAMP]) + 1;
+  WR(&holder_of(s)[slot], owner & OWNER_MASK);
+  WR(&stamp_of(s)[slot], stamp_now);
+  WR(&s->base[W_STAMP], stamp_now);
+}
+
+int sab__sema_pool_put(const sab_sema_t *s, int64_t slot, uint32_t head, uint32_t avail) {
+  if (avail >= s->nr) return SAB_E_CORRUPT;
+  WR(&ring_of(s)[(head + avail) % s->nr], slot);
+  WR(&holder_of(s)[slot], 0);
+  set_avail(s, avail + 1);
+  return 0;
+}
+
 int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t *info) {
   uintptr_t key = key_of(s);
   sab__wake_list_t l;
@@ -337,13 +368,12 @@ int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t
   if (owner == 0 || (owner & ~OWNER_MASK) != 0) return SAB_E_BAD_TOKEN;
   sab__wake_list_init(&l);
   sab__bucket_t *b = sab__lock(key);
-  if (sync_deaths(b, s, &l) < 0 || pool_of(s, &head, &avail) != 0) {
+  if (sync_deaths(b, s, &l) < 0 || sab__sema_pool_of(s, &head, &avail) != 0) {
     r = SAB_E_CORRUPT;
     goto out;
   }
-  if (slot < 0) slot = latest_of(s, owner);
-  int32_t *holder = holder_of(s);
-  if (slot < 0 || slot >= (int64_t)s->nr || (RD(&holder[slot]) & OWNER_MASK) != owner) {
+  slot = sab__sema_held(s, owner, slot);
+  if (slot < 0) {
     r = SAB_E_BAD_TOKEN;
     goto out;
   }
@@ -351,21 +381,15 @@ int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t
   sab_waiter_t *w = sab__oldest_locked(b, key);
   if (w != NULL) {
     /* I2 and I3: straight to the oldest waiter. */
-    uint32_t stamp_now = RD(&s->base[W_STAMP]) + 1;
-    WR(&holder[slot], w->owner & OWNER_MASK);
-    WR(&stamp_of(s)[slot], stamp_now);
-    WR(&s->base[W_STAMP], stamp_now);
+    sab__sema_hand(s, slot, w->owner);
     w->token = (uint32_t)slot;
     if (w->owner == owner) flags |= SAB_SEMA_HANDED_SELF;
     sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
   } else {
-    if (avail >= s->nr) {
+    if (sab__sema_pool_put(s, slot, head, avail) != 0) {
       r = SAB_E_CORRUPT;
       goto out;
     }
-    WR(&ring_of(s)[(head + avail) % s->nr], slot);
-    WR(&holder[slot], 0);
-    set_avail(s, avail + 1);
     flags |= SAB_SEMA_POOLED;
   }
 out:
@@ -392,7 +416,8 @@ int sab_sema_available(const sab_sema_t *s) {
   sab__wake_list_init(&l);
   sab__bucket_t *b = sab__lock(key_of(s));
   uint32_t before = RD(&s->base[W_AVAIL]);
-  r = sync_deaths(b, s, &l) < 0 || pool_of(s, &head, &avail) != 0 ? SAB_E_CORRUPT : (int)avail;
+  r = sync_deaths(b, s, &l) < 0 || sab__sema_pool_of(s, &head, &avail) != 0 ? SAB_E_CORRUPT
+                                                                            : (int)avail;
   sab__unlock(b);
   sab__wake_list_run(&l);
   if (before == 0 && r > 0) refilled(s);

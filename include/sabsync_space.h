@@ -1,0 +1,195 @@
+/*
+ * sabsync core: a named space of shared memory between the processes of one
+ * host, with its own wait queues and owner ids.
+ *
+ * This header never includes node_api.h; the space is plain C (Linux: POSIX
+ * shared memory under /dev/shm, process-shared futexes, robust process-shared
+ * pthread mutexes). Elsewhere every call answers SAB_E_UNSUPPORTED.
+ *
+ * Model. A space is a file under /dev/shm mapped MAP_SHARED by every process
+ * that opens it, once per process (every thread of a process sees one
+ * address). The same bytes sit at different addresses in different
+ * processes, so nothing in the space is a pointer: records, queues and
+ * objects are named by byte offsets from the start of the space.
+ *
+ *   private part   header, thread slots, bucket locks and queues, waiter
+ *                  records, the directory of named objects: only this core
+ *                  writes it; no JS view covers it.
+ *   public part    the death epoch, the per-bucket waiter counters, then the
+ *                  heap where named objects live: JS reads and writes it.
+ *
+ * Every word of both parts is read as untrusted input (another process may
+ * have died half-way through writing it, or scribbled over it): read once,
+ * checked, used as checked. The geometry of the space (table sizes and
+ * offsets) is a pure function of its size and layout version, computed by
+ * each opener and compared with the header, never taken from it.
+ *
+ * Owner ids. A thread that uses a space registers in one of its slots and
+ * holds that slot's "lifeline", a robust process-shared mutex, for as long as
+ * it is registered. Its owner id is the slot index plus the slot's generation
+ * (bumped at every registration), so ids mean the same in every process and a
+ * reused slot never revives an old id. A thread (or its whole process) that
+ * ends without unregistering leaves its lifeline to the kernel, which marks
+ * it: the next trylock answers EOWNERDEAD. Probing a lifeline is a userspace
+ * compare-exchange; nobody polls the dead, waiters that suspect an owner probe
+ * it.
+ */
+#ifndef SABSYNC_SPACE_H
+#define SABSYNC_SPACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SAB_SPACE_VERSION      1
+#define SAB_SPACE_NAME_MAX     200 /* bytes of a space's name */
+#define SAB_SPACE_KEY_MAX      80  /* bytes of an object's key */
+#define SAB_SPACE_MIN_SIZE     (512u << 10)
+#define SAB_SPACE_MAX_SIZE     (1u << 30)
+#define SAB_SPACE_DEFAULT_SIZE (1u << 20)
+#define SAB_SPACE_NPARAMS      4 /* parameters stored with a named object */
+
+/* Errors: negative, as the core's others. */
+enum {
+  SAB_E_SPACE_NAME = -20,     /* a name that cannot name a space */
+  SAB_E_SPACE_SIZE = -21,     /* a size out of range, or not the existing space's */
+  SAB_E_SPACE_VERSION = -22,  /* not a space of this layout version (or not a space) */
+  SAB_E_SPACE_MISMATCH = -23, /* a key that names an object of another kind or parameters */
+  SAB_E_SPACE_FULL = -24,     /* no room left: heap, directory, slots or records */
+  SAB_E_SPACE_SYS = -25,      /* a system call failed; errno says why */
+  SAB_E_UNSUPPORTED = -26,    /* no shared spaces on this platform */
+  SAB_E_SPACE_KEY = -27       /* a key that cannot name an object */
+};
+
+typedef struct sab_space_s sab_space_t;
+
+/* What the binding needs to know of an open space; fixed while it is open. */
+typedef struct {
+  char *base;          /* this process's mapping */
+  uint32_t size;       /* bytes */
+  uint32_t pub_off;    /* the public part: [pub_off, size) */
+  uint32_t heap_off;   /* the first byte objects may use */
+  uint32_t epoch_off;  /* the death epoch (int32) */
+  uint32_t counts_off; /* waiter counter of bucket b: counts_off + b * count_stride */
+  uint32_t count_stride;
+  uint32_t bucket_bits; /* buckets: 1 << bucket_bits */
+  uint32_t nslots;
+} sab_space_info_t;
+
+/*
+ * Open the space `name` (1..SAB_SPACE_NAME_MAX bytes, no '/', no control
+ * character, not "." or ".."), creating it with `size` bytes (0: the default;
+ * rounded up to a page) and permission bits `mode` if it does not exist.
+ * When it exists, `size` must be 0 or its size. A process maps a name once:
+ * later opens in the same process share the mapping (counted; see close).
+ * *created says whether this call made the space.
+ */
+int sab_space_open(const char *name, uint32_t size, unsigned mode, sab_space_t **out, int *created);
+/* Drop one reference taken by open or sab_space_ref; the last one unmaps. */
+void sab_space_close(sab_space_t *sp);
+/* One more reference to an open space (a JS buffer over it, a pending wait). */
+void sab_space_ref(sab_space_t *sp);
+/* Remove the name; mappings live on, and a later open makes a new space. */
+int sab_space_unlink(const char *name);
+void sab_space_info(const sab_space_t *sp, sab_space_info_t *info);
+
+/*
+ * Threads. sab_space_register takes a free slot for the calling thread and
+ * answers its owner id (non-zero, below 2^30); sab_space_unregister, on the
+ * same thread, ends it: the id is dead from then on (as if the thread had
+ * died: its waiters are told). SAB_E_SPACE_FULL when every slot is taken.
+ */
+int sab_space_register(sab_space_t *sp, uint32_t *id);
+void sab_space_unregister(sab_space_t *sp, uint32_t id);
+/* Whether the owner `id` is registered and its thread alive; probes its
+ * lifeline, and records the death (waking its watchers) if it ended. */
+int sab_space_alive(sab_space_t *sp, uint32_t id);
+/* Probe every registered slot (as sab_space_alive); answers the deaths found. */
+int sab_space_reap(sab_space_t *sp);
+/* Deaths so far, mod 2^32 (also readable by JS at epoch_off). */
+uint32_t sab_space_epoch(const sab_space_t *sp);
+/* The futex word that async waiters of `id` are rung on (waker threads). */
+uint32_t *sab_space_doorbell(sab_space_t *sp, uint32_t id);
+
+/*
+ * The directory. sab_space_lookup finds `key` (1..SAB_SPACE_KEY_MAX bytes):
+ *   SAB_SPACE_ATTACH  it exists with this kind, params and size: *off is its
+ *                     offset;
+ *   SAB_SPACE_CREATE  it must be initialised by the caller at *off (zeroed
+ *                     memory of `bytes` bytes, 64-aligned): either it did not
+ *                     exist, or its creator died before publishing it. The
+ *                     directory lock is held (by this thread) until
+ *                     sab_space_publish (the object is then visible) or
+ *                     sab_space_abandon (the next caller creates it again);
+ *   or SAB_E_SPACE_MISMATCH, SAB_E_SPACE_FULL, SAB_E_SPACE_KEY, SAB_E_CORRUPT.
+ */
+enum { SAB_SPACE_ATTACH = 1, SAB_SPACE_CREATE = 2 };
+int sab_space_lookup(sab_space_t *sp, const char *key, size_t keylen, uint32_t kind,
+                     const uint32_t params[SAB_SPACE_NPARAMS], uint32_t bytes, uint32_t *off);
+void sab_space_publish(sab_space_t *sp, uint32_t off);
+void sab_space_abandon(sab_space_t *sp);
+
+/*
+ * Waiting in a space: the lot's operations (include/sabsync.h), with cells
+ * and records named by offsets. A cell is 4 or 8 bytes at `off`, aligned,
+ * inside the public part. A record belongs to the owner `id` that queued it
+ * and is named by its index; the caller keeps (index, off) and never
+ * believes the record's own copy of them.
+ *
+ * sab_space_enqueue: under the bucket lock, compare the cell with `expected`;
+ * SAB_NOT_EQUAL, SAB_OWNER_DEAD (watch != 0 and the space's epoch is no
+ * longer `epoch`), SAB_E_SPACE_FULL (no free record), SAB_E_INVAL (bad cell),
+ * or SAB_PENDING with *rec queued. `async` records are woken by ringing
+ * their owner's doorbell instead of their own futex word.
+ */
+#define SAB_SPACE_ASYNC 1u
+#define SAB_SPACE_SEMA  2u /* a semaphore's waiter: keyed off | 1, never met by a plain notify */
+int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t expected,
+                      uint32_t watch, uint32_t epoch, uint32_t flags, uint32_t *rec);
+/* Blocking records: spin, then sleep until the record leaves the queue or
+ * `deadline` (sab_now() scale) passes: SAB_OK, SAB_TIMED_OUT, SAB_CANCELLED,
+ * or SAB_PENDING (deadline passed, still queued). */
+int sab_space_park(sab_space_t *sp, uint32_t rec, uint64_t deadline);
+/* Settle a record: dequeue it if still queued (answer `why`), or answer how
+ * it left (SAB_OK: notified; *token, if not NULL, gets its token). Frees the
+ * record either way: the caller must not name it again. */
+int sab_space_settle(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off, int why,
+                     uint32_t *token);
+/* Look at a record without settling it: SAB_PENDING while queued, else as
+ * sab_space_settle would answer. */
+int sab_space_peek(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off);
+/* Wake up to `count` waiters of the cell at `off`, oldest first (waiters
+ * whose thread is dead are dropped, uncounted). Answers how many. */
+uint64_t sab_space_notify(sab_space_t *sp, uint32_t off, uint64_t count);
+uint32_t sab_space_waiters(sab_space_t *sp, uint32_t off);
+/* Blocking wait in one call (C callers and tests). */
+int sab_space_wait(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t expected,
+                   uint64_t timeout_ns);
+
+/*
+ * The token semaphore (include/sabsync.h) in a space: its memory at `off`
+ * (made by sab_sema_init), its waiters in the space's queue keyed off | 1,
+ * its holders owner ids of the space. As sab_sema_*, with records named by
+ * index: acquire with `rec` NULL tries; otherwise a record may be queued
+ * (SAB_PENDING, *rec), woken with its slot as its token (sab_space_settle).
+ * Holders found dead (by a probe, or at the death of an owner) give their
+ * slots back, marked SAB_SEMA_RECOVERED, oldest waiter first.
+ */
+int sab_space_sema_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t flags,
+                           uint32_t *token, uint32_t *rec);
+int sab_space_sema_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t slot,
+                           uint32_t *info);
+void sab_space_sema_give_back(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t token);
+uint32_t sab_space_sema_waiting(sab_space_t *sp, uint32_t off);
+int sab_space_sema_available(sab_space_t *sp, uint32_t off);
+
+/* Test hook: the number of records in use (all owners). */
+uint32_t sab_space_records_used(sab_space_t *sp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SABSYNC_SPACE_H */

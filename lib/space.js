@@ -1,0 +1,464 @@
+'use strict'
+// openShared: a named space of shared memory between the processes of one
+// host, and the primitives in it by key (src/core/space.c and its
+// neighbours do the work; this file validates, names things and routes).
+//
+// Each thread opens a space for itself: the memory reaches JS as a buffer
+// that cannot be sent to another thread (an external ArrayBuffer before
+// Node 24.16 / 26.1), and the thread registers in the space, which gives it
+// an owner id that means the same in every process. A space's buffer is
+// entered in lib/space-registry.js with a context: the primitives over it
+// take their owner ids, liveness and death epoch from it (lib/shared.js
+// ownersOf), and their waits and wakes go to the space's queues, so the
+// same Mutex, Sema, ... code serves threads and processes alike.
+//
+// Objects are found by key in the space's directory. The first caller of a
+// key (in any process) creates the object: the directory stays locked while
+// its constructor initialises the memory, then the entry is published; a
+// creator that dies half-way leaves the key to the next caller to create
+// again. Later callers attach (Mutex.from, ...). A key used with another
+// kind or other parameters throws ERR_SABSYNC_SHARED_MISMATCH.
+
+const native = require('./native')
+const { addSpace } = require('./space-registry')
+const {
+  OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD, parkAsync: parkLocalAsync, SabsyncError,
+  invalidType, outOfRange
+} = require('./shared')
+const { Mutex } = require('./mutex')
+const { AtomicFlag } = require('./atomic-flag')
+const { Once } = require('./once')
+const { Latch } = require('./latch')
+const { CondVar } = require('./condvar')
+const { RWLock } = require('./rwlock')
+const { Barrier } = require('./barrier')
+const { Sema } = require('./sema')
+const { RateLimit } = require('./rate-limit')
+
+const C = native.spaceConstants
+const GOLDEN = 0x9E3779B1 | 0
+
+// Kinds in the directory: a key names one kind for the life of the space.
+const KIND = {
+  int32Array: 1,
+  bigInt64Array: 2,
+  mutex: 3,
+  atomicFlag: 4,
+  once: 5,
+  latch: 6,
+  condVar: 7,
+  rwlock: 8,
+  barrier: 9,
+  sema: 10,
+  rateLimit: 11
+}
+
+const MAX_CELLS = 1 << 27 // per array: 512 MiB of Int32, below the largest space
+
+// ---- errors ----
+
+function invalidValue (name, expected, value) {
+  const err = new TypeError(`The "${name}" argument must be ${expected}. Received ${JSON.stringify(value)}`)
+  err.code = 'ERR_INVALID_ARG_VALUE'
+  return err
+}
+
+// The native side throws plain Errors with an ERR_SABSYNC_ code; the API
+// promises SabsyncError.
+function own (err) {
+  if (!(err instanceof SabsyncError) && err instanceof Error && typeof err.code === 'string' &&
+      err.code.startsWith('ERR_SABSYNC_')) {
+    return new SabsyncError(err.code, err.message)
+  }
+  return err
+}
+
+function call (fn, ...args) {
+  try {
+    return fn(...args)
+  } catch (err) {
+    throw own(err)
+  }
+}
+
+// ---- arguments ----
+
+// Control characters, and '/' (a path separator in the file's name).
+const BAD_NAME = /[\u0000-\u001f\u007f/]/ // eslint-disable-line no-control-regex
+
+function checkName (name) {
+  if (typeof name !== 'string') throw invalidType('name', 'a string', name)
+  const bytes = Buffer.byteLength(name)
+  if (bytes === 0 || bytes > C.NAME_MAX) {
+    throw outOfRange('name', `a string of 1 to ${C.NAME_MAX} bytes (UTF-8)`, bytes)
+  }
+  if (BAD_NAME.test(name) || name === '.' || name === '..') {
+    throw invalidValue('name', 'a name without "/" or control characters, other than "." and ".."', name)
+  }
+}
+
+function checkKey (key) {
+  if (typeof key !== 'string') throw invalidType('key', 'a string', key)
+  const bytes = Buffer.byteLength(key)
+  if (bytes === 0 || bytes > C.KEY_MAX) {
+    throw outOfRange('key', `a string of 1 to ${C.KEY_MAX} bytes (UTF-8)`, bytes)
+  }
+  if (key.includes('\u0000')) throw invalidValue('key', 'a string without NUL characters', key)
+}
+
+function parseOpenOptions (options) {
+  if (options === undefined) return { size: 0, mode: 0o600 }
+  if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options)
+  const { size, mode = 0o600 } = options
+  if (size !== undefined) {
+    if (typeof size !== 'number') throw invalidType('options.size', 'a number of bytes', size)
+    if (!Number.isInteger(size) || size < C.MIN_SIZE || size > C.MAX_SIZE) {
+      throw outOfRange('options.size', `an integer >= ${C.MIN_SIZE} and <= ${C.MAX_SIZE}`, size)
+    }
+  }
+  if (typeof mode !== 'number') throw invalidType('options.mode', 'a number (permission bits)', mode)
+  if (!Number.isInteger(mode) || mode < 0 || mode > 0o777) {
+    throw outOfRange('options.mode', 'an integer >= 0 and <= 0o777', mode)
+  }
+  // The space is a whole number of pages.
+  return { size: size === undefined ? 0 : Math.ceil(size / 4096) * 4096, mode }
+}
+
+function countArg (name, n, min, max) {
+  if (typeof n !== 'number') throw invalidType(name, 'an integer', n)
+  if (!Number.isInteger(n) || n < min || n > max) throw outOfRange(name, `an integer >= ${min} and <= ${max}`, n)
+  return n
+}
+
+// ---- the space's context: owners and waiting, for lib/shared.js ----
+
+// Native results (the core's) to the primitives' codes (lib/shared.js). A
+// record taken out of the queue by something other than a notify or its
+// deadline tells a watching waiter to look again.
+function codeOf (r, watching) {
+  switch (r) {
+    case C.OK: return OK
+    case C.NOT_EQUAL: return NOT_EQUAL
+    case C.OWNER_DEAD: return OWNER_DEAD
+    case C.CANCELLED: return watching ? OWNER_DEAD : TIMED_OUT
+    default: return TIMED_OUT
+  }
+}
+
+const NAMES = { [OK]: 'ok', [NOT_EQUAL]: 'not-equal', [TIMED_OUT]: 'timed-out' }
+
+function contextOf (opened) {
+  const h = opened.handle
+  const pub = opened.pubOff
+  const words = new Int32Array(opened.buffer)
+  const epochIndex = (opened.epochOff - pub) / 4
+  const countsIndex = (opened.countsOff - pub) / 4
+  const countStride = opened.countStride / 4
+  const shift = 32 - opened.bucketBits
+  const base = native.base(words) // where byte 0 of the buffer is in this process
+  const self = opened.id
+
+  // The counter of the bucket of a cell's offset (src/core/space_internal.h
+  // sab__sbucket_of): a notify skips the native call when it reads 0. The
+  // ordering argument is the in-process lot's (lib/atomics.js).
+  const countOf = off => countsIndex + (Math.imul(off >>> 2, GOLDEN) >>> shift) * countStride
+  const offsetOf = (ta, index, size) => pub + ta.byteOffset + index * size
+
+  function notifyOff (off, count) {
+    if (Atomics.add(words, countOf(off), 0) === 0) return 0
+    return native.spaceNotify(h, off, count)
+  }
+
+  // An async wait: the record in the space, the promise on an in-process
+  // proxy cell that the registration's waker thread rings; spaceSettle
+  // decides how it ended (see src/napi/space.c).
+  function parkOffAsync (off, size, value, timeout, signal, ref, watch, epoch) {
+    const proxy = new Int32Array(new SharedArrayBuffer(4))
+    const rec = native.spaceWaitAsync(h, off, size, value, watch, epoch, proxy, 0)
+    if (rec < 0) return codeOf(-1 - rec, watch !== 0)
+    const settle = why => {
+      const s = native.spaceSettle(h, rec, why)
+      if (s === C.OK) return 'ok'
+      if (s === C.TIMED_OUT) return 'timed-out'
+      return watch !== 0 ? 'ok' : 'timed-out' // 'ok': look again
+    }
+    const p = parkLocalAsync(proxy, 0, 0, timeout, signal, ref)
+    if (typeof p === 'number') return Promise.resolve(settle(C.CANCELLED)) // rung already
+    return p.then(v => settle(v === 'ok' ? C.CANCELLED : C.TIMED_OUT), err => {
+      // Aborted: unless a notify took the record first (then it counted
+      // this waiter, which must say so).
+      if (native.spaceSettle(h, rec, C.CANCELLED) === C.OK) return 'ok'
+      throw err
+    })
+  }
+
+  const ctx = {
+    // lib/shared.js ownersOf
+    self,
+    alive: id => id === self || native.spaceAlive(h, id),
+    deathEpoch: () => Atomics.load(words, epochIndex) >>> 0,
+
+    // lib/shared.js parkSync / parkAsync / wake / waitersOn, and waiting.js waker
+    parkSync (i32, index, value, timeout, watch = 0, epoch = 0) {
+      const r = native.spaceWait(h, offsetOf(i32, index, 4), 4, value, timeout, watch >>> 0, epoch >>> 0)
+      return codeOf(r, watch !== 0)
+    },
+    parkAsync (i32, index, value, timeout, signal, ref, watch = 0, epoch = 0) {
+      return parkOffAsync(offsetOf(i32, index, 4), 4, value, timeout, signal, ref, watch >>> 0, epoch >>> 0)
+    },
+    wake (i32, index, count) {
+      return notifyOff(offsetOf(i32, index, 4), count)
+    },
+    waker (i32, index) {
+      const off = offsetOf(i32, index, 4)
+      return count => notifyOff(off, count)
+    },
+    waitersOn (i32, index) {
+      return native.spaceWaiters(h, offsetOf(i32, index, 4))
+    },
+
+    // lib/atomics.js: the public wait / waitAsync / notify / waiters
+    // (cells by their address in this process, from lib/atomics.js)
+    waitCell (addr, size, value, timeout) {
+      return NAMES[codeOf(native.spaceWait(h, addr - base + pub, size, value, timeout, 0, 0), false)]
+    },
+    waitCellAsync (addr, size, value, timeout, signal, ref) {
+      const r = parkOffAsync(addr - base + pub, size, value, timeout, signal, ref, 0, 0)
+      return typeof r === 'number' ? NAMES[r] : r
+    },
+    notifyAddr (addr, count) {
+      return notifyOff(addr - base + pub, count)
+    },
+    waitersAddr (addr) {
+      return native.spaceWaiters(h, addr - base + pub)
+    },
+
+    // lib/sema.js: a Sema's pool and queue in the space (src/core/space_sema.c),
+    // with the answers of its in-process ops. Its view is its offset.
+    sema: {
+      view: i32 => pub + i32.byteOffset,
+      try: off => call(native.spaceSemaTry, h, off),
+      acquire: (off, ms) => call(native.spaceSemaAcquire, h, off, ms),
+      acquireAsync (off, i32, timeout, signal, ref) {
+        const proxy = new Int32Array(new SharedArrayBuffer(4))
+        const r = call(native.spaceSemaAcquireAsync, h, off, proxy)
+        if (r >= 0) return r
+        const rec = -r
+        const settle = why => native.spaceSemaSettle(h, rec, why)
+        const p = parkLocalAsync(proxy, 0, 0, timeout, signal, ref)
+        if (typeof p === 'number') return Promise.resolve(settle(C.CANCELLED))
+        return p.then(v => settle(v === 'ok' ? C.CANCELLED : C.TIMED_OUT), err => {
+          // Aborted, unless a release handed it a slot first: then the slot
+          // is this caller's (as in-process).
+          const t = native.spaceSemaSettle(h, rec, C.CANCELLED)
+          if (t >= 0) return t
+          throw err
+        })
+      },
+      release: (off, slot) => call(native.spaceSemaRelease, h, off, slot),
+      waiting: off => native.spaceSemaWaiting(h, off),
+      available: off => call(native.spaceSemaAvailable, h, off)
+    }
+  }
+  return ctx
+}
+
+// ---- this thread's open spaces ----
+
+const opened = new Map() // name -> { name, handle, buffer, pubOff, size, refs }
+
+class Space {
+  #st
+  #closed = false
+
+  constructor (st) {
+    this.#st = st
+  }
+
+  /** The space's name. */
+  get name () { return this.#st.name }
+
+  /** Its size in bytes (all of it, bookkeeping included). */
+  get size () { return this.#st.size }
+
+  /** This thread's owner id in the space (the same in every process). */
+  get ownerId () { return this.#st.id }
+
+  /** Whether this call's process created the space (first opener). */
+  get created () { return this.#st.created }
+
+  /** Whether this object was closed. */
+  get closed () { return this.#closed }
+
+  #live () {
+    if (this.#closed) throw new SabsyncError('ERR_SABSYNC_SHARED_CLOSED', `the shared space "${this.#st.name}" was closed`)
+    return this.#st
+  }
+
+  // The object of `key`: created (the directory locked meanwhile) or
+  // attached to. params: up to four unsigned 32-bit numbers that must agree.
+  #object (kind, key, params, bytes, create, attach) {
+    const st = this.#live()
+    checkKey(key)
+    const [created, off] = call(native.spaceLookup, st.handle, key, kind, bytes,
+      params[0] || 0, params[1] || 0, params[2] || 0, params[3] || 0)
+    const memory = { buffer: st.buffer, byteOffset: off - st.pubOff }
+    if (!created) return attach(memory)
+    let made = false
+    try {
+      const object = create(memory)
+      made = true
+      return object
+    } finally {
+      if (made) native.spacePublish(st.handle, off)
+      else native.spaceAbandon(st.handle)
+    }
+  }
+
+  #cells (kind, key, length, Type) {
+    countArg('length', length, 1, MAX_CELLS)
+    const bytes = length * Type.BYTES_PER_ELEMENT
+    const make = ({ buffer, byteOffset }) => new Type(buffer, byteOffset, length)
+    return this.#object(kind, key, [length], bytes, make, make) // zeroed when made
+  }
+
+  /** `length` Int32 cells: sabsync's wait / waitAsync / notify on them reach every process. */
+  int32Array (key, length) { return this.#cells(KIND.int32Array, key, length, Int32Array) }
+
+  /** `length` BigInt64 cells, as int32Array. */
+  bigInt64Array (key, length) { return this.#cells(KIND.bigInt64Array, key, length, BigInt64Array) }
+
+  mutex (key) {
+    return this.#object(KIND.mutex, key, [], Mutex.byteLength, m => new Mutex(m), m => Mutex.from(m))
+  }
+
+  atomicFlag (key) {
+    return this.#object(KIND.atomicFlag, key, [], AtomicFlag.byteLength, m => new AtomicFlag(m), m => AtomicFlag.from(m))
+  }
+
+  once (key) {
+    return this.#object(KIND.once, key, [], Once.byteLength, m => new Once(m), m => Once.from(m))
+  }
+
+  latch (key, count) {
+    countArg('count', count, 0, 0x7FFFFFFF)
+    return this.#object(KIND.latch, key, [count], Latch.byteLength, m => new Latch(count, m), m => Latch.from(m))
+  }
+
+  condVar (key) {
+    return this.#object(KIND.condVar, key, [], CondVar.byteLength, m => new CondVar(m), m => CondVar.from(m))
+  }
+
+  rwlock (key, options) {
+    if (options !== undefined && (options === null || typeof options !== 'object')) {
+      throw invalidType('options', 'an object', options)
+    }
+    const readerSlots = options === undefined || options.readerSlots === undefined ? 64 : options.readerSlots
+    const bytes = RWLock.byteLengthFor(readerSlots) // validates it
+    return this.#object(KIND.rwlock, key, [readerSlots], bytes,
+      m => new RWLock({ ...m, readerSlots }), m => RWLock.from(m))
+  }
+
+  barrier (key, parties) {
+    const bytes = Barrier.byteLengthFor(parties) // validates it
+    return this.#object(KIND.barrier, key, [parties], bytes, m => new Barrier(parties, m), m => Barrier.from(m))
+  }
+
+  /**
+   * A Sema of `nr` tokens shared by every process. options: initFn,
+   * pauseFn, resumeFn (this thread's, as for Sema.from).
+   */
+  sema (key, nr, options) {
+    const bytes = Sema.byteLengthFor(nr) // validates it
+    if (options !== undefined && (options === null || typeof options !== 'object')) {
+      throw invalidType('options', 'an object', options)
+    }
+    const { initFn, pauseFn, resumeFn } = options || {}
+    const own = { initFn, pauseFn, resumeFn }
+    return this.#object(KIND.sema, key, [nr], bytes,
+      m => new Sema(nr, { ...own, ...m }), m => Sema.from(m, own))
+  }
+
+  /**
+   * A RateLimit of `rps` per options.timeUnit ms shared by every process:
+   * an async function (and .sync) as RateLimit gives.
+   */
+  rateLimit (key, rps, options) {
+    const bytes = RateLimit.byteLengthFor(rps) // validates it
+    if (options !== undefined && (options === null || typeof options !== 'object')) {
+      throw invalidType('options', 'an object', options)
+    }
+    const { timeUnit = 1000, uniformDistribution = false } = options || {}
+    // Checked as RateLimit checks them, before the directory is touched.
+    RateLimit(rps, { timeUnit, uniformDistribution })
+    const unit = new Float64Array([timeUnit])
+    const [lo, hi] = new Uint32Array(unit.buffer)
+    return this.#object(KIND.rateLimit, key, [rps, lo, hi, uniformDistribution ? 1 : 0], bytes,
+      m => RateLimit(rps, { timeUnit, uniformDistribution, ...m }), m => RateLimit.from(m))
+  }
+
+  /**
+   * Close this thread's view (once every object of this thread opened with
+   * this name is closed): the objects made from it can no longer be used
+   * here, this thread's owner id ends (as if the thread had died: what it
+   * held passes on), and the mapping goes when nothing of this process
+   * uses it. The space itself lives on.
+   */
+  close () {
+    if (this.#closed) return
+    this.#closed = true
+    const st = this.#st
+    if (--st.refs > 0) return
+    opened.delete(st.name)
+    native.spaceClose(st.handle)
+  }
+
+  /**
+   * Remove the name: a later openShared of it makes a new space. Processes
+   * that have it open keep using it. Answers false if the name was gone.
+   */
+  unlink () {
+    return call(native.spaceUnlink, this.#st.name)
+  }
+}
+
+/**
+ * Open (creating it if needed) the shared space `name`, for this thread.
+ * options.size: bytes, when this call creates it (default 1 MiB); given
+ * when it exists, it must be its size. options.mode: the file's permission
+ * bits when created (default 0o600).
+ */
+function openShared (name, options) {
+  checkName(name)
+  const { size, mode } = parseOpenOptions(options)
+  let st = opened.get(name)
+  if (st !== undefined) {
+    if (size !== 0 && size !== st.size) {
+      throw new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH', `openShared: "${name}" is open with size ${st.size}, not ${size}`)
+    }
+    st.refs++
+    return new Space(st)
+  }
+  const r = call(native.spaceOpen, name, size, mode)
+  st = {
+    name,
+    handle: r.handle,
+    buffer: r.buffer,
+    pubOff: r.pubOff,
+    size: r.size,
+    id: r.id,
+    created: r.created,
+    refs: 1
+  }
+  addSpace(r.buffer, contextOf(r))
+  opened.set(name, st)
+  return new Space(st)
+}
+
+/** Remove the space `name` without opening it; false if there was none. */
+openShared.unlink = function unlink (name) {
+  checkName(name)
+  return call(native.spaceUnlink, name)
+}
+
+module.exports = { openShared, Space }

@@ -1,0 +1,247 @@
+/*
+ * Internals shared by the space's files (space.c, space_lot.c, lifeline.c):
+ * the layout, the process-local view, and the helpers that read the shared
+ * words.
+ *
+ * Layout (byte offsets from the start of the space; every table's place and
+ * size follows from the space's size alone, see space_geometry):
+ *
+ *   0            header      4096 bytes, below
+ *   slots_off    slots       NSLOTS x 128: one per registered thread
+ *   buckets_off  buckets     NBUCKETS x 64: a robust mutex and a FIFO list
+ *   records_off  records     NRECORDS x 64: waiter records
+ *   dir_off      directory   NDIR x 128: named objects
+ *   pub_off      public      epoch line (64), then NBUCKETS counters, 64 apart
+ *   heap_off     heap        named objects, 64-aligned, never freed
+ *
+ * Header words (uint32, index):
+ *
+ *   word  name       written            meaning
+ *   0     magic      init               SPACE_MAGIC
+ *   1     version    init               SAB_SPACE_VERSION
+ *   2     abi        init               sizeof(pthread_mutex_t) | sizeof(void *) << 8
+ *   3     ready      init (flock held)  1 once initialised; 0 while (or if) not
+ *   4     size       init               bytes
+ *   5     heap_used  dir lock           bytes of the heap handed out
+ *   6     dir_count  dir lock           directory entries in use
+ *   7     rec_hint   anyone, relaxed    where the next record search starts
+ *   32..  dir_lock   -                  pthread_mutex_t (robust, process-shared)
+ *
+ * How each word is read is in the file that reads it (tables at the top of
+ * space.c, space_lot.c and lifeline.c).
+ */
+#ifndef SAB_SPACE_INTERNAL_H
+#define SAB_SPACE_INTERNAL_H
+
+#include "internal.h"
+#include "sabsync_space.h"
+
+#include <pthread.h>
+
+#define SPACE_MAGIC 0x53425331u /* "SBS1" */
+
+#define HDR_MAGIC     0
+#define HDR_VERSION   1
+#define HDR_ABI       2
+#define HDR_READY     3
+#define HDR_SIZE      4
+#define HDR_HEAP_USED 5
+#define HDR_DIR_COUNT 6
+#define HDR_REC_HINT  7
+#define HDR_DIR_LOCK  128 /* byte offset */
+#define HDR_BYTES     4096u
+
+#define NSLOTS       512u /* 9 bits of an owner id */
+#define SLOT_BITS    9
+#define GEN_MAX      ((1u << (30 - SLOT_BITS)) - 1) /* ids stay below 2^30 */
+#define NBUCKETS     256u
+#define BUCKET_BITS  8
+#define NRECORDS     2048u
+#define NDIR         512u
+#define SLOT_BYTES   128u
+#define BUCKET_BYTES 64u
+#define RECORD_BYTES 64u
+#define DIR_BYTES    128u
+#define COUNT_STRIDE 64u /* bytes between two buckets' counters */
+
+/* A slot (128 bytes): */
+typedef struct {
+  uint32_t word;     /* gen << 2 | SLOT_LIVE or SLOT_FREE */
+  uint32_t pid;      /* informational */
+  uint32_t doorbell; /* futex word rung for its async waiters */
+  uint32_t pad[13];
+  pthread_mutex_t lifeline; /* held by the registered thread */
+} sab__slot_t;
+#define SLOT_FREE 0u
+#define SLOT_LIVE 1u
+
+/* A bucket (64 bytes): records are named by index + 1 (0: none). */
+typedef struct {
+  pthread_mutex_t mu;
+  uint32_t head, tail; /* guarded by mu */
+  uint32_t seq;        /* guarded by mu: enqueues so far, the records' order */
+} sab__sbucket_t;
+
+/* A waiter record (64 bytes). */
+typedef struct {
+  uint32_t state; /* the futex of a blocking waiter; REC_* below */
+  uint32_t owner; /* the id that took it; 0: free */
+  uint32_t next, prev;
+  uint32_t key;   /* the cell's offset; | 1: a semaphore's queue */
+  uint32_t watch; /* an owner whose death wakes it; SAB_WATCH_ANY; 0 */
+  uint32_t token;
+  uint32_t seq;
+  uint32_t flags; /* SAB_SPACE_ASYNC */
+  uint32_t pad[7];
+} sab__record_t;
+/* Record states: queued (WAITING, PARKED), final, or FREE-to-be (TAKEN:
+ * allocated, not queued yet). */
+enum {
+  REC_TAKEN = 0,
+  REC_WAITING = 1,
+  REC_PARKED = 2,
+  REC_NOTIFIED = 3,
+  REC_TIMED_OUT = 4,
+  REC_CANCELLED = 5
+};
+
+/* A directory entry (128 bytes). */
+typedef struct {
+  uint32_t state; /* DIR_EMPTY, DIR_CREATING, DIR_READY */
+  uint32_t kind;
+  uint32_t off;
+  uint32_t bytes;
+  uint32_t params[SAB_SPACE_NPARAMS];
+  uint32_t keylen;
+  uint32_t hash;
+  uint32_t pad[2];
+  char key[SAB_SPACE_KEY_MAX];
+} sab__dirent_t;
+enum { DIR_EMPTY = 0, DIR_CREATING = 1, DIR_READY = 2 };
+
+/* The process-local view of an open space. The geometry fields are computed
+ * from the size (space_geometry) and never read from the space. */
+struct sab_space_s {
+  char *base;
+  uint32_t size;
+  uint32_t slots_off, buckets_off, records_off, dir_off, pub_off, heap_off;
+  uint32_t heap_bytes;
+  /* Guarded by the registry lock (space.c). */
+  struct sab_space_s *next;
+  int refs;
+  char name[SAB_SPACE_NAME_MAX + 1];
+};
+
+static inline uint32_t *sab__hdr(const sab_space_t *sp) { return (uint32_t *)sp->base; }
+static inline pthread_mutex_t *sab__dir_lock(const sab_space_t *sp) {
+  return (pthread_mutex_t *)(sp->base + HDR_DIR_LOCK);
+}
+static inline sab__slot_t *sab__slot(const sab_space_t *sp, uint32_t i) {
+  return (sab__slot_t *)(sp->base + sp->slots_off + (size_t)i * SLOT_BYTES);
+}
+static inline sab__sbucket_t *sab__sbucket(const sab_space_t *sp, uint32_t b) {
+  return (sab__sbucket_t *)(sp->base + sp->buckets_off + (size_t)b * BUCKET_BYTES);
+}
+/* i: 1 .. NRECORDS (checked by the caller). */
+static inline sab__record_t *sab__record(const sab_space_t *sp, uint32_t i) {
+  return (sab__record_t *)(sp->base + sp->records_off + (size_t)(i - 1) * RECORD_BYTES);
+}
+static inline sab__dirent_t *sab__dirent(const sab_space_t *sp, uint32_t i) {
+  return (sab__dirent_t *)(sp->base + sp->dir_off + (size_t)i * DIR_BYTES);
+}
+static inline int32_t *sab__epoch(const sab_space_t *sp) {
+  return (int32_t *)(sp->base + sp->pub_off);
+}
+static inline int32_t *sab__count(const sab_space_t *sp, uint32_t b) {
+  return (int32_t *)(sp->base + sp->pub_off + 64 + (size_t)b * COUNT_STRIDE);
+}
+
+/* Shared words are read through these (relaxed or acquire; the callers say
+ * which order they need), so that a fuzz build can play a racing writer. */
+static inline uint32_t sab__ld(const uint32_t *p) {
+  uint32_t v = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+  sab__fuzz_after_read(p);
+  return v;
+}
+static inline void sab__st(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+/* Owner ids: slot index in the low SLOT_BITS, generation (1 .. GEN_MAX)
+ * above. Answers 0 and leaves *slot alone for a value that is no id. */
+static inline int sab__id_parts(uint32_t id, uint32_t *slot, uint32_t *gen) {
+  uint32_t g = id >> SLOT_BITS;
+  if (g == 0 || g > GEN_MAX) return 0;
+  *slot = id & (NSLOTS - 1);
+  *gen = g;
+  return 1;
+}
+
+/* Bucket of a cell offset (Fibonacci hashing of the 4-byte word index; JS
+ * computes the same, lib/space.js). */
+static inline uint32_t sab__sbucket_of(uint32_t off) {
+  return ((off >> 2) * 0x9E3779B1u) >> (32 - BUCKET_BITS);
+}
+
+/* A robust mutex of the space: lock, repairing what a dead holder left
+ * (space_lot.c for buckets; the directory repairs itself). Answers 0, or 1
+ * when the previous holder died holding it (the lock is held either way),
+ * or -1 when the mutex is unusable (it is not held). */
+int sab__robust_lock(pthread_mutex_t *mu);
+int sab__robust_init(pthread_mutex_t *mu);
+
+/* Deaths found under a bucket lock, buried after it (lifeline.c). */
+typedef struct sab__deaths_s {
+  uint32_t ids[8];
+  unsigned n;
+} sab__deaths_t;
+
+/* Futex words to wake once a bucket lock is released. */
+typedef struct {
+  uint32_t *words[32];
+  unsigned n;
+} sab__wakes_t;
+void sab__wakes_run(sab__wakes_t *w);
+
+/* space_lot.c: */
+void sab__space_lot_init(sab_space_t *sp);
+/* Bucket locks (NULL: unusable), for space_sema.c. */
+sab__sbucket_t *sab__space_lock(sab_space_t *sp, uint32_t b);
+void sab__space_unlock(sab__sbucket_t *bk);
+/* A free record for `id` (0: none), and giving it back. */
+uint32_t sab__space_take(sab_space_t *sp, uint32_t id);
+void sab__space_free(sab_space_t *sp, uint32_t i, uint32_t id);
+/* Under bucket b's lock: queue record i with key `off` (| 1 with
+ * SAB_SPACE_SEMA); `raised`: increments of b's counter the caller made and
+ * will take back. */
+void sab__space_queue(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t off, uint32_t watch,
+                      uint32_t flags, uint32_t raised);
+/* Under the lock: the oldest record queued with `key` whose owner lives
+ * (those of dead owners are dropped on the way), or 0. */
+uint32_t sab__space_oldest(sab_space_t *sp, uint32_t b, uint32_t key, sab__deaths_t *dead);
+uint32_t sab__space_owner(sab_space_t *sp, uint32_t i);
+/* Under the lock: record i leaves its queue NOTIFIED, carrying `token`. */
+void sab__space_notify_token(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t token,
+                             sab__wakes_t *w);
+/* At a death: wake every record watching `id` (or any owner), drop the
+ * records `id` itself left queued, free those it left taken. */
+void sab__space_wake_watchers(sab_space_t *sp, uint32_t id);
+
+/* lifeline.c: record the death of `id` (slot already marked free, or being
+ * marked by the caller) and tell its watchers. */
+void sab__space_died(sab_space_t *sp, uint32_t id);
+/* Liveness of an id for code that holds a bucket lock: probes without ever
+ * blocking; a death found here is recorded later, by sab__space_flush_deaths
+ * with the ids collected in `dead` (lifelines still held by this thread). */
+int sab__space_alive_locked(sab_space_t *sp, uint32_t id, sab__deaths_t *dead);
+void sab__space_flush_deaths(sab_space_t *sp, sab__deaths_t *dead);
+
+/* space_sema.c: at a death, under bucket b's lock: the semaphore at `off`
+ * (whose waiters queue in b) takes back the slots of dead holders and hands
+ * them to its waiters. */
+void sab__space_sema_died(sab_space_t *sp, uint32_t b, uint32_t off, sab__wakes_t *w,
+                          sab__deaths_t *dead);
+
+/* space.c: futex helpers on shared words (no FUTEX_PRIVATE_FLAG). */
+void sab__futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline);
+void sab__futex_wake_shared(uint32_t *word, int n);
+
+#endif /* SAB_SPACE_INTERNAL_H */

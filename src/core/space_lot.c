@@ -1,0 +1,658 @@
+/*
+ * Wait queues in a space: the parking lot of lot.c rebuilt from offsets, for
+ * waiters in any process.
+ *
+ * A waiter takes a record (a 64-byte slot of the records table, claimed by a
+ * compare-exchange of its owner word from 0 to the waiter's owner id) and
+ * queues it in the bucket its cell's offset hashes to. A bucket is a robust
+ * process-shared mutex and a doubly linked FIFO list of record indexes
+ * (index + 1; 0 ends the list). A blocking waiter sleeps on its record's
+ * state word with a shared futex; an async waiter's owner has a waker thread
+ * sleeping on its slot's doorbell, which a notifier rings after it moved the
+ * record to NOTIFIED.
+ *
+ * Invariants, under the bucket lock:
+ *  L1 A record is linked in a bucket's list iff its state is WAITING or
+ *     PARKED, and both change together.
+ *  L2 A record's `seq` is the bucket's enqueue count when it was queued, so
+ *     list order is seq order (ages, mod 2^32).
+ *  L3 The bucket's counter (public, for JS's notify fast path) is raised
+ *     before the enqueuer loads its cell, and counts the queued records
+ *     otherwise.
+ *  L4 Wakes (futex syscalls) happen after the lock is released; a futex
+ *     wake that lands on a record freed and taken again meanwhile is a
+ *     spurious wake, absorbed by its waiter's state loop.
+ *
+ * A holder killed inside a critical section (any instruction) leaves the
+ * bucket's mutex to the kernel; the next locker gets EOWNERDEAD and rebuilds
+ * the list from the records' states, keys and seqs (repair), which is also
+ * what any walk does when it meets a link that does not check out. So a
+ * dead holder costs one rebuild, never a wedged or corrupt queue.
+ *
+ * Shared words read here, and how each is checked:
+ *
+ *   word             read by               checked / used as
+ *   bucket.head/tail walks, enqueue        0 or 1..NRECORDS, else repair; walks
+ *                                          stop after NRECORDS steps (repair)
+ *   bucket.seq       enqueue, repair       any value: an order, mod 2^32
+ *   record.next/prev walks, unlink         0 or 1..NRECORDS and linking back to the
+ *                                          record, else repair
+ *   record.state     walks, park, settle   one of REC_*; a queued record that is
+ *                                          not WAITING/PARKED means repair
+ *   record.key       walks, repair         compared with the caller's offset; in
+ *                                          repair, hashed to pick its bucket
+ *   record.owner     notify, settle,       compared with ids; probed for liveness
+ *                    death                 (lifeline.c checks it is an id)
+ *   record.watch     death                 compared with the dying id
+ *   record.token     settle                handed to the caller as a value
+ *   record.flags     notify                bit 0 only
+ *   counts[b]        never for a decision  raised and lowered only (JS may write it)
+ *   cell             enqueue               compared with the expected value only
+ *
+ * Cells: the offset comes from the caller (the binding checked it lies in
+ * the public part), and is checked again here against the space's size and
+ * the cell's alignment.
+ */
+#define _GNU_SOURCE
+#include "space_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__linux__)
+
+#include <errno.h>
+
+#define QUEUED(s) ((s) == REC_WAITING || (s) == REC_PARKED)
+
+static int rec_ok(uint32_t i) { return i >= 1 && i <= NRECORDS; }
+
+void sab__space_lot_init(sab_space_t *sp) {
+  for (uint32_t b = 0; b < NBUCKETS; b++) {
+    sab__sbucket_t *bk = sab__sbucket(sp, b);
+    if (sab__robust_init(&bk->mu) != 0) abort(); /* the attribute calls cannot fail here */
+    bk->head = bk->tail = bk->seq = 0;
+  }
+}
+
+/* ---- wakes collected under a lock, run after it ---- */
+
+typedef sab__wakes_t wakes_t;
+
+static void wakes_add(wakes_t *w, uint32_t *word) {
+  if (w->n == sizeof w->words / sizeof w->words[0]) {
+    for (unsigned i = 0; i < w->n; i++) sab__futex_wake_shared(w->words[i], 1 << 30);
+    w->n = 0;
+  }
+  w->words[w->n++] = word;
+}
+
+void sab__wakes_run(wakes_t *w) {
+  for (unsigned i = 0; i < w->n; i++) sab__futex_wake_shared(w->words[i], 1 << 30);
+  w->n = 0;
+}
+#define wakes_run sab__wakes_run
+
+/* ---- repair ---- */
+
+typedef struct {
+  uint32_t age, index;
+} aged_t;
+
+static int by_age_desc(const void *a, const void *b) {
+  uint32_t x = ((const aged_t *)a)->age, y = ((const aged_t *)b)->age;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Under the lock: rebuild bucket b's list from the records that say they are
+ * queued in it, oldest first (L1, L2), and its counter (L3), plus `extra`
+ * raises the caller made and will take back. */
+static void repair_counted(sab_space_t *sp, uint32_t b, uint32_t extra) {
+  sab__sbucket_t *bk = sab__sbucket(sp, b);
+  aged_t *found = malloc(NRECORDS * sizeof *found);
+  uint32_t n = 0, now = sab__ld(&bk->seq);
+  if (found == NULL) abort(); /* 16 KiB */
+  for (uint32_t i = 1; i <= NRECORDS; i++) {
+    sab__record_t *r = sab__record(sp, i);
+    uint32_t st = sab__ld(&r->state);
+    if (!QUEUED(st) || sab__sbucket_of(sab__ld(&r->key) & ~3u) != b) continue;
+    found[n].age = now - sab__ld(&r->seq);
+    found[n].index = i;
+    n++;
+  }
+  qsort(found, n, sizeof *found, by_age_desc);
+  for (uint32_t k = 0; k < n; k++) {
+    sab__record_t *r = sab__record(sp, found[k].index);
+    sab__st(&r->prev, k == 0 ? 0 : found[k - 1].index);
+    sab__st(&r->next, k + 1 == n ? 0 : found[k + 1].index);
+  }
+  sab__st(&bk->head, n == 0 ? 0 : found[0].index);
+  sab__st(&bk->tail, n == 0 ? 0 : found[n - 1].index);
+  __atomic_store_n(sab__count(sp, b), (int32_t)(n + extra), __ATOMIC_SEQ_CST);
+  free(found);
+}
+
+static void repair(sab_space_t *sp, uint32_t b) { repair_counted(sp, b, 0); }
+
+/* Lock bucket b, repairing it if its last holder died inside. NULL: the
+ * mutex itself is unusable (its bytes are not a mutex any more). */
+static sab__sbucket_t *lock_bucket(sab_space_t *sp, uint32_t b) {
+  sab__sbucket_t *bk = sab__sbucket(sp, b);
+  int r = sab__robust_lock(&bk->mu);
+  if (r < 0) return NULL;
+  if (r == 1) repair(sp, b);
+  return bk;
+}
+
+static void unlock_bucket(sab__sbucket_t *bk) { pthread_mutex_unlock(&bk->mu); }
+
+sab__sbucket_t *sab__space_lock(sab_space_t *sp, uint32_t b) { return lock_bucket(sp, b); }
+void sab__space_unlock(sab__sbucket_t *bk) { unlock_bucket(bk); }
+
+/* ---- list operations, under the lock ---- */
+
+/* Take record i (queued, state read as queued) out of the list, storing its
+ * final `state`; answers the state it replaced. Links that do not check out
+ * mean repair: the record's state is stored first, so the rebuilt list
+ * leaves it out. */
+static uint32_t unlink_record(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t state) {
+  sab__sbucket_t *bk = sab__sbucket(sp, b);
+  sab__record_t *r = sab__record(sp, i);
+  uint32_t next = sab__ld(&r->next), prev = sab__ld(&r->prev);
+  int ok = (next == 0 || rec_ok(next)) && (prev == 0 || rec_ok(prev));
+  if (ok) ok = prev == 0 ? sab__ld(&bk->head) == i : sab__ld(&sab__record(sp, prev)->next) == i;
+  if (ok) ok = next == 0 ? sab__ld(&bk->tail) == i : sab__ld(&sab__record(sp, next)->prev) == i;
+  if (ok) {
+    if (prev == 0)
+      sab__st(&bk->head, next);
+    else
+      sab__st(&sab__record(sp, prev)->next, next);
+    if (next == 0)
+      sab__st(&bk->tail, prev);
+    else
+      sab__st(&sab__record(sp, next)->prev, prev);
+    __atomic_fetch_sub(sab__count(sp, b), 1, __ATOMIC_SEQ_CST);
+  }
+  sab__st(&r->next, 0);
+  sab__st(&r->prev, 0);
+  /* The exchange tells a notifier whether the waiter sleeps (PARKED): the
+   * waiter's WAITING -> PARKED is a compare-exchange, so exactly one of the
+   * two sees the other. */
+  uint32_t old = __atomic_exchange_n(&r->state, state, __ATOMIC_SEQ_CST);
+  if (!ok) repair(sp, b);
+  return old;
+}
+
+/* Visit the queued records of bucket b in order, calling `fn` with each
+ * (its index and the state read); fn answers 0 to go on, 1 to stop. fn may
+ * unlink the record it was given (not others). A list that does not check
+ * out is repaired and the walk starts again, once. */
+typedef int (*visit_fn)(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx);
+
+static void walk(sab_space_t *sp, uint32_t b, visit_fn fn, void *ctx) {
+  sab__sbucket_t *bk = sab__sbucket(sp, b);
+  for (int attempt = 0; attempt < 2; attempt++) {
+    uint32_t i = sab__ld(&bk->head), steps = 0, prev = 0;
+    int broken = 0;
+    while (i != 0) {
+      if (!rec_ok(i) || ++steps > NRECORDS) {
+        broken = 1;
+        break;
+      }
+      sab__record_t *r = sab__record(sp, i);
+      uint32_t next = sab__ld(&r->next);
+      if (!QUEUED(sab__ld(&r->state)) || sab__ld(&r->prev) != prev) {
+        broken = 1;
+        break;
+      }
+      if (fn(sp, b, i, ctx)) return;
+      /* fn may have unlinked i: the walk goes on from its old next, whose
+       * prev is now i's old prev. */
+      if (QUEUED(sab__ld(&r->state))) prev = i;
+      i = next;
+    }
+    if (!broken) return;
+    repair(sp, b);
+  }
+}
+
+/* ---- records ---- */
+
+uint32_t sab__space_take(sab_space_t *sp, uint32_t id) {
+  uint32_t *hint = &sab__hdr(sp)[HDR_REC_HINT];
+  uint32_t start = __atomic_load_n(hint, __ATOMIC_RELAXED) % NRECORDS;
+  for (uint32_t k = 0; k < NRECORDS; k++) {
+    uint32_t i = (start + k) % NRECORDS + 1;
+    sab__record_t *r = sab__record(sp, i);
+    uint32_t zero = 0;
+    if (__atomic_load_n(&r->owner, __ATOMIC_RELAXED) == 0 &&
+        __atomic_compare_exchange_n(&r->owner, &zero, id, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+      __atomic_store_n(hint, i, __ATOMIC_RELAXED);
+      sab__st(&r->state, REC_TAKEN);
+      sab__st(&r->next, 0);
+      sab__st(&r->prev, 0);
+      return i;
+    }
+  }
+  return 0;
+}
+
+void sab__space_free(sab_space_t *sp, uint32_t i, uint32_t id) {
+  uint32_t expected = id;
+  __atomic_compare_exchange_n(&sab__record(sp, i)->owner, &expected, 0, 0, __ATOMIC_RELEASE,
+                              __ATOMIC_RELAXED);
+}
+
+uint32_t sab_space_records_used(sab_space_t *sp) {
+  uint32_t n = 0;
+  for (uint32_t i = 1; i <= NRECORDS; i++) n += sab__ld(&sab__record(sp, i)->owner) != 0;
+  return n;
+}
+
+/* ---- cells ---- */
+
+static int cell_ok(const sab_space_t *sp, uint32_t off, int size) {
+  return (size == 4 || size == 8) && off >= sp->pub_off && off % (uint32_t)size == 0 &&
+         off <= sp->size - (uint32_t)size;
+}
+
+static int cell_equals(const sab_space_t *sp, uint32_t off, int size, int64_t expected) {
+  if (size == 8) {
+    return __atomic_load_n((const int64_t *)(sp->base + off), __ATOMIC_SEQ_CST) == expected;
+  }
+  return __atomic_load_n((const int32_t *)(sp->base + off), __ATOMIC_SEQ_CST) == (int32_t)expected;
+}
+
+/* ---- waiting ---- */
+
+void sab__space_queue(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t off, uint32_t watch,
+                      uint32_t flags, uint32_t raised) {
+  sab__sbucket_t *bk = sab__sbucket(sp, b);
+  sab__record_t *r = sab__record(sp, i);
+  int32_t *count = sab__count(sp, b);
+  uint32_t seq = sab__ld(&bk->seq), tail = sab__ld(&bk->tail);
+  sab__st(&bk->seq, seq + 1);
+  /* SAB_SPACE_SEMA: a semaphore's queue, keyed off | 1 (see sabsync_space.h). */
+  sab__st(&r->key, off | ((flags & SAB_SPACE_SEMA) ? 1u : 0u));
+  sab__st(&r->watch, watch);
+  sab__st(&r->flags, flags & 0xFFu);
+  sab__st(&r->token, 0xFFFFFFFFu);
+  sab__st(&r->seq, seq);
+  sab__st(&r->next, 0);
+  sab__st(&r->prev, tail);
+  sab__st(&r->state, REC_WAITING);
+  if (tail == 0 && sab__ld(&bk->head) == 0) {
+    sab__st(&bk->head, i);
+    sab__st(&bk->tail, i);
+    __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
+  } else if (rec_ok(tail) && tail != i && sab__ld(&sab__record(sp, tail)->next) == 0) {
+    sab__st(&sab__record(sp, tail)->next, i);
+    sab__st(&bk->tail, i);
+    __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
+  } else {
+    /* The list did not check out: rebuild it, ours included (counted). */
+    repair_counted(sp, b, raised);
+  }
+}
+
+int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t expected,
+                      uint32_t watch, uint32_t epoch, uint32_t flags, uint32_t *rec) {
+  if (!cell_ok(sp, off, size)) return SAB_E_INVAL;
+  uint32_t i = sab__space_take(sp, id);
+  if (i == 0) return SAB_E_SPACE_FULL;
+  uint32_t b = sab__sbucket_of(off);
+  int32_t *count = sab__count(sp, b);
+  sab__sbucket_t *bk = lock_bucket(sp, b);
+  if (bk == NULL) {
+    sab__space_free(sp, i, id);
+    return SAB_E_CORRUPT;
+  }
+  /* L3: raise the counter before the load (both seq-cst): a notifier that
+   * stored to the cell and then read the counter as 0 is ordered before this
+   * load, which then sees its store. */
+  __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
+  int result = SAB_PENDING;
+  if (!cell_equals(sp, off, size, expected)) {
+    result = SAB_NOT_EQUAL;
+  } else if (watch != 0 && sab_space_epoch(sp) != epoch) {
+    /* A death raises the epoch before it visits the buckets: either we see
+     * it here, or its visit of this bucket finds our record. */
+    result = SAB_OWNER_DEAD;
+  } else {
+    sab__space_queue(sp, b, i, off, watch, flags, 1);
+    *rec = i;
+  }
+  __atomic_fetch_sub(count, 1, __ATOMIC_SEQ_CST);
+  unlock_bucket(bk);
+  if (result != SAB_PENDING) sab__space_free(sp, i, id);
+  return result;
+}
+
+static int result_of(uint32_t state) {
+  switch (state) {
+    case REC_NOTIFIED: return SAB_OK;
+    case REC_TIMED_OUT: return SAB_TIMED_OUT;
+    case REC_CANCELLED: return SAB_CANCELLED;
+    default: return SAB_PENDING;
+  }
+}
+
+int sab_space_park(sab_space_t *sp, uint32_t rec, uint64_t deadline) {
+  if (!rec_ok(rec)) return SAB_CANCELLED;
+  uint32_t *state = &sab__record(sp, rec)->state;
+  uint32_t s = sab__ld(state);
+  if (s == REC_WAITING && sab_spin_allowed()) {
+    uint64_t until = sab_now() + SAB_SPIN_NS;
+    for (unsigned k = 1; s == REC_WAITING; k++) {
+      sab_cpu_relax();
+      s = sab__ld(state);
+      if ((k & 31) == 0 && sab_now() >= until) break;
+    }
+  }
+  if (s == REC_WAITING) {
+    uint32_t expected = REC_WAITING;
+    if (!__atomic_compare_exchange_n(state, &expected, REC_PARKED, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_ACQUIRE)) {
+      s = expected;
+    } else {
+      s = REC_PARKED;
+    }
+  }
+  while (s == REC_PARKED) {
+    if (deadline != UINT64_MAX && sab_now() >= deadline) break;
+    sab__futex_wait_shared(state, REC_PARKED, deadline);
+    s = sab__ld(state);
+  }
+  return result_of(s);
+}
+
+int sab_space_peek(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off) {
+  (void)off;
+  if (!rec_ok(rec)) return SAB_CANCELLED;
+  sab__record_t *r = sab__record(sp, rec);
+  uint32_t s = sab__ld(&r->state);
+  if (sab__ld(&r->owner) != id) return SAB_CANCELLED;
+  return result_of(s);
+}
+
+int sab_space_settle(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off, int why,
+                     uint32_t *token) {
+  if (!rec_ok(rec)) return SAB_CANCELLED;
+  sab__record_t *r = sab__record(sp, rec);
+  uint32_t b = sab__sbucket_of(off);
+  sab__sbucket_t *bk = lock_bucket(sp, b);
+  int result;
+  if (sab__ld(&r->owner) != id) {
+    /* Not ours any more (freed by a death that was not ours to die, or
+     * scribbled): nothing to settle. */
+    result = SAB_CANCELLED;
+  } else {
+    uint32_t s = sab__ld(&r->state);
+    if (QUEUED(s) && bk != NULL) {
+      s = why == SAB_TIMED_OUT ? REC_TIMED_OUT : REC_CANCELLED;
+      unlink_record(sp, b, rec, s);
+    }
+    result = result_of(s);
+    if (result == SAB_PENDING) result = SAB_CANCELLED;
+    if (token != NULL) *token = sab__ld(&r->token);
+    sab__space_free(sp, rec, id);
+  }
+  if (bk != NULL) unlock_bucket(bk);
+  return result;
+}
+
+/* ---- notify ---- */
+
+typedef struct {
+  uint32_t off;
+  uint64_t count, woken;
+  wakes_t wakes;
+  sab__deaths_t dead;
+} notify_t;
+
+/* Under the lock: record i leaves the queue NOTIFIED; queue its wake. */
+static void notify_record(sab_space_t *sp, uint32_t b, uint32_t i, wakes_t *w) {
+  sab__record_t *r = sab__record(sp, i);
+  uint32_t flags = sab__ld(&r->flags), owner = sab__ld(&r->owner);
+  uint32_t old = unlink_record(sp, b, i, REC_NOTIFIED);
+  if (flags & SAB_SPACE_ASYNC) {
+    uint32_t *bell = sab_space_doorbell(sp, owner);
+    if (bell != NULL) {
+      __atomic_fetch_add(bell, 1, __ATOMIC_SEQ_CST);
+      wakes_add(w, bell);
+    }
+  } else if (old == REC_PARKED) {
+    wakes_add(w, &r->state);
+  }
+}
+
+typedef struct {
+  uint32_t key, found;
+  sab__deaths_t *dead;
+} oldest_t;
+
+static int oldest_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
+  oldest_t *o = ctx;
+  sab__record_t *r = sab__record(sp, i);
+  if (sab__ld(&r->key) != o->key) return 0;
+  uint32_t owner = sab__ld(&r->owner);
+  if (!sab__space_alive_locked(sp, owner, o->dead)) {
+    unlink_record(sp, b, i, REC_CANCELLED);
+    sab__space_free(sp, i, owner);
+    return 0;
+  }
+  o->found = i;
+  return 1;
+}
+
+uint32_t sab__space_oldest(sab_space_t *sp, uint32_t b, uint32_t key, sab__deaths_t *dead) {
+  oldest_t o = {key, 0, dead};
+  walk(sp, b, oldest_visit, &o);
+  return o.found;
+}
+
+uint32_t sab__space_owner(sab_space_t *sp, uint32_t i) {
+  return sab__ld(&sab__record(sp, i)->owner);
+}
+
+void sab__space_notify_token(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t token,
+                             sab__wakes_t *w) {
+  sab__st(&sab__record(sp, i)->token, token);
+  notify_record(sp, b, i, w);
+}
+
+static int notify_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
+  notify_t *n = ctx;
+  sab__record_t *r = sab__record(sp, i);
+  if (sab__ld(&r->key) != n->off) return 0;
+  uint32_t owner = sab__ld(&r->owner);
+  if (!sab__space_alive_locked(sp, owner, &n->dead)) {
+    /* Its thread is gone: a wake counted for it would be lost. */
+    unlink_record(sp, b, i, REC_CANCELLED);
+    sab__space_free(sp, i, owner);
+    return 0;
+  }
+  notify_record(sp, b, i, &n->wakes);
+  return ++n->woken == n->count;
+}
+
+uint64_t sab_space_notify(sab_space_t *sp, uint32_t off, uint64_t count) {
+  notify_t n = {off, count, 0, {{0}, 0}, {{0}, 0}};
+  if (count == 0 || off >= sp->size) return 0;
+  uint32_t b = sab__sbucket_of(off);
+  sab__sbucket_t *bk = lock_bucket(sp, b);
+  if (bk == NULL) return 0;
+  walk(sp, b, notify_visit, &n);
+  unlock_bucket(bk);
+  wakes_run(&n.wakes);
+  sab__space_flush_deaths(sp, &n.dead);
+  return n.woken;
+}
+
+typedef struct {
+  uint32_t off, n;
+  sab__deaths_t dead;
+} count_t;
+
+static int count_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
+  count_t *c = ctx;
+  sab__record_t *r = sab__record(sp, i);
+  if (sab__ld(&r->key) != c->off) return 0;
+  uint32_t owner = sab__ld(&r->owner);
+  if (!sab__space_alive_locked(sp, owner, &c->dead)) {
+    unlink_record(sp, b, i, REC_CANCELLED); /* as notify would: not a waiter */
+    sab__space_free(sp, i, owner);
+    return 0;
+  }
+  c->n++;
+  return 0;
+}
+
+uint32_t sab_space_waiters(sab_space_t *sp, uint32_t off) {
+  count_t c = {off, 0, {{0}, 0}};
+  if (off >= sp->size) return 0;
+  uint32_t b = sab__sbucket_of(off);
+  sab__sbucket_t *bk = lock_bucket(sp, b);
+  if (bk == NULL) return 0;
+  walk(sp, b, count_visit, &c);
+  unlock_bucket(bk);
+  sab__space_flush_deaths(sp, &c.dead);
+  return c.n;
+}
+
+/* ---- deaths ---- */
+
+typedef struct {
+  uint32_t id;
+  wakes_t wakes;
+  uint32_t semas[8]; /* semaphores with waiters here: their hooks run after the walk */
+  unsigned nsemas;
+} death_t;
+
+static int death_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
+  death_t *d = ctx;
+  sab__record_t *r = sab__record(sp, i);
+  uint32_t owner = sab__ld(&r->owner), watch = sab__ld(&r->watch), key = sab__ld(&r->key);
+  if ((key & 1u) && owner != d->id) {
+    unsigned k = 0;
+    while (k < d->nsemas && d->semas[k] != (key & ~3u)) k++;
+    if (k == d->nsemas && d->nsemas < sizeof d->semas / sizeof d->semas[0]) {
+      d->semas[d->nsemas++] = key & ~3u;
+    }
+  }
+  if (owner == d->id) {
+    unlink_record(sp, b, i, REC_CANCELLED); /* its thread will never look */
+    sab__space_free(sp, i, owner);
+  } else if (watch == d->id || watch == SAB_WATCH_ANY) {
+    notify_record(sp, b, i, &d->wakes);
+  }
+  return 0;
+}
+
+void sab__space_wake_watchers(sab_space_t *sp, uint32_t id) {
+  death_t d = {id, {{0}, 0}, {0}, 0};
+  for (uint32_t b = 0; b < NBUCKETS; b++) {
+    sab__sbucket_t *bk = lock_bucket(sp, b);
+    if (bk == NULL) continue;
+    d.nsemas = 0;
+    walk(sp, b, death_visit, &d);
+    sab__deaths_t dead = {{0}, 0};
+    /* Semaphores whose waiters queue here: slots of the dead go to them. */
+    for (unsigned k = 0; k < d.nsemas; k++)
+      sab__space_sema_died(sp, b, d.semas[k], &d.wakes, &dead);
+    unlock_bucket(bk);
+    wakes_run(&d.wakes);
+    sab__space_flush_deaths(sp, &dead);
+  }
+  /* Records the dead took but had not queued, or had been woken in and not
+   * yet freed: nobody else names them. */
+  for (uint32_t i = 1; i <= NRECORDS; i++) {
+    sab__record_t *r = sab__record(sp, i);
+    if (sab__ld(&r->owner) == id && !QUEUED(sab__ld(&r->state))) sab__space_free(sp, i, id);
+  }
+}
+
+int sab_space_wait(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t expected,
+                   uint64_t timeout_ns) {
+  uint32_t rec;
+  uint64_t deadline = UINT64_MAX;
+  if (timeout_ns != UINT64_MAX) {
+    uint64_t now = sab_now();
+    deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+  }
+  int r = sab_space_enqueue(sp, id, off, size, expected, 0, 0, 0, &rec);
+  if (r != SAB_PENDING) return r;
+  sab_space_park(sp, rec, deadline);
+  return sab_space_settle(sp, id, rec, off, SAB_TIMED_OUT, NULL);
+}
+
+#else /* !__linux__ */
+
+void sab__space_queue(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t off, uint32_t watch,
+                      uint32_t flags, uint32_t raised) {
+  sab__sbucket_t *bk = sab__sbucket(sp, b);
+  sab__record_t *r = sab__record(sp, i);
+  int32_t *count = sab__count(sp, b);
+  uint32_t seq = sab__ld(&bk->seq), tail = sab__ld(&bk->tail);
+  sab__st(&bk->seq, seq + 1);
+  /* SAB_SPACE_SEMA: a semaphore's queue, keyed off | 1 (see sabsync_space.h). */
+  sab__st(&r->key, off | ((flags & SAB_SPACE_SEMA) ? 1u : 0u));
+  sab__st(&r->watch, watch);
+  sab__st(&r->flags, flags & 0xFFu);
+  sab__st(&r->token, 0xFFFFFFFFu);
+  sab__st(&r->seq, seq);
+  sab__st(&r->next, 0);
+  sab__st(&r->prev, tail);
+  sab__st(&r->state, REC_WAITING);
+  if (tail == 0 && sab__ld(&bk->head) == 0) {
+    sab__st(&bk->head, i);
+    sab__st(&bk->tail, i);
+    __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
+  } else if (rec_ok(tail) && tail != i && sab__ld(&sab__record(sp, tail)->next) == 0) {
+    sab__st(&sab__record(sp, tail)->next, i);
+    sab__st(&bk->tail, i);
+    __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
+  } else {
+    /* The list did not check out: rebuild it, ours included (counted). */
+    repair_counted(sp, b, raised);
+  }
+}
+
+int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t expected,
+                      uint32_t watch, uint32_t epoch, uint32_t flags, uint32_t *rec) {
+  (void)sp, (void)id, (void)off, (void)size, (void)expected, (void)watch, (void)epoch;
+  (void)flags, (void)rec;
+  return SAB_E_UNSUPPORTED;
+}
+int sab_space_park(sab_space_t *sp, uint32_t rec, uint64_t deadline) {
+  (void)sp, (void)rec, (void)deadline;
+  return SAB_CANCELLED;
+}
+int sab_space_settle(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off, int why,
+                     uint32_t *token) {
+  (void)sp, (void)id, (void)rec, (void)off, (void)why, (void)token;
+  return SAB_CANCELLED;
+}
+int sab_space_peek(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off) {
+  (void)sp, (void)id, (void)rec, (void)off;
+  return SAB_CANCELLED;
+}
+uint64_t sab_space_notify(sab_space_t *sp, uint32_t off, uint64_t count) {
+  (void)sp, (void)off, (void)count;
+  return 0;
+}
+uint32_t sab_space_waiters(sab_space_t *sp, uint32_t off) {
+  (void)sp, (void)off;
+  return 0;
+}
+int sab_space_wait(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t expected,
+                   uint64_t timeout_ns) {
+  (void)sp, (void)id, (void)off, (void)size, (void)expected, (void)timeout_ns;
+  return SAB_E_UNSUPPORTED;
+}
+uint32_t sab_space_records_used(sab_space_t *sp) {
+  (void)sp;
+  return 0;
+}
+
+#endif /* __linux__ */

@@ -1,0 +1,951 @@
+/*
+ * The binding of shared spaces (src/core/space*.c, lifeline.c): open, close,
+ * the directory, owners, and waiting on cells of a space.
+ *
+ * A registration ("reg") is one JS thread's use of one space: its owner id
+ * (a slot of the space, whose lifeline this thread holds), its JS buffer
+ * over the public part, and its async waits. lib/space.js makes one per
+ * thread and space name; it is handed to JS as a tagged external.
+ *
+ * Async waits ride on the in-process lot. A space waiter's record lives in
+ * the space, where a notifier in any process can reach it, but a promise
+ * must be settled on its own thread's loop, which only this process can
+ * wake. So each async wait also parks an in-process waitAsync on a private
+ * "proxy" cell (lib/space.js), with the timeout, abort and loop-ref handling
+ * every waitAsync has; a waker thread per registration sleeps on the
+ * registration's doorbell in the space, and when a notifier rings it, stores
+ * 1 into the proxy of each record that left the queue and notifies the
+ * proxy. However the proxy settles (woken, timed out, aborted), JS then
+ * calls spaceSettle, which decides under the space's bucket lock: a record
+ * that a notify took is "ok" whatever the proxy said, so counts and results
+ * agree across processes as they do within one.
+ *
+ * Blocking waits park on their record's futex directly, in slices, looking
+ * for their thread's termination between slices (as wait.c does), and, when
+ * they watch owners, probing the space's lifelines every WATCH_NS: a process
+ * killed with SIGKILL runs no teardown, so its death is found by whoever
+ * waits for it.
+ *
+ * Threads: a reg's pending list and `stop` are guarded by reg->mu and read
+ * by its waker thread; everything else belongs to the registering thread.
+ * Lock order: reg->mu, then a bucket lock of the space, then (in the waker)
+ * a bucket lock of the in-process lot.
+ */
+#define _GNU_SOURCE
+#include "env.h"
+#include "register.h"
+#include "values.h"
+#include "sabsync.h"
+#include "sabsync_space.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#define SLICE_NS (50ull * 1000000ull)  /* termination checks of a blocking wait */
+#define WATCH_NS (200ull * 1000000ull) /* lifeline probes while watching owners */
+
+/* A pending async wait of this registration. */
+typedef struct pending_s {
+  struct pending_s *next;
+  uint32_t rec, off, watch, epoch;
+  int32_t *proxy; /* the in-process cell its JS promise parks on */
+  napi_ref keep;  /* the proxy's SharedArrayBuffer; env thread only */
+  int delivered;  /* the proxy was rung */
+  uint32_t flags; /* SAB_SPACE_SEMA: hand a slot back, not a wake */
+} pending_t;
+
+typedef struct reg_s {
+  sab_space_t *sp;
+  sab_space_info_t info;
+  uint32_t id;
+  napi_env env;
+  napi_ref buffer; /* weak: to detach it at close */
+  int closed;      /* env thread only */
+  int orphaned;    /* the JS handle was collected; env thread only */
+  pthread_mutex_t mu;
+  pending_t *pending; /* guarded by mu */
+  int stop;           /* guarded by mu */
+  int idle;           /* guarded by mu: the waker sleeps with no deadline */
+  int waker_started;  /* env thread only */
+  pthread_t waker;
+} reg_t;
+
+static const napi_type_tag space_tag = {0x2c9b5e7d41f6a803ull, 0x93e1c47a5b08d26full};
+
+/* Result codes handed to JS (lib/space.js maps them). */
+static double code(int r) { return (double)r; }
+
+#define number sab_napi_number
+
+/* Throw the error of a core code. */
+static void throw_space(napi_env env, int r, const char *what) {
+  char msg[256];
+  const char *codestr = "ERR_SABSYNC_SHARED_SYSTEM";
+  switch (r) {
+    case SAB_E_SPACE_NAME:
+      codestr = "ERR_SABSYNC_SHARED_NAME";
+      snprintf(msg, sizeof msg, "%s: not a valid space name", what);
+      break;
+    case SAB_E_SPACE_SIZE:
+      codestr = "ERR_SABSYNC_SHARED_MISMATCH";
+      snprintf(msg, sizeof msg, "%s: the space exists with another size", what);
+      break;
+    case SAB_E_SPACE_VERSION:
+      codestr = "ERR_SABSYNC_SHARED_VERSION";
+      snprintf(msg, sizeof msg,
+               "%s: not a sabsync space of layout version %d (made by another version, or not "
+               "by sabsync)",
+               what, SAB_SPACE_VERSION);
+      break;
+    case SAB_E_SPACE_MISMATCH:
+      codestr = "ERR_SABSYNC_SHARED_MISMATCH";
+      snprintf(msg, sizeof msg, "%s: the key names an object of another kind or parameters", what);
+      break;
+    case SAB_E_SPACE_FULL:
+      codestr = "ERR_SABSYNC_SHARED_FULL";
+      snprintf(msg, sizeof msg, "%s: the space is full", what);
+      break;
+    case SAB_E_UNSUPPORTED:
+      codestr = "ERR_SABSYNC_UNSUPPORTED";
+      snprintf(msg, sizeof msg, "%s: shared spaces between processes need Linux", what);
+      break;
+    case SAB_E_SPACE_KEY:
+      codestr = "ERR_SABSYNC_SHARED_KEY";
+      snprintf(msg, sizeof msg, "%s: not a valid key", what);
+      break;
+    case SAB_E_CORRUPT:
+      codestr = "ERR_SABSYNC_BAD_MEMORY";
+      snprintf(msg, sizeof msg, "%s: the space's bookkeeping does not hold a valid state", what);
+      break;
+    default: snprintf(msg, sizeof msg, "%s: %s", what, strerror(errno)); break;
+  }
+  napi_throw_error(env, codestr, msg);
+}
+
+static reg_t *unwrap(napi_env env, napi_value v) {
+  reg_t *reg = sab_napi_unwrap(env, v, &space_tag, "a shared space's handle");
+  if (reg != NULL && reg->closed) {
+    sab_napi_throw_code(env, "ERR_SABSYNC_SHARED_CLOSED", "the shared space was closed");
+    return NULL;
+  }
+  return reg;
+}
+
+static int get_u32(napi_env env, napi_value v, uint32_t *out) {
+  SAB_CALL(env, napi_get_value_uint32(env, v, out), -1);
+  return 0;
+}
+
+static int get_double(napi_env env, napi_value v, double *out) {
+  SAB_CALL(env, napi_get_value_double(env, v, out), -1);
+  return 0;
+}
+
+/* The expected value of a cell of `size` bytes (a Number for 4, a BigInt for 8). */
+static int get_expected(napi_env env, napi_value v, int size, int64_t *out) {
+  if (size == 8) {
+    bool lossless;
+    SAB_CALL(env, napi_get_value_bigint_int64(env, v, out, &lossless), -1);
+  } else {
+    int32_t x;
+    SAB_CALL(env, napi_get_value_int32(env, v, &x), -1);
+    *out = x;
+  }
+  return 0;
+}
+
+/* ---- the waker thread ---- */
+
+static void ring_proxy(pending_t *p) {
+  __atomic_store_n(p->proxy, 1, __ATOMIC_SEQ_CST);
+  sab_notify((uintptr_t)p->proxy, 1);
+  p->delivered = 1;
+}
+
+static void *waker_main(void *arg) {
+  reg_t *reg = arg;
+  uint32_t *bell = sab_space_doorbell(reg->sp, reg->id);
+  uint64_t last_reap = sab_now();
+  for (;;) {
+    uint32_t seen = __atomic_load_n(bell, __ATOMIC_SEQ_CST);
+    uint32_t epoch = sab_space_epoch(reg->sp);
+    int watching = 0;
+    pthread_mutex_lock(&reg->mu);
+    if (reg->stop) {
+      pthread_mutex_unlock(&reg->mu);
+      return NULL;
+    }
+    for (pending_t *p = reg->pending; p != NULL; p = p->next) {
+      if (p->delivered) continue;
+      int s = sab_space_peek(reg->sp, reg->id, p->rec, p->off);
+      /* Left the queue, or watches owners and a death happened since it
+       * looked: its JS looks again (spaceSettle decides which). */
+      if (s != SAB_PENDING || (p->watch != 0 && p->epoch != epoch)) {
+        ring_proxy(p);
+      } else if (p->watch != 0 || (p->flags & SAB_SPACE_SEMA)) {
+        watching = 1; /* a semaphore's waiter waits for holders that may die */
+      }
+    }
+    reg->idle = !watching;
+    pthread_mutex_unlock(&reg->mu);
+    uint64_t now = sab_now();
+    if (watching && now - last_reap >= WATCH_NS) {
+      last_reap = now;
+      if (sab_space_reap(reg->sp) > 0) continue;
+    }
+#ifdef __linux__
+    struct timespec ts, *tsp = NULL;
+    if (watching) {
+      uint64_t d = last_reap + WATCH_NS;
+      ts.tv_sec = (time_t)(d / 1000000000u);
+      ts.tv_nsec = (long)(d % 1000000000u);
+      tsp = &ts;
+    }
+    syscall(SYS_futex, bell, FUTEX_WAIT_BITSET, seen, tsp, NULL, FUTEX_BITSET_MATCH_ANY);
+#endif
+  }
+}
+
+static int waker_start(napi_env env, reg_t *reg) {
+  if (reg->waker_started) return 0;
+  if (pthread_create(&reg->waker, NULL, waker_main, reg) != 0) {
+    napi_throw_error(env, "ERR_SABSYNC_SHARED_SYSTEM", "could not start a thread for async waits");
+    return -1;
+  }
+  reg->waker_started = 1;
+  return 0;
+}
+
+/* Wake the waker: it looks at its pending waits again. */
+static void ring(reg_t *reg) {
+  uint32_t *bell = sab_space_doorbell(reg->sp, reg->id);
+  __atomic_fetch_add(bell, 1, __ATOMIC_SEQ_CST);
+#ifdef __linux__
+  syscall(SYS_futex, bell, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+#endif
+}
+
+static void waker_stop(reg_t *reg) {
+  if (!reg->waker_started) return;
+  pthread_mutex_lock(&reg->mu);
+  reg->stop = 1;
+  pthread_mutex_unlock(&reg->mu);
+  ring(reg);
+  pthread_join(reg->waker, NULL);
+  reg->waker_started = 0;
+  reg->stop = 0;
+}
+
+/* ---- closing ---- */
+
+/* A wait whose JS will never look at it again (its thread ends, or its
+ * space is closed): take it out of the space; a wake it was counted for is
+ * handed to the next waiter, a slot it was handed goes back. */
+static void drop_pending(reg_t *reg, pending_t *p) {
+  uint32_t token = SAB_SEMA_NO_TOKEN;
+  int r = sab_space_settle(reg->sp, reg->id, p->rec, p->off, SAB_CANCELLED, &token);
+  if (r == SAB_OK && (p->flags & SAB_SPACE_SEMA)) {
+    sab_space_sema_give_back(reg->sp, reg->id, p->off, token);
+  } else if (r == SAB_OK) {
+    sab_space_notify(reg->sp, p->off, 1);
+  }
+  if (p->keep != NULL) napi_delete_reference(reg->env, p->keep);
+  free(p);
+}
+
+static void env_cleanup(void *arg);
+
+/* Release everything of a registration, on its thread. */
+static void reg_close(reg_t *reg, int in_cleanup) {
+  if (reg->closed) return;
+  reg->closed = 1;
+  waker_stop(reg);
+  while (reg->pending != NULL) {
+    pending_t *p = reg->pending;
+    reg->pending = p->next;
+    drop_pending(reg, p);
+  }
+  if (!in_cleanup) {
+    napi_value ab;
+    if (reg->buffer != NULL && napi_get_reference_value(reg->env, reg->buffer, &ab) == napi_ok &&
+        ab != NULL) {
+      napi_detach_arraybuffer(reg->env, ab); /* not detachable: stays (a SharedArrayBuffer) */
+    }
+    napi_remove_env_cleanup_hook(reg->env, env_cleanup, reg);
+  }
+  if (reg->buffer != NULL) napi_delete_reference(reg->env, reg->buffer);
+  reg->buffer = NULL;
+  sab_space_unregister(reg->sp, reg->id);
+  sab_space_close(reg->sp);
+}
+
+static void env_cleanup(void *arg) {
+  reg_t *reg = arg;
+  reg_close(reg, 1);
+  if (reg->orphaned) {
+    pthread_mutex_destroy(&reg->mu);
+    free(reg);
+  }
+}
+
+static void handle_finalize(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  reg_t *reg = data;
+  /* Nothing in JS reaches the space through this handle any more. */
+  if (!reg->closed) reg_close(reg, 0);
+  pthread_mutex_destroy(&reg->mu);
+  free(reg);
+}
+
+/* ---- the JS buffer ---- */
+
+static void buffer_finalize(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)data;
+  sab_space_close(hint);
+}
+
+static void buffer_finalize_noenv(void *data, void *hint) {
+  (void)data;
+  sab_space_close(hint);
+}
+
+typedef napi_status (*create_external_sab_t)(napi_env, void *, size_t, void (*)(void *, void *),
+                                             void *, napi_value *);
+
+/* A SharedArrayBuffer over the public part where this Node can make one
+ * (node_api_create_external_sharedarraybuffer, looked up at run time: it
+ * is experimental and missing before Node 24.16 / 26.1), else an external
+ * ArrayBuffer (Atomics' read-modify-write operations work on it). The
+ * buffer holds a reference to the mapping until it is collected. */
+static int make_buffer(napi_env env, reg_t *reg, napi_value *out, bool *shared) {
+  static create_external_sab_t create_sab;
+  static int looked;
+  void *data = reg->info.base + reg->info.pub_off;
+  size_t bytes = reg->info.size - reg->info.pub_off;
+  if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
+    void *sym = dlsym(RTLD_DEFAULT, "node_api_create_external_sharedarraybuffer");
+    memcpy(&create_sab, &sym, sizeof sym);
+    __atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
+  }
+  sab_space_ref(reg->sp);
+  if (create_sab != NULL &&
+      create_sab(env, data, bytes, buffer_finalize_noenv, reg->sp, out) == napi_ok) {
+    *shared = true;
+    return 0;
+  }
+  if (napi_create_external_arraybuffer(env, data, bytes, buffer_finalize, reg->sp, out) !=
+      napi_ok) {
+    sab_space_close(reg->sp);
+    sab_napi_throw_last(env, "napi_create_external_arraybuffer");
+    return -1;
+  }
+  *shared = false;
+  return 0;
+}
+
+static int set_num(napi_env env, napi_value obj, const char *name, double v) {
+  napi_value n;
+  SAB_CALL(env, napi_create_double(env, v, &n), -1);
+  SAB_CALL(env, napi_set_named_property(env, obj, name, n), -1);
+  return 0;
+}
+
+/* spaceOpen(name, size, mode) -> { handle, buffer, shared, id, created, size,
+ * pubOff, heapOff, epochOff, countsOff, countStride, bucketBits } */
+static napi_value space_open(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  char name[SAB_SPACE_NAME_MAX + 2];
+  size_t len = 0;
+  uint32_t size, mode;
+  SAB_CALL(env, napi_get_value_string_utf8(env, argv[0], name, sizeof name, &len), NULL);
+  if (len > SAB_SPACE_NAME_MAX || strlen(name) != len) {
+    throw_space(env, SAB_E_SPACE_NAME, "openShared");
+    return NULL;
+  }
+  if (get_u32(env, argv[1], &size) != 0 || get_u32(env, argv[2], &mode) != 0) return NULL;
+  reg_t *reg = calloc(1, sizeof *reg);
+  if (reg == NULL) {
+    napi_throw_error(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    return NULL;
+  }
+  int created = 0;
+  int r = sab_space_open(name, size, mode, &reg->sp, &created);
+  if (r != 0) {
+    free(reg);
+    throw_space(env, r, "openShared");
+    return NULL;
+  }
+  r = sab_space_register(reg->sp, &reg->id);
+  if (r != 0) {
+    sab_space_close(reg->sp);
+    free(reg);
+    throw_space(env, r, "openShared (no free thread slot)");
+    return NULL;
+  }
+  sab_space_info(reg->sp, &reg->info);
+  reg->env = env;
+  pthread_mutex_init(&reg->mu, NULL);
+
+  napi_value result, handle, buffer;
+  bool shared = false;
+  if (make_buffer(env, reg, &buffer, &shared) != 0) goto fail;
+  if (napi_create_reference(env, buffer, 0, &reg->buffer) != napi_ok ||
+      napi_create_external(env, reg, handle_finalize, NULL, &handle) != napi_ok) {
+    sab_napi_throw_last(env, "openShared");
+    goto fail;
+  }
+  /* From here the handle's finalizer owns reg. */
+  if (sab_napi_tag(env, handle, &space_tag) != 0 ||
+      napi_add_env_cleanup_hook(env, env_cleanup, reg) != napi_ok) {
+    sab_napi_throw_last(env, "openShared");
+    reg_close(reg, 1);
+    return NULL;
+  }
+  napi_value flag;
+  SAB_CALL(env, napi_create_object(env, &result), NULL);
+  SAB_CALL(env, napi_set_named_property(env, result, "handle", handle), NULL);
+  SAB_CALL(env, napi_set_named_property(env, result, "buffer", buffer), NULL);
+  SAB_CALL(env, napi_get_boolean(env, shared, &flag), NULL);
+  SAB_CALL(env, napi_set_named_property(env, result, "shared", flag), NULL);
+  SAB_CALL(env, napi_get_boolean(env, created != 0, &flag), NULL);
+  SAB_CALL(env, napi_set_named_property(env, result, "created", flag), NULL);
+  if (set_num(env, result, "id", reg->id) != 0 || set_num(env, result, "size", reg->info.size) ||
+      set_num(env, result, "pubOff", reg->info.pub_off) != 0 ||
+      set_num(env, result, "heapOff", reg->info.heap_off) != 0 ||
+      set_num(env, result, "epochOff", reg->info.epoch_off) != 0 ||
+      set_num(env, result, "countsOff", reg->info.counts_off) != 0 ||
+      set_num(env, result, "countStride", reg->info.count_stride) != 0 ||
+      set_num(env, result, "bucketBits", reg->info.bucket_bits) != 0) {
+    return NULL;
+  }
+  return result;
+fail:
+  if (reg->buffer != NULL) napi_delete_reference(env, reg->buffer);
+  sab_space_unregister(reg->sp, reg->id);
+  sab_space_close(reg->sp);
+  pthread_mutex_destroy(&reg->mu);
+  free(reg);
+  return NULL;
+}
+
+/* spaceClose(handle) */
+static napi_value space_close(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 1, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  if (reg != NULL) reg_close(reg, 0);
+  return NULL;
+}
+
+/* spaceUnlink(name) -> true, or false if there was no such space */
+static napi_value space_unlink(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 1, NULL);
+  char name[SAB_SPACE_NAME_MAX + 2];
+  size_t len = 0;
+  napi_value result;
+  SAB_CALL(env, napi_get_value_string_utf8(env, argv[0], name, sizeof name, &len), NULL);
+  int r =
+      len > SAB_SPACE_NAME_MAX || strlen(name) != len ? SAB_E_SPACE_NAME : sab_space_unlink(name);
+  if (r != 0 && !(r == SAB_E_SPACE_SYS && errno == ENOENT)) {
+    throw_space(env, r, "unlink");
+    return NULL;
+  }
+  SAB_CALL(env, napi_get_boolean(env, r == 0, &result), NULL);
+  return result;
+}
+
+/* spaceLookup(handle, key, kind, bytes, p0, p1, p2, p3) -> [created, off] */
+static napi_value space_lookup(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 8, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  char key[SAB_SPACE_KEY_MAX + 2];
+  size_t len = 0;
+  uint32_t kind, bytes, params[SAB_SPACE_NPARAMS], off = 0;
+  if (reg == NULL) return NULL;
+  SAB_CALL(env, napi_get_value_string_utf8(env, argv[1], key, sizeof key, &len), NULL);
+  if (get_u32(env, argv[2], &kind) != 0 || get_u32(env, argv[3], &bytes) != 0) return NULL;
+  for (int i = 0; i < SAB_SPACE_NPARAMS; i++) {
+    if (get_u32(env, argv[4 + i], &params[i]) != 0) return NULL;
+  }
+  int r = len > SAB_SPACE_KEY_MAX || strlen(key) != len
+              ? SAB_E_SPACE_KEY
+              : sab_space_lookup(reg->sp, key, len, kind, params, bytes, &off);
+  if (r != SAB_SPACE_ATTACH && r != SAB_SPACE_CREATE) {
+    throw_space(env, r, key);
+    return NULL;
+  }
+  napi_value pair, v;
+  SAB_CALL(env, napi_create_array_with_length(env, 2, &pair), NULL);
+  SAB_CALL(env, napi_get_boolean(env, r == SAB_SPACE_CREATE, &v), NULL);
+  SAB_CALL(env, napi_set_element(env, pair, 0, v), NULL);
+  SAB_CALL(env, napi_create_uint32(env, off, &v), NULL);
+  SAB_CALL(env, napi_set_element(env, pair, 1, v), NULL);
+  return pair;
+}
+
+/* spacePublish(handle, off) / spaceAbandon(handle): end a creation. */
+static napi_value space_publish(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  uint32_t off;
+  if (reg == NULL || get_u32(env, argv[1], &off) != 0) return NULL;
+  sab_space_publish(reg->sp, off);
+  return NULL;
+}
+
+static napi_value space_abandon(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 1, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  if (reg != NULL) sab_space_abandon(reg->sp);
+  return NULL;
+}
+
+/* spaceAlive(handle, id) -> boolean (probes the owner's lifeline) */
+static napi_value space_alive(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  uint32_t id;
+  napi_value r;
+  if (reg == NULL || get_u32(env, argv[1], &id) != 0) return NULL;
+  SAB_CALL(env, napi_get_boolean(env, id == reg->id || sab_space_alive(reg->sp, id), &r), NULL);
+  return r;
+}
+
+/* spaceReap(handle) -> deaths found */
+static napi_value space_reap(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 1, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  return reg != NULL ? number(env, sab_space_reap(reg->sp)) : NULL;
+}
+
+/* (handle, off, size) of a cell; the offset is checked by the core. */
+static int get_cell(napi_env env, napi_value voff, napi_value vsize, uint32_t *off, int *size) {
+  uint32_t s;
+  if (get_u32(env, voff, off) != 0 || get_u32(env, vsize, &s) != 0) return -1;
+  if (s != 4 && s != 8) {
+    napi_throw_range_error(env, NULL, "size must be 4 or 8");
+    return -1;
+  }
+  *size = (int)s;
+  return 0;
+}
+
+static sab_env_t *env_of(napi_env env) {
+  sab_env_t *e = sab_napi_env_get(env);
+  bool pending = false;
+  if (e == NULL && napi_is_exception_pending(env, &pending) == napi_ok && !pending) {
+    napi_throw_error(env, "ERR_SABSYNC_NAPI", "sabsync: no per-thread state");
+  }
+  return e;
+}
+
+/* spaceWait(handle, off, size, value, timeoutMs, watch, epoch) -> result */
+static napi_value space_wait(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 7, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  sab_env_t *e = reg != NULL ? env_of(env) : NULL;
+  uint32_t off, watch, epoch, rec;
+  int size;
+  int64_t expected;
+  double ms;
+  if (reg == NULL || e == NULL) return NULL;
+  if (get_cell(env, argv[1], argv[2], &off, &size) != 0 ||
+      get_expected(env, argv[3], size, &expected) != 0 || get_double(env, argv[4], &ms) != 0 ||
+      get_u32(env, argv[5], &watch) != 0 || get_u32(env, argv[6], &epoch) != 0) {
+    return NULL;
+  }
+  uint64_t deadline = sab_napi_deadline(ms), last_reap = sab_now();
+  int r = sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch, 0, &rec);
+  if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT) {
+    throw_space(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "wait");
+    return NULL;
+  }
+  while (r == SAB_PENDING) {
+    uint64_t now = sab_now();
+    if (now >= deadline) {
+      r = sab_space_settle(reg->sp, reg->id, rec, off, SAB_TIMED_OUT, NULL);
+      break;
+    }
+    uint64_t until = deadline - now > SLICE_NS ? now + SLICE_NS : deadline;
+    r = sab_space_park(reg->sp, rec, until);
+    if (r != SAB_PENDING) {
+      r = sab_space_settle(reg->sp, reg->id, rec, off, SAB_TIMED_OUT, NULL);
+      break;
+    }
+    if (sab_napi_env_terminating(e)) {
+      /* Torn down: leave the queue; a wake that counted us goes on. */
+      if (sab_space_settle(reg->sp, reg->id, rec, off, SAB_CANCELLED, NULL) == SAB_OK) {
+        sab_space_notify(reg->sp, off, 1);
+      }
+      return NULL;
+    }
+    if (watch != 0 && sab_now() - last_reap >= WATCH_NS) {
+      last_reap = sab_now();
+      sab_space_reap(reg->sp);
+      if (sab_space_epoch(reg->sp) != epoch) {
+        /* An owner died since the caller looked: it looks again. */
+        r = sab_space_settle(reg->sp, reg->id, rec, off, SAB_CANCELLED, NULL);
+        if (r != SAB_OK) r = SAB_OWNER_DEAD;
+        break;
+      }
+    }
+  }
+  return number(env, code(r));
+}
+
+/* spaceWaitAsync(handle, off, size, value, watch, epoch, proxy, flags)
+ * -> rec (> 0), queued, its wake delivered through `proxy` (an Int32Array
+ * of one element over a SharedArrayBuffer, holding 0); or -1 - result. */
+/* A pending entry for an async wait whose wake goes through `proxy` (an
+ * Int32Array of one element over a SharedArrayBuffer, holding 0). NULL
+ * with an exception pending. */
+static pending_t *pending_new(napi_env env, reg_t *reg, napi_value proxy) {
+  napi_typedarray_type type;
+  size_t length = 0, boff;
+  void *data = NULL;
+  napi_value ab;
+  bool is_ta = false, is_ab = true;
+  SAB_CALL(env, napi_is_typedarray(env, proxy, &is_ta), NULL);
+  if (is_ta) {
+    SAB_CALL(env, napi_get_typedarray_info(env, proxy, &type, &length, &data, &ab, &boff), NULL);
+    /* Node 20 has no napi_is_sharedarraybuffer; a typed array's buffer that
+     * is no ArrayBuffer is a SharedArrayBuffer, which cannot be detached,
+     * so `data` stays valid while p->keep holds it. */
+    SAB_CALL(env, napi_is_arraybuffer(env, ab, &is_ab), NULL);
+  }
+  if (!is_ta || type != napi_int32_array || length < 1 || data == NULL || is_ab) {
+    napi_throw_type_error(env, NULL, "proxy must be an Int32Array over a SharedArrayBuffer");
+    return NULL;
+  }
+  pending_t *p = calloc(1, sizeof *p);
+  if (p == NULL) {
+    napi_throw_error(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    return NULL;
+  }
+  if (napi_create_reference(env, ab, 1, &p->keep) != napi_ok || waker_start(env, reg) != 0) {
+    if (p->keep != NULL) napi_delete_reference(env, p->keep);
+    free(p);
+    return NULL;
+  }
+  p->proxy = data;
+  return p;
+}
+
+static void pending_free(reg_t *reg, pending_t *p) {
+  napi_delete_reference(reg->env, p->keep);
+  free(p);
+}
+
+/* Under reg->mu: list a queued record (see waker_main). Answers whether the
+ * waker must be rung after unlocking: it sleeps without a deadline, and
+ * this record needs lifeline probes while it waits. */
+static int pending_add(reg_t *reg, pending_t *p, uint32_t rec) {
+  p->rec = rec;
+  p->next = reg->pending;
+  reg->pending = p;
+  int wake = reg->idle && (p->watch != 0 || (p->flags & SAB_SPACE_SEMA));
+  if (wake) reg->idle = 0;
+  return wake;
+}
+
+/* The pending entry of `rec`, unlisted; NULL with an exception pending. */
+static pending_t *pending_take(napi_env env, reg_t *reg, uint32_t rec) {
+  pending_t *p = NULL;
+  pthread_mutex_lock(&reg->mu);
+  for (pending_t **pp = &reg->pending; *pp != NULL; pp = &(*pp)->next) {
+    if ((*pp)->rec == rec) {
+      p = *pp;
+      *pp = p->next;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&reg->mu);
+  if (p == NULL) napi_throw_error(env, "ERR_SABSYNC_NAPI", "no such pending wait");
+  return p;
+}
+
+/* spaceWaitAsync(handle, off, size, value, watch, epoch, proxy)
+ * -> rec (> 0), queued, its wake delivered through `proxy`; or -1 - result. */
+static napi_value space_wait_async(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 7, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  uint32_t off, watch, epoch, rec;
+  int size;
+  int64_t expected;
+  if (reg == NULL) return NULL;
+  if (get_cell(env, argv[1], argv[2], &off, &size) != 0 ||
+      get_expected(env, argv[3], size, &expected) != 0 || get_u32(env, argv[4], &watch) != 0 ||
+      get_u32(env, argv[5], &epoch) != 0) {
+    return NULL;
+  }
+  pending_t *p = pending_new(env, reg, argv[6]);
+  if (p == NULL) return NULL;
+  p->off = off;
+  p->watch = watch;
+  p->epoch = epoch;
+  /* Queued and listed under reg->mu: the waker sees the record listed
+   * whenever it looks after a notify rang the doorbell (see waker_main). */
+  pthread_mutex_lock(&reg->mu);
+  int r =
+      sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch, SAB_SPACE_ASYNC, &rec);
+  int wake = r == SAB_PENDING && pending_add(reg, p, rec);
+  pthread_mutex_unlock(&reg->mu);
+  if (wake) ring(reg);
+  if (r == SAB_PENDING) return number(env, rec);
+  pending_free(reg, p);
+  if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT) {
+    throw_space(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "waitAsync");
+    return NULL;
+  }
+  return number(env, -1 - code(r));
+}
+
+/* spaceSettle(handle, rec, why) -> result: the record's end, decided under
+ * its bucket lock (see the top of this file). why: SAB_TIMED_OUT or
+ * SAB_CANCELLED (the proxy woke or was aborted). */
+static napi_value space_settle(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  uint32_t rec, why;
+  if (reg == NULL || get_u32(env, argv[1], &rec) != 0 || get_u32(env, argv[2], &why) != 0) {
+    return NULL;
+  }
+  pending_t *p = pending_take(env, reg, rec);
+  if (p == NULL) return NULL;
+  int r = sab_space_settle(reg->sp, reg->id, rec, p->off,
+                           why == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_CANCELLED, NULL);
+  pending_free(reg, p);
+  return number(env, code(r));
+}
+
+/* spaceNotify(handle, off, count) -> woken */
+static napi_value space_notify(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  uint32_t off;
+  double count;
+  if (reg == NULL || get_u32(env, argv[1], &off) != 0 || get_double(env, argv[2], &count) != 0) {
+    return NULL;
+  }
+  uint64_t n = !(count < 1.8e19) ? UINT64_MAX : count > 0 ? (uint64_t)count : 0;
+  return number(env, (double)sab_space_notify(reg->sp, off, n));
+}
+
+/* spaceWaiters(handle, off) -> queued waiters of that cell, every process */
+static napi_value space_waiters(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  uint32_t off;
+  if (reg == NULL || get_u32(env, argv[1], &off) != 0) return NULL;
+  return number(env, sab_space_waiters(reg->sp, off));
+}
+
+/* ---- the token semaphore in a space (src/core/space_sema.c) ---- */
+
+static napi_value sema_corrupt(napi_env env) {
+  throw_space(env, SAB_E_CORRUPT, "Sema");
+  return NULL;
+}
+
+/* (handle, off) of a Sema in a space. */
+static reg_t *sema_args(napi_env env, napi_value h, napi_value voff, uint32_t *off) {
+  reg_t *reg = unwrap(env, h);
+  if (reg == NULL || get_u32(env, voff, off) != 0) return NULL;
+  return reg;
+}
+
+/* spaceSemaTry(handle, off) -> token, or -1 when none is free (or others wait) */
+static napi_value space_sema_try(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  uint32_t off, token;
+  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  if (reg == NULL) return NULL;
+  int r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, NULL);
+  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  return number(env, r == SAB_OK ? (double)token : -1);
+}
+
+/* spaceSemaAcquire(handle, off, timeoutMs) -> token, or -1 on timeout. Blocks
+ * in slices as spaceWait does, probing lifelines meanwhile (a holder killed
+ * with SIGKILL gives its slot back when found). */
+static napi_value space_sema_acquire(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  uint32_t off, token = SAB_SEMA_NO_TOKEN, rec;
+  double ms;
+  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  sab_env_t *e = reg != NULL ? env_of(env) : NULL;
+  if (e == NULL || get_double(env, argv[2], &ms) != 0) return NULL;
+  uint64_t deadline = sab_napi_deadline(ms), last_reap = sab_now();
+  int r;
+  for (;;) {
+    r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, &rec);
+    while (r == SAB_PENDING) {
+      uint64_t now = sab_now();
+      if (now >= deadline) {
+        r = sab_space_settle(reg->sp, reg->id, rec, off, SAB_TIMED_OUT, &token);
+        break;
+      }
+      r = sab_space_park(reg->sp, rec, deadline - now > SLICE_NS ? now + SLICE_NS : deadline);
+      if (r != SAB_PENDING) {
+        r = sab_space_settle(reg->sp, reg->id, rec, off, SAB_TIMED_OUT, &token);
+        break;
+      }
+      if (sab_napi_env_terminating(e)) {
+        if (sab_space_settle(reg->sp, reg->id, rec, off, SAB_CANCELLED, &token) == SAB_OK) {
+          sab_space_sema_give_back(reg->sp, reg->id, off, token);
+        }
+        return NULL;
+      }
+      if (sab_now() - last_reap >= WATCH_NS) {
+        last_reap = sab_now();
+        sab_space_reap(reg->sp);
+      }
+    }
+    if (r != SAB_OK || token != SAB_SEMA_NO_TOKEN) break;
+    if (sab_napi_env_terminating(e)) return NULL; /* woken without a slot: again */
+  }
+  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  if (r == SAB_E_SPACE_FULL) {
+    throw_space(env, r, "Sema acquire");
+    return NULL;
+  }
+  if (r != SAB_OK) return number(env, -1);
+  if (sab_napi_env_terminating(e)) {
+    sab_space_sema_give_back(reg->sp, reg->id, off, token);
+    return NULL;
+  }
+  return number(env, token);
+}
+
+/* spaceSemaAcquireAsync(handle, off, proxy) -> a token (>= 0: one was
+ * free), or -rec: queued, its slot delivered through `proxy` (as
+ * spaceWaitAsync), then taken with spaceSemaSettle. */
+static napi_value space_sema_acquire_async(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  uint32_t off, token, rec;
+  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  if (reg == NULL) return NULL;
+  pending_t *p = pending_new(env, reg, argv[2]);
+  if (p == NULL) return NULL;
+  p->off = off;
+  p->flags = SAB_SPACE_SEMA;
+  pthread_mutex_lock(&reg->mu);
+  int r = sab_space_sema_acquire(reg->sp, reg->id, off, SAB_SPACE_ASYNC, &token, &rec);
+  int wake = r == SAB_PENDING && pending_add(reg, p, rec);
+  pthread_mutex_unlock(&reg->mu);
+  if (wake) ring(reg);
+  if (r == SAB_PENDING) return number(env, -(double)rec);
+  pending_free(reg, p);
+  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  if (r != SAB_OK) {
+    throw_space(env, r, "Sema acquire");
+    return NULL;
+  }
+  return number(env, token);
+}
+
+/* spaceSemaSettle(handle, rec, why) -> the token the record was handed, -1
+ * (it left the queue by its deadline or an abort), or -2 (woken without a
+ * slot: acquire again). */
+static napi_value space_sema_settle(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  uint32_t rec, why, token = SAB_SEMA_NO_TOKEN;
+  if (reg == NULL || get_u32(env, argv[1], &rec) != 0 || get_u32(env, argv[2], &why) != 0) {
+    return NULL;
+  }
+  pending_t *p = pending_take(env, reg, rec);
+  if (p == NULL) return NULL;
+  int r = sab_space_settle(reg->sp, reg->id, rec, p->off,
+                           why == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_CANCELLED, &token);
+  pending_free(reg, p);
+  if (r != SAB_OK) return number(env, -1);
+  return number(env, token == SAB_SEMA_NO_TOKEN ? -2 : (double)token);
+}
+
+/* spaceSemaRelease(handle, off, slot) -> slot * 4 + info bits, or -1 (not a
+ * slot this thread holds); slot -1: the one it got most recently. */
+static napi_value space_sema_release(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  uint32_t off, bits = 0;
+  int64_t slot;
+  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  if (reg == NULL) return NULL;
+  SAB_CALL(env, napi_get_value_int64(env, argv[2], &slot), NULL);
+  int r = sab_space_sema_release(reg->sp, reg->id, off, slot < 0 ? -1 : slot, &bits);
+  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  return number(env, r < 0 ? -1 : (double)r * 4 + bits);
+}
+
+/* spaceSemaWaiting(handle, off) -> queued acquires, every process */
+static napi_value space_sema_waiting(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  uint32_t off;
+  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  return reg != NULL ? number(env, sab_space_sema_waiting(reg->sp, off)) : NULL;
+}
+
+/* spaceSemaAvailable(handle, off) -> pooled slots, after reclaiming the dead's */
+static napi_value space_sema_available(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  uint32_t off;
+  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  if (reg == NULL) return NULL;
+  int r = sab_space_sema_available(reg->sp, off);
+  return r < 0 ? sema_corrupt(env) : number(env, r);
+}
+
+int sab_napi_space_register(napi_env env, napi_value exports) {
+  static const sab_napi_fn_t fns[] = {
+      {"spaceOpen", space_open},
+      {"spaceClose", space_close},
+      {"spaceUnlink", space_unlink},
+      {"spaceLookup", space_lookup},
+      {"spacePublish", space_publish},
+      {"spaceAbandon", space_abandon},
+      {"spaceAlive", space_alive},
+      {"spaceReap", space_reap},
+      {"spaceWait", space_wait},
+      {"spaceWaitAsync", space_wait_async},
+      {"spaceSettle", space_settle},
+      {"spaceNotify", space_notify},
+      {"spaceWaiters", space_waiters},
+      {"spaceSemaTry", space_sema_try},
+      {"spaceSemaAcquire", space_sema_acquire},
+      {"spaceSemaAcquireAsync", space_sema_acquire_async},
+      {"spaceSemaSettle", space_sema_settle},
+      {"spaceSemaRelease", space_sema_release},
+      {"spaceSemaWaiting", space_sema_waiting},
+      {"spaceSemaAvailable", space_sema_available},
+  };
+  if (sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]) != 0) return -1;
+  napi_value results;
+  SAB_CALL(env, napi_create_object(env, &results), -1);
+  if (set_num(env, results, "OK", SAB_OK) != 0 ||
+      set_num(env, results, "NOT_EQUAL", SAB_NOT_EQUAL) ||
+      set_num(env, results, "TIMED_OUT", SAB_TIMED_OUT) != 0 ||
+      set_num(env, results, "CANCELLED", SAB_CANCELLED) != 0 ||
+      set_num(env, results, "OWNER_DEAD", SAB_OWNER_DEAD) != 0 ||
+      set_num(env, results, "SEMA", SAB_SPACE_SEMA) != 0 ||
+      set_num(env, results, "KEY_MAX", SAB_SPACE_KEY_MAX) != 0 ||
+      set_num(env, results, "NAME_MAX", SAB_SPACE_NAME_MAX) != 0 ||
+      set_num(env, results, "MIN_SIZE", SAB_SPACE_MIN_SIZE) != 0 ||
+      set_num(env, results, "MAX_SIZE", SAB_SPACE_MAX_SIZE) != 0 ||
+      set_num(env, results, "DEFAULT_SIZE", SAB_SPACE_DEFAULT_SIZE) != 0) {
+    return -1;
+  }
+  SAB_CALL(env, napi_set_named_property(env, exports, "spaceConstants", results), -1);
+  return 0;
+}

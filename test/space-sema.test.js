@@ -1,0 +1,141 @@
+'use strict'
+// Sema and RateLimit in a shared space, across processes: never more than
+// nr holders, arrival order, tokens of a holder killed with SIGKILL coming
+// back as recovered, and a rate never exceeded in any window across 4
+// processes.
+const t = require('tap')
+const { openShared } = require('..')
+const { spaceName, spawn } = require('./space-helpers')
+const { until } = require('./helpers')
+
+t.test('never more than nr holders across processes and threads', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  t.teardown(() => space.close())
+  const cells = space.int32Array('cells', 4)
+  const K = 150
+  const body = `
+    const cells = space.int32Array('cells', 4)
+    const pool = space.sema('pool', 2)
+    const inside = () => {
+      const n = Atomics.add(cells, 0, 1) + 1
+      for (let seen = Atomics.load(cells, 1); n > seen && Atomics.compareExchange(cells, 1, seen, n) !== seen;) seen = Atomics.load(cells, 1)
+    }
+    const w = new Worker(\`
+      const { workerData } = require('worker_threads')
+      const s = require(workerData.root).openShared(workerData.name)
+      const cells = s.int32Array('cells', 4)
+      const pool = s.sema('pool', 2)
+      for (let i = 0; i < ${K}; i++) {
+        const tok = pool.acquireSync()
+        const n = Atomics.add(cells, 0, 1) + 1
+        for (let seen = Atomics.load(cells, 1); n > seen && Atomics.compareExchange(cells, 1, seen, n) !== seen;) seen = Atomics.load(cells, 1)
+        for (let j = 0; j < 500; j++);
+        Atomics.sub(cells, 0, 1)
+        Atomics.add(cells, 2, 1)
+        pool.release(tok)
+      }
+      s.close()\`, { eval: true, workerData: { root, name: space.name } })
+    const exited = new Promise(resolve => w.once('exit', resolve))
+    for (let i = 0; i < ${K}; i++) {
+      const tok = await pool.acquire()
+      inside()
+      await new Promise(resolve => setImmediate(resolve))
+      Atomics.sub(cells, 0, 1)
+      Atomics.add(cells, 2, 1)
+      pool.release(tok)
+    }
+    await exited`
+  const kids = [spawn(t, name, body), spawn(t, name, body), spawn(t, name, body)]
+  await Promise.all(kids.map(k => k.done))
+  t.equal(cells[2], 3 * 2 * K, 'every acquire was served')
+  t.ok(cells[1] >= 1 && cells[1] <= 2, `at most 2 holders at once (saw ${cells[1]})`)
+  const pool = space.sema('pool', 2)
+  t.equal(pool.nrWaiting(), 0)
+  t.same([pool.tryAcquire(), pool.tryAcquire(), pool.tryAcquire()].sort(), [0, 1, undefined], 'both tokens free')
+  pool.release(0)
+  pool.release(1)
+  t.throws(() => space.sema('pool', 3), { code: 'ERR_SABSYNC_SHARED_MISMATCH' })
+})
+
+t.test('waiters of every process are served in arrival order', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  t.teardown(() => space.close())
+  const pool = space.sema('pool', 1)
+  const mine = pool.acquireSync()
+  const kids = []
+  for (let k = 0; k < 4; k++) {
+    kids.push(spawn(t, name, `
+      const cells = space.int32Array('cells', 4)
+      const pool = space.sema('pool', 1)
+      const tok = ${k % 2 === 0} ? await pool.acquire() : pool.acquireSync()
+      const turn = Atomics.add(cells, 0, 1)
+      pool.release(tok)
+      return turn`))
+    await until(() => pool.nrWaiting() === k + 1, 60000, `waiter ${k}`)
+  }
+  pool.release(mine)
+  t.same(await Promise.all(kids.map(k => k.done)), [0, 1, 2, 3])
+})
+
+t.test('tokens of a holder killed with SIGKILL come back, recovered', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  t.teardown(() => space.close())
+  const pool = space.sema('pool', 2, { initFn: slot => 'conn' + slot })
+  const hold = `
+    const pool = space.sema('pool', 2)
+    pool.acquireSync()
+    await pool.acquire()
+    send('holding')
+    await new Promise(() => setInterval(() => {}, 1000))`
+  // A waiter queued here when the holder dies.
+  let holder = spawn(t, name, hold)
+  await holder.message(m => m === 'holding')
+  t.equal(pool.tryAcquire(), undefined, 'both held by the other process')
+  const a = pool.acquire()
+  const b = pool.acquire({ timeout: 60000 })
+  holder.kill('SIGKILL')
+  const got = [await a, await b].sort()
+  t.same(got, ['conn0', 'conn1'], 'both came back, as this thread\'s values')
+  t.ok(pool.recovered('conn0') && pool.recovered('conn1'), 'marked recovered')
+  pool.release('conn0')
+  pool.release('conn1')
+  t.notOk(pool.recovered(), 'nothing held here now')
+  // Nobody waiting: a try finds the dead holder's tokens itself.
+  holder = spawn(t, name, hold)
+  await holder.message(m => m === 'holding')
+  holder.kill('SIGKILL')
+  await holder.exited
+  const tok = pool.tryAcquire()
+  t.ok(tok !== undefined && pool.recovered(tok), 'a try got one back at once')
+  pool.release(tok)
+  t.throws(() => pool.release(tok), { code: 'ERR_SABSYNC_BAD_TOKEN' })
+})
+
+t.test('a RateLimit of rps is never exceeded in any window across 4 processes', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  t.teardown(() => space.close())
+  const rps = 20
+  const unit = 100
+  const limit = space.rateLimit('api', rps, { timeUnit: unit })
+  t.equal(limit.rps, rps)
+  t.throws(() => space.rateLimit('api', rps, { timeUnit: 200 }), { code: 'ERR_SABSYNC_SHARED_MISMATCH' })
+  t.throws(() => space.rateLimit('api', rps + 1, { timeUnit: unit }), { code: 'ERR_SABSYNC_SHARED_MISMATCH' })
+  const body = `
+    const limit = space.rateLimit('api', ${rps}, { timeUnit: ${unit} })
+    const times = []
+    for (let i = 0; i < 15; i++) times.push(i % 3 === 0 ? limit.sync() : await limit())
+    return times`
+  const kids = [0, 1, 2, 3].map(() => spawn(t, name, body))
+  const times = (await Promise.all(kids.map(k => k.done))).flat().sort((x, y) => x - y)
+  t.equal(times.length, 60)
+  let worst = 0
+  for (let i = 0; i + rps < times.length; i++) {
+    const span = times[i + rps] - times[i]
+    if (worst === 0 || span < worst) worst = span
+  }
+  t.ok(worst >= unit - 0.001, `any ${rps + 1} grants span at least ${unit} ms (the shortest: ${worst.toFixed(2)} ms)`)
+})

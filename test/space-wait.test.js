@@ -1,0 +1,115 @@
+'use strict'
+// wait / waitAsync / notify / waiters on the cells of a shared space, across
+// processes (and threads in them): exact counts, FIFO order, BigInt64 cells,
+// aborts, and waiters killed with SIGKILL.
+const t = require('tap')
+const { openShared, wait, waitAsync, notify, waiters } = require('..')
+const { spaceName, spawn } = require('./space-helpers')
+const { until } = require('./helpers')
+
+// A child whose main thread waits asynchronously and whose worker thread
+// blocks, both on cells[0] while it holds 0; each reports its result.
+const waitBoth = `
+  const cells = space.int32Array('cells', 4)
+  const w = new Worker(\`
+    const { workerData, parentPort } = require('worker_threads')
+    const s = require(workerData.root).openShared(workerData.name)
+    const cells = s.int32Array('cells', 4)
+    parentPort.postMessage(require(workerData.root).wait(cells, 0, 0, 60000))
+    s.close()\`, { eval: true, workerData: { root, name: space.name } })
+  const fromWorker = new Promise(resolve => w.once('message', resolve))
+  const r = sabsync.waitAsync(cells, 0, 0, 60000)
+  const mine = r.async ? await r.value : r.value
+  return [mine, await fromWorker]`
+
+t.test('notify wakes exactly count waiters across processes and threads', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  t.teardown(() => space.close())
+  const cells = space.int32Array('cells', 4)
+  const kids = [spawn(t, name, waitBoth), spawn(t, name, waitBoth)]
+  await until(() => waiters(cells, 0) === 4, 60000, 'four waiters')
+  t.equal(notify(cells, 0, 3), 3, 'three of four')
+  await until(() => waiters(cells, 0) === 1, 60000, 'one left')
+  t.equal(notify(cells, 0, 5), 1, 'the last one')
+  t.equal(notify(cells, 0), 0, 'nobody left')
+  const results = (await Promise.all(kids.map(k => k.done))).flat()
+  t.same(results, ['ok', 'ok', 'ok', 'ok'])
+})
+
+t.test('waiters are woken in arrival order across processes (FIFO)', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  t.teardown(() => space.close())
+  const cells = space.int32Array('cells', 4)
+  const kids = []
+  for (let k = 0; k < 4; k++) {
+    kids.push(spawn(t, name, `
+      const cells = space.int32Array('cells', 4)
+      const r = ${k % 2 === 0}
+        ? sabsync.wait(cells, 0, 0, 60000)
+        : await sabsync.waitAsync(cells, 0, 0, 60000).value
+      return [r, Atomics.add(cells, 1, 1)]`))
+    await until(() => waiters(cells, 0) === k + 1, 60000, `waiter ${k}`)
+  }
+  for (let k = 0; k < 4; k++) {
+    t.equal(notify(cells, 0, 1), 1)
+    t.same(await kids[k].done, ['ok', k], `process ${k} woke ${k}th`)
+  }
+})
+
+t.test('BigInt64 cells, timeouts, not-equal, and an abort', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  t.teardown(() => space.close())
+  const big = space.bigInt64Array('big', 2)
+  const cells = space.int32Array('cells', 4)
+  const kid = spawn(t, name, `
+    const big = space.bigInt64Array('big', 2)
+    return sabsync.wait(big, 1, 5n, 60000)`)
+  big[1] = 5n
+  await until(() => waiters(big, 1) === 1, 60000, 'the child waits')
+  big[1] = 6n
+  t.equal(notify(big, 1), 1)
+  t.equal(await kid.done, 'ok')
+  t.equal(wait(cells, 0, 1, 10), 'not-equal')
+  t.equal(wait(cells, 0, 0, 10), 'timed-out')
+  t.same(waitAsync(cells, 0, 1), { async: false, value: 'not-equal' })
+  t.equal(await waitAsync(cells, 0, 0, 5).value, 'timed-out')
+  const ac = new AbortController()
+  const r = waitAsync(cells, 0, 0, Infinity, { signal: ac.signal })
+  t.equal(waiters(cells, 0), 1)
+  ac.abort(new Error('stop'))
+  await t.rejects(r.value, { message: 'stop' })
+  t.equal(waiters(cells, 0), 0, 'the aborted waiter left the queue')
+  t.throws(() => wait(cells, 4, 0), RangeError, 'index checked as for a SharedArrayBuffer')
+})
+
+t.test('a waiter killed with SIGKILL is not counted, and its wake is not lost', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  t.teardown(() => space.close())
+  const cells = space.int32Array('cells', 4)
+  const body = `
+    const cells = space.int32Array('cells', 4)
+    send('start')
+    return sabsync.wait(cells, 0, 0, 60000)`
+  for (let round = 0; round < 3; round++) {
+    const doomed = spawn(t, name, body)
+    await until(() => waiters(cells, 0) === 1, 60000, 'the doomed waiter')
+    const survivor = spawn(t, name, body)
+    await until(() => waiters(cells, 0) === 2, 60000, 'two waiters')
+    doomed.kill('SIGKILL')
+    await doomed.exited
+    t.equal(notify(cells, 0, 1), 1, 'the live waiter counted, the dead one not')
+    t.equal(await survivor.done, 'ok')
+    t.equal(waiters(cells, 0), 0)
+  }
+  // Killed as soon as it is queued (it may still be spinning before it sleeps).
+  const early = spawn(t, name, body)
+  await until(() => waiters(cells, 0) === 1, 60000, 'queued')
+  early.kill('SIGKILL')
+  await early.exited
+  t.equal(waiters(cells, 0), 0, 'gone from the queue')
+  t.equal(notify(cells, 0), 0)
+})
