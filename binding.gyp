@@ -15,10 +15,6 @@
         "src/core/rate.c",
         "src/core/parker_futex.c",
         "src/core/parker_uv.c",
-        "src/core/space.c",
-        "src/core/space_lot.c",
-        "src/core/lifeline.c",
-        "src/core/space_sema.c",
         "src/napi/values.c",
         "src/napi/env.c",
         "src/napi/lifecycle.c",
@@ -35,7 +31,19 @@
       "cflags_c": ["-std=c11", "-Wall", "-Wextra", "-O2"],
       "conditions": [
         ["sab_parker_uv==1 or OS!='linux'", { "defines": ["SAB_PARKER_UV"] }],
-        ["OS=='linux'", { "libraries": ["-ldl"] }]
+        # Shared spaces between processes (openShared) need Linux; elsewhere
+        # src/napi/space.c answers ERR_SABSYNC_UNSUPPORTED.
+        ["OS=='linux'", {
+          "sources": [
+            "src/core/space_sys.c",
+            "src/core/lifeline.c",
+            "src/core/space_lot.c",
+            "src/core/space_sema.c",
+            "src/core/space_owners.c",
+            "src/core/space.c"
+          ],
+          "libraries": ["-ldl"]
+        }]
       ]
     }
   ]

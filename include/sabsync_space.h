@@ -111,8 +111,12 @@ int sab_space_alive(sab_space_t *sp, uint32_t id);
 int sab_space_reap(sab_space_t *sp);
 /* Deaths so far, mod 2^32 (also readable by JS at epoch_off). */
 uint32_t sab_space_epoch(const sab_space_t *sp);
-/* The futex word that async waiters of `id` are rung on (waker threads). */
+/* The word that async waiters of `id` are rung on (waker threads): sleep
+ * while it reads `seen`, until `deadline` (sab_now() scale; UINT64_MAX:
+ * none), or a ring; ring it (every sleeper wakes). */
 uint32_t *sab_space_doorbell(sab_space_t *sp, uint32_t id);
+void sab_space_doorbell_wait(sab_space_t *sp, uint32_t id, uint32_t seen, uint64_t deadline);
+void sab_space_doorbell_ring(sab_space_t *sp, uint32_t id);
 
 /*
  * The directory. sab_space_lookup finds `key` (1..SAB_SPACE_KEY_MAX bytes):

@@ -62,13 +62,6 @@ t.test('the C files include each other without a circle, and the core never incl
   t.ok(cycle(new Map([['a', new Set(['b'])], ['b', new Set(['a'])]])), 'the check finds a circle')
 })
 
-// The shared-space tier (issue 14: space.c, space_lot.c, space_sema.c,
-// lifeline.c) counts as one module here: its files still call each other
-// (the space's death visit runs the semaphore's reclaim, which takes the
-// space's bucket locks), a split left to do. As one module it must still
-// sit in no circle with the rest.
-const moduleOf = f => /^src\/core\/(space|lifeline)/.test(f) ? 'src/core/space tier' : f
-
 t.test('the C files call each other without a circle', async t => {
   const files = [...list('src/core', /\.c$/), ...list('src/napi', /\.c$/)]
   const definer = new Map()
@@ -76,18 +69,17 @@ t.test('the C files call each other without a circle', async t => {
   for (const f of files) {
     const text = read(f).replace(/\/\*[\s\S]*?\*\//g, '') // comments name functions too
     src.set(f, text)
-    for (const [, name] of text.matchAll(/^(?!static\b)[A-Za-z_][\w \t*]*?\b(sab_\w+)\s*\([^;{]*\)\s*\{/gm)) definer.set(name, moduleOf(f))
+    for (const [, name] of text.matchAll(/^(?!static\b)[A-Za-z_][\w \t*]*?\b(sab_\w+)\s*\([^;{]*\)\s*\{/gm)) definer.set(name, f)
   }
   t.ok(definer.size > 40, `${definer.size} functions defined across ${files.length} files`)
   const graph = new Map()
   for (const [f, text] of src) {
-    const m = moduleOf(f)
-    const out = graph.get(m) || new Set()
+    const out = new Set()
     for (const [, name] of text.matchAll(/\b(sab_\w+)\s*\(/g)) {
       const d = definer.get(name)
-      if (d !== undefined && d !== m) out.add(d)
+      if (d !== undefined && d !== f) out.add(d)
     }
-    graph.set(m, out)
+    graph.set(f, out)
   }
   t.equal(cycle(graph), null, 'no two files call into each other, directly or around a circle')
 })
@@ -105,7 +97,7 @@ t.test('the JS files require each other without a circle', async t => {
 
 t.test('every ERR_SABSYNC_ code is registered, and the type lists exactly the registry', async t => {
   const used = new Set()
-  for (const f of [...list('lib', /\.js$/), ...list('lib/redis', /\.js$/), ...list('src/napi', /\.[ch]$/), ...list('src/core', /\.[ch]$/)]) {
+  for (const f of [...list('lib', /\.js$/), ...list('src/napi', /\.[ch]$/), ...list('src/core', /\.[ch]$/)]) {
     for (const [code] of read(f).matchAll(/ERR_SABSYNC_[A-Z_]+/g)) used.add(code)
   }
   t.ok(used.size >= 5, `${used.size} codes used`)

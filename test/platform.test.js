@@ -1,8 +1,11 @@
 'use strict'
 // What keeps sabsync portable beyond Linux, and what it says where it cannot
 // build. Everything Linux-specific lives in src/core/parker_futex.c, which
-// non-Linux builds leave out (binding.gyp selects the portable parker); the
-// install script stops on Windows with one message.
+// non-Linux builds leave out (binding.gyp selects the portable parker), and
+// in src/core/space_sys.c, the system calls of shared spaces between
+// processes, which binding.gyp compiles on Linux only (openShared answers
+// ERR_SABSYNC_UNSUPPORTED elsewhere); the install script stops on Windows
+// with one message.
 const t = require('tap')
 const fs = require('fs')
 const path = require('path')
@@ -28,12 +31,17 @@ function code (file) {
     .replace(/"(\\.|[^"\\\n])*"/g, '""')
 }
 
-t.test('only the futex parker includes <linux/...> or calls syscall()', async t => {
+t.test('only the futex parker and the space\'s system calls include <linux/...> or call syscall()', async t => {
   const files = [...cFiles('src'), ...cFiles('include')]
   t.ok(files.includes(path.join('src', 'core', 'parker_futex.c')) && files.length > 5, `${files.length} C files read`)
   const linuxOnly = /#\s*include\s*<(linux\/|sys\/syscall\.h)|\bsyscall\s*\(/
-  const offenders = files.filter(f => f !== path.join('src', 'core', 'parker_futex.c') && linuxOnly.test(code(f)))
+  const allowed = [path.join('src', 'core', 'parker_futex.c'), path.join('src', 'core', 'space_sys.c')]
+  const offenders = files.filter(f => !allowed.includes(f) && linuxOnly.test(code(f)))
   t.same(offenders, [], 'no other file uses Linux headers or raw syscalls')
+  const gypText = fs.readFileSync(path.join(root, 'binding.gyp'), 'utf8')
+  const linuxSources = /\["OS=='linux'", \{\s*"sources": \[([^\]]*)\]/.exec(gypText)
+  t.ok(linuxSources && linuxSources[1].includes('"src/core/space_sys.c"'), 'space_sys.c is compiled on Linux only')
+  t.notOk(/"sources": \[[^\]]*"src\/core\/space_sys\.c"[^\]]*\][^]*\["OS=='linux'"/.test(gypText), 'and not among the sources of every OS')
   t.match(code('src/core/parker_futex.c'), linuxOnly, 'the futex parker does (the check sees them)')
   t.match(code('src/core/parker_futex.c'), /^#ifndef SAB_PARKER_UV\b/m, 'and compiles to nothing with the portable parker')
   const gyp = fs.readFileSync(path.join(root, 'binding.gyp'), 'utf8')

@@ -97,15 +97,16 @@ t.test('a holder killed with SIGKILL: the next waiter, in any process, takes ove
   const m = space.mutex('m')
   for (let round = 0; round < 2; round++) {
     const holder = spawn(t, name, hold)
-    await holder.message(x => x === 'locked')
     // A blocking waiter in another process, and an async one here.
     const waiter = spawn(t, name, `
       const m = space.mutex('m')
-      send('trying')
+      await next()
       const got = m.lock(60000)
       const died = m.ownerDied
       m.unlock()
       return [got, died]`)
+    await holder.message(x => x === 'locked')
+    waiter.send('go')
     await until(() => queued(m) === 1, 60000, 'the other process waits')
     const mine = m.lockAsync({ timeout: 60000 }).then(got => {
       const died = m.ownerDied
@@ -129,14 +130,17 @@ t.test('a waiter killed with SIGKILL: the unlock reaches the next live waiter', 
   const m = space.mutex('m')
   const body = `
     const m = space.mutex('m')
+    await next()
     const got = m.lock(60000)
     m.unlock()
     return got`
   for (let round = 0; round < 2; round++) {
     t.ok(m.lock())
     const doomed = spawn(t, name, body)
-    await until(() => queued(m) === 1, 60000, 'first waiter')
     const survivor = spawn(t, name, body)
+    doomed.send('go')
+    await until(() => queued(m) === 1, 60000, 'first waiter')
+    survivor.send('go')
     await until(() => queued(m) === 2, 60000, 'second waiter')
     doomed.kill('SIGKILL')
     await doomed.exited

@@ -64,15 +64,17 @@ t.test('waiters of every process are served in arrival order', async t => {
   t.teardown(() => space.close())
   const pool = space.sema('pool', 1)
   const mine = pool.acquireSync()
-  const kids = []
-  for (let k = 0; k < 4; k++) {
-    kids.push(spawn(t, name, `
+  // Started side by side; each queues when told to, one after the other.
+  const kids = [0, 1, 2, 3].map(k => spawn(t, name, `
       const cells = space.int32Array('cells', 4)
       const pool = space.sema('pool', 1)
+      await next()
       const tok = ${k % 2 === 0} ? await pool.acquire() : pool.acquireSync()
       const turn = Atomics.add(cells, 0, 1)
       pool.release(tok)
       return turn`))
+  for (let k = 0; k < 4; k++) {
+    kids[k].send('go')
     await until(() => pool.nrWaiting() === k + 1, 60000, `waiter ${k}`)
   }
   pool.release(mine)

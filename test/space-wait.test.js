@@ -42,14 +42,17 @@ t.test('waiters are woken in arrival order across processes (FIFO)', async t => 
   const space = openShared(name)
   t.teardown(() => space.close())
   const cells = space.int32Array('cells', 4)
-  const kids = []
-  for (let k = 0; k < 4; k++) {
-    kids.push(spawn(t, name, `
+  // Started side by side (a process takes a while to start); each queues
+  // when told to, one after the other.
+  const kids = [0, 1, 2, 3].map(k => spawn(t, name, `
       const cells = space.int32Array('cells', 4)
+      await next()
       const r = ${k % 2 === 0}
         ? sabsync.wait(cells, 0, 0, 60000)
         : await sabsync.waitAsync(cells, 0, 0, 60000).value
       return [r, Atomics.add(cells, 1, 1)]`))
+  for (let k = 0; k < 4; k++) {
+    kids[k].send('go')
     await until(() => waiters(cells, 0) === k + 1, 60000, `waiter ${k}`)
   }
   for (let k = 0; k < 4; k++) {
@@ -92,12 +95,14 @@ t.test('a waiter killed with SIGKILL is not counted, and its wake is not lost', 
   const cells = space.int32Array('cells', 4)
   const body = `
     const cells = space.int32Array('cells', 4)
-    send('start')
+    await next()
     return sabsync.wait(cells, 0, 0, 60000)`
-  for (let round = 0; round < 3; round++) {
+  for (let round = 0; round < 2; round++) {
     const doomed = spawn(t, name, body)
-    await until(() => waiters(cells, 0) === 1, 60000, 'the doomed waiter')
     const survivor = spawn(t, name, body)
+    doomed.send('go')
+    await until(() => waiters(cells, 0) === 1, 60000, 'the doomed waiter')
+    survivor.send('go')
     await until(() => waiters(cells, 0) === 2, 60000, 'two waiters')
     doomed.kill('SIGKILL')
     await doomed.exited
@@ -107,6 +112,7 @@ t.test('a waiter killed with SIGKILL is not counted, and its wake is not lost', 
   }
   // Killed as soon as it is queued (it may still be spinning before it sleeps).
   const early = spawn(t, name, body)
+  early.send('go')
   await until(() => waiters(cells, 0) === 1, 60000, 'queued')
   early.kill('SIGKILL')
   await early.exited

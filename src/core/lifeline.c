@@ -26,7 +26,8 @@
  *     FREE before it lets go. So LIVE with the lifeline free, or abandoned
  *     (EOWNERDEAD), means: dead, not yet buried.
  *  O2 Burial raises the space's death epoch before the slot word changes
- *     and before any watcher is told (sab__space_wake_watchers). A waiter
+ *     and before any watcher is told (space_owners.c, which visits the
+ *     queues after sab__slot_mark_dead). A waiter
  *     compares the epoch it read before it looked at an owner with the one
  *     under its bucket lock (space_lot.c), so either it sees the death, or
  *     the visit of its bucket finds its record. A burier that dies half-way
@@ -47,33 +48,33 @@
  *   doorbell   the waker (binding)    a futex value; compared only
  *
  * Slots are reached only by ids checked with sab__id_parts (slot < NSLOTS).
+ *
+ * This file only probes and marks slots; telling the watchers of a death
+ * (visiting the queues) is space_owners.c's, above the queues, so that the
+ * queues can probe owners here without a circle of calls.
  */
 #define _GNU_SOURCE
 #include "space_internal.h"
+#include "glibc_old.h"
 
 #if defined(__linux__)
 
 #include <errno.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 static uint32_t live_word(uint32_t gen) { return gen << 2 | SLOT_LIVE; }
 
-/* The death of `id`, whose slot i says LIVE: O2's order. */
-static void bury(sab_space_t *sp, uint32_t i, uint32_t id) {
-  uint32_t slot, gen;
-  if (!sab__id_parts(id, &slot, &gen) || slot != i) return;
+int sab__slot_mark_dead(sab_space_t *sp, uint32_t id) {
+  uint32_t i, gen;
+  if (!sab__id_parts(id, &i, &gen)) return 0;
+  /* Marked already (by another prober, or the slot's new tenant): the
+   * epoch stays, so that waiters are not woken for nothing. */
+  if (sab__ld(&sab__slot(sp, i)->word) != live_word(gen)) return 0;
+  /* O2: the epoch first. */
   __atomic_fetch_add(sab__epoch(sp), 1, __ATOMIC_SEQ_CST);
   uint32_t expected = live_word(gen);
-  if (__atomic_compare_exchange_n(&sab__slot(sp, i)->word, &expected, gen << 2 | SLOT_FREE, 0,
-                                  __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
-    sab__space_wake_watchers(sp, id);
-  }
-}
-
-void sab__space_died(sab_space_t *sp, uint32_t id) {
-  uint32_t slot, gen;
-  if (sab__id_parts(id, &slot, &gen)) bury(sp, slot, id);
+  return __atomic_compare_exchange_n(&sab__slot(sp, i)->word, &expected, gen << 2 | SLOT_FREE, 0,
+                                     __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
 }
 
 /* Probe the lifeline of slot i. Answers 1 (held: its tenant lives), or 0
@@ -90,14 +91,12 @@ static int probe(sab__slot_t *s) {
   return 0;
 }
 
-int sab_space_alive(sab_space_t *sp, uint32_t id) {
+int sab__slot_alive(sab_space_t *sp, uint32_t id) {
   uint32_t i, gen;
   if (!sab__id_parts(id, &i, &gen)) return 0;
   sab__slot_t *s = sab__slot(sp, i);
   if (sab__ld(&s->word) != live_word(gen)) return 0;
-  if (probe(s)) return 1;
-  bury(sp, i, id); /* O1: LIVE, lifeline not held */
-  return 0;
+  return probe(s) ? 1 : -1; /* -1: O1, LIVE and its lifeline not held: dead, unburied */
 }
 
 int sab__space_alive_locked(sab_space_t *sp, uint32_t id, sab__deaths_t *dead) {
@@ -106,33 +105,24 @@ int sab__space_alive_locked(sab_space_t *sp, uint32_t id, sab__deaths_t *dead) {
   sab__slot_t *s = sab__slot(sp, i);
   if (sab__ld(&s->word) != live_word(gen)) return 0;
   if (probe(s)) return 1;
-  /* Buried after the caller's bucket lock is released (burial visits every
-   * bucket); until then the slot still says LIVE and any other prober may
-   * bury it first. */
+  /* Buried by the caller's caller after the bucket lock is released
+   * (burial visits every bucket); until then the slot still says LIVE and
+   * any other prober may bury it first. */
   if (dead->n < sizeof dead->ids / sizeof dead->ids[0]) dead->ids[dead->n++] = id;
   return 0;
 }
 
-void sab__space_flush_deaths(sab_space_t *sp, sab__deaths_t *dead) {
-  for (unsigned k = 0; k < dead->n; k++) sab__space_died(sp, dead->ids[k]);
-  dead->n = 0;
+uint32_t sab__slot_live_id(sab_space_t *sp, uint32_t i) {
+  uint32_t w = sab__ld(&sab__slot(sp, i)->word), gen = w >> 2;
+  if ((w & 3u) != SLOT_LIVE || gen == 0 || gen > GEN_MAX) return 0;
+  return gen << SLOT_BITS | i;
 }
 
-int sab_space_reap(sab_space_t *sp) {
-  int deaths = 0;
-  for (uint32_t i = 0; i < NSLOTS; i++) {
-    sab__slot_t *s = sab__slot(sp, i);
-    uint32_t w = sab__ld(&s->word);
-    if ((w & 3u) != SLOT_LIVE || (w >> 2) == 0 || (w >> 2) > GEN_MAX) continue;
-    uint32_t id = (w >> 2) << SLOT_BITS | i;
-    if (!sab_space_alive(sp, id)) deaths++;
-  }
-  return deaths;
-}
-
-int sab_space_register(sab_space_t *sp, uint32_t *id) {
+int sab__slot_claim(sab_space_t *sp, uint32_t *id, uint32_t *unburied) {
   /* Start the search where other threads are unlikely to be looking. */
-  uint32_t start = ((uint32_t)getpid() * 2654435761u + (uint32_t)syscall(SYS_gettid)) % NSLOTS;
+  uint32_t start =
+      ((uint32_t)getpid() * 2654435761u + (uint32_t)((uintptr_t)pthread_self() >> 12)) % NSLOTS;
+  *unburied = 0;
   for (uint32_t k = 0; k < NSLOTS; k++) {
     uint32_t i = (start + k) % NSLOTS;
     sab__slot_t *s = sab__slot(sp, i);
@@ -144,7 +134,9 @@ int sab_space_register(sab_space_t *sp, uint32_t *id) {
     }
     uint32_t w = sab__ld(&s->word), gen = (w >> 2) & 0x3FFFFFFFu;
     if ((w & 3u) == SLOT_LIVE && gen >= 1 && gen <= GEN_MAX) {
-      bury(sp, i, gen << SLOT_BITS | i); /* a tenant that died unburied */
+      /* A tenant that died unburied: the caller tells its watchers. */
+      uint32_t old = gen << SLOT_BITS | i;
+      if (sab__slot_mark_dead(sp, old)) *unburied = old;
     }
     gen = gen >= GEN_MAX ? 1 : gen + 1;
     __atomic_store_n(&s->pid, (uint32_t)getpid(), __ATOMIC_RELAXED);
@@ -155,13 +147,9 @@ int sab_space_register(sab_space_t *sp, uint32_t *id) {
   return SAB_E_SPACE_FULL;
 }
 
-void sab_space_unregister(sab_space_t *sp, uint32_t id) {
+void sab__slot_leave(sab_space_t *sp, uint32_t id) {
   uint32_t i, gen;
-  if (!sab__id_parts(id, &i, &gen)) return;
-  sab__slot_t *s = sab__slot(sp, i);
-  /* O1: FREE (by burial) before the lifeline is let go. */
-  bury(sp, i, id);
-  pthread_mutex_unlock(&s->lifeline);
+  if (sab__id_parts(id, &i, &gen)) pthread_mutex_unlock(&sab__slot(sp, i)->lifeline);
 }
 
 uint32_t *sab_space_doorbell(sab_space_t *sp, uint32_t id) {
@@ -170,24 +158,16 @@ uint32_t *sab_space_doorbell(sab_space_t *sp, uint32_t id) {
   return &sab__slot(sp, i)->doorbell;
 }
 
-#else /* !__linux__ */
+void sab_space_doorbell_wait(sab_space_t *sp, uint32_t id, uint32_t seen, uint64_t deadline) {
+  uint32_t *bell = sab_space_doorbell(sp, id);
+  if (bell != NULL) sab__futex_wait_shared(bell, seen, deadline);
+}
 
-int sab_space_register(sab_space_t *sp, uint32_t *id) {
-  (void)sp, (void)id;
-  return SAB_E_UNSUPPORTED;
-}
-void sab_space_unregister(sab_space_t *sp, uint32_t id) { (void)sp, (void)id; }
-int sab_space_alive(sab_space_t *sp, uint32_t id) {
-  (void)sp, (void)id;
-  return 0;
-}
-int sab_space_reap(sab_space_t *sp) {
-  (void)sp;
-  return 0;
-}
-uint32_t *sab_space_doorbell(sab_space_t *sp, uint32_t id) {
-  (void)sp, (void)id;
-  return NULL;
+void sab_space_doorbell_ring(sab_space_t *sp, uint32_t id) {
+  uint32_t *bell = sab_space_doorbell(sp, id);
+  if (bell == NULL) return;
+  __atomic_fetch_add(bell, 1, __ATOMIC_SEQ_CST);
+  sab__futex_wake_shared(bell, 1 << 30);
 }
 
 #endif /* __linux__ */

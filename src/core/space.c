@@ -49,6 +49,7 @@
  */
 #define _GNU_SOURCE
 #include "space_internal.h"
+#include "glibc_old.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -57,13 +58,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #define ABI_WORD ((uint32_t)sizeof(pthread_mutex_t) | (uint32_t)sizeof(void *) << 8)
@@ -76,47 +74,6 @@ _Static_assert(HDR_DIR_LOCK + sizeof(pthread_mutex_t) <= HDR_BYTES, "header layo
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static sab_space_t *registry;
-
-/* ---- futexes on shared words ---- */
-
-void sab__futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline) {
-  struct timespec ts, *tsp = NULL;
-  if (deadline != UINT64_MAX) {
-    ts.tv_sec = (time_t)(deadline / 1000000000u);
-    ts.tv_nsec = (long)(deadline % 1000000000u);
-    tsp = &ts;
-  }
-  /* No FUTEX_PRIVATE_FLAG: the kernel keys the wait by the page's file and
-   * offset, so a wake from another process's mapping reaches it. */
-  syscall(SYS_futex, word, FUTEX_WAIT_BITSET, expected, tsp, NULL, FUTEX_BITSET_MATCH_ANY);
-}
-
-void sab__futex_wake_shared(uint32_t *word, int n) {
-  syscall(SYS_futex, word, FUTEX_WAKE, n, NULL, NULL, 0);
-}
-
-/* ---- robust mutexes ---- */
-
-int sab__robust_init(pthread_mutex_t *mu) {
-  pthread_mutexattr_t a;
-  int r = pthread_mutexattr_init(&a);
-  if (r == 0) r = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-  if (r == 0) r = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-  if (r == 0) r = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
-  if (r == 0) r = pthread_mutex_init(mu, &a);
-  pthread_mutexattr_destroy(&a);
-  return r == 0 ? 0 : -1;
-}
-
-int sab__robust_lock(pthread_mutex_t *mu) {
-  int r = pthread_mutex_lock(mu);
-  if (r == 0) return 0;
-  if (r == EOWNERDEAD) {
-    pthread_mutex_consistent(mu);
-    return 1;
-  }
-  return -1; /* ENOTRECOVERABLE, EINVAL, EDEADLK: not held */
-}
 
 /* ---- geometry ---- */
 
@@ -192,7 +149,7 @@ static int map_space(const char *name, uint32_t size, unsigned mode, sab_space_t
                      int *created) {
   char path[sizeof "/dev/shm/sabsync." + SAB_SPACE_NAME_MAX];
   int fd, made = 0, r;
-  struct stat st;
+  off_t bytes;
   path_of(name, path, sizeof path);
   for (int tries = 0;; tries++) {
     fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 0777);
@@ -206,12 +163,15 @@ static int map_space(const char *name, uint32_t size, unsigned mode, sab_space_t
     /* Unlinked between the two opens: try again, a few times. */
     if (errno != ENOENT || tries == 8) return SAB_E_SPACE_SYS;
   }
-  if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) goto sys;
-  if (!S_ISREG(st.st_mode)) {
+  /* The size by lseek rather than fstat, which glibc 2.33 versioned anew
+   * (glibc_old.h). Not a regular file (a pipe): not a space. */
+  if (flock(fd, LOCK_EX) != 0) goto sys;
+  bytes = lseek(fd, 0, SEEK_END);
+  if (bytes < 0) {
     r = SAB_E_SPACE_VERSION;
     goto fail;
   }
-  if (st.st_size == 0) {
+  if (bytes == 0) {
     /* New, or its creator died before it sized it: ours to make. */
     uint32_t want = size == 0 ? SAB_SPACE_DEFAULT_SIZE : size;
     if (space_geometry(sp, want) != 0) {
@@ -221,7 +181,7 @@ static int map_space(const char *name, uint32_t size, unsigned mode, sab_space_t
     if (ftruncate(fd, want) != 0) goto sys;
     made = 1;
   } else {
-    if (st.st_size > SAB_SPACE_MAX_SIZE || space_geometry(sp, (uint32_t)st.st_size) != 0) {
+    if (bytes > SAB_SPACE_MAX_SIZE || space_geometry(sp, (uint32_t)bytes) != 0) {
       r = SAB_E_SPACE_VERSION;
       goto fail;
     }
@@ -354,9 +314,7 @@ void sab_space_info(const sab_space_t *sp, sab_space_info_t *info) {
   info->nslots = NSLOTS;
 }
 
-uint32_t sab_space_epoch(const sab_space_t *sp) {
-  return (uint32_t)__atomic_load_n(sab__epoch(sp), __ATOMIC_SEQ_CST);
-}
+uint32_t sab_space_epoch(const sab_space_t *sp) { return sab__epoch_now(sp); }
 
 /* ---- the directory ---- */
 
@@ -498,35 +456,5 @@ void sab_space_abandon(sab_space_t *sp) {
   dir_unlock(sp);
   sab_space_close(sp);
 }
-
-#else /* !__linux__ */
-
-int sab_space_open(const char *name, uint32_t size, unsigned mode, sab_space_t **out,
-                   int *created) {
-  (void)name, (void)size, (void)mode, (void)out;
-  *created = 0;
-  return SAB_E_UNSUPPORTED;
-}
-void sab_space_close(sab_space_t *sp) { (void)sp; }
-void sab_space_ref(sab_space_t *sp) { (void)sp; }
-int sab_space_unlink(const char *name) {
-  (void)name;
-  return SAB_E_UNSUPPORTED;
-}
-void sab_space_info(const sab_space_t *sp, sab_space_info_t *info) {
-  (void)sp;
-  memset(info, 0, sizeof *info);
-}
-uint32_t sab_space_epoch(const sab_space_t *sp) {
-  (void)sp;
-  return 0;
-}
-int sab_space_lookup(sab_space_t *sp, const char *key, size_t keylen, uint32_t kind,
-                     const uint32_t params[SAB_SPACE_NPARAMS], uint32_t bytes, uint32_t *off) {
-  (void)sp, (void)key, (void)keylen, (void)kind, (void)params, (void)bytes, (void)off;
-  return SAB_E_UNSUPPORTED;
-}
-void sab_space_publish(sab_space_t *sp, uint32_t off) { (void)sp, (void)off; }
-void sab_space_abandon(sab_space_t *sp) { (void)sp; }
 
 #endif /* __linux__ */

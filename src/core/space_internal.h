@@ -152,6 +152,10 @@ static inline sab__dirent_t *sab__dirent(const sab_space_t *sp, uint32_t i) {
 static inline int32_t *sab__epoch(const sab_space_t *sp) {
   return (int32_t *)(sp->base + sp->pub_off);
 }
+/* The death epoch, as every layer reads it (seq-cst: see lifeline.c O2). */
+static inline uint32_t sab__epoch_now(const sab_space_t *sp) {
+  return (uint32_t)__atomic_load_n(sab__epoch(sp), __ATOMIC_SEQ_CST);
+}
 static inline int32_t *sab__count(const sab_space_t *sp, uint32_t b) {
   return (int32_t *)(sp->base + sp->pub_off + 64 + (size_t)b * COUNT_STRIDE);
 }
@@ -181,13 +185,6 @@ static inline uint32_t sab__sbucket_of(uint32_t off) {
   return ((off >> 2) * 0x9E3779B1u) >> (32 - BUCKET_BITS);
 }
 
-/* A robust mutex of the space: lock, repairing what a dead holder left
- * (space_lot.c for buckets; the directory repairs itself). Answers 0, or 1
- * when the previous holder died holding it (the lock is held either way),
- * or -1 when the mutex is unusable (it is not held). */
-int sab__robust_lock(pthread_mutex_t *mu);
-int sab__robust_init(pthread_mutex_t *mu);
-
 /* Deaths found under a bucket lock, buried after it (lifeline.c). */
 typedef struct sab__deaths_s {
   uint32_t ids[8];
@@ -201,7 +198,21 @@ typedef struct {
 } sab__wakes_t;
 void sab__wakes_run(sab__wakes_t *w);
 
-/* space_lot.c: */
+/* lifeline.c (slots): whether `id` lives (a probe, no burial: 1 alive, 0
+ * dead and marked, or no id; -1 dead and not marked yet); mark it
+ * dead (epoch, then the slot word: answers 1 if this call did); the id of
+ * slot i's live tenant or 0; claim a free slot for the calling thread
+ * (*unburied: a dead tenant this call marked, to tell); let it go. */
+int sab__slot_alive(sab_space_t *sp, uint32_t id);
+int sab__slot_mark_dead(sab_space_t *sp, uint32_t id);
+uint32_t sab__slot_live_id(sab_space_t *sp, uint32_t i);
+int sab__slot_claim(sab_space_t *sp, uint32_t *id, uint32_t *unburied);
+void sab__slot_leave(sab_space_t *sp, uint32_t id);
+/* Liveness for code that holds a bucket lock: probes without blocking; a
+ * death found is added to `dead`, for the caller's caller to bury. */
+int sab__space_alive_locked(sab_space_t *sp, uint32_t id, sab__deaths_t *dead);
+
+/* space_lot.c (queues): */
 void sab__space_lot_init(sab_space_t *sp);
 /* Bucket locks (NULL: unusable), for space_sema.c. */
 sab__sbucket_t *sab__space_lock(sab_space_t *sp, uint32_t b);
@@ -221,27 +232,35 @@ uint32_t sab__space_owner(sab_space_t *sp, uint32_t i);
 /* Under the lock: record i leaves its queue NOTIFIED, carrying `token`. */
 void sab__space_notify_token(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t token,
                              sab__wakes_t *w);
-/* At a death: wake every record watching `id` (or any owner), drop the
- * records `id` itself left queued, free those it left taken. */
-void sab__space_wake_watchers(sab_space_t *sp, uint32_t id);
+/* notify and waiters (include/sabsync_space.h), with the dead they met. */
+uint64_t sab__lot_notify(sab_space_t *sp, uint32_t off, uint64_t count, sab__deaths_t *dead);
+uint32_t sab__lot_waiters(sab_space_t *sp, uint32_t off, sab__deaths_t *dead);
+/* At the death of `id` (marked already): wake every record watching it (or
+ * any owner), drop the records it left queued, free those it left taken;
+ * `hook` (under each bucket's lock) gives a semaphore with waiters there
+ * the slots of the dead. Deaths found meanwhile go to `dead`. */
+typedef void (*sab__sema_hook_t)(sab_space_t *sp, uint32_t b, uint32_t off, sab__wakes_t *w,
+                                 sab__deaths_t *dead);
+void sab__space_wake_watchers(sab_space_t *sp, uint32_t id, sab__sema_hook_t hook,
+                              sab__deaths_t *dead);
 
-/* lifeline.c: record the death of `id` (slot already marked free, or being
- * marked by the caller) and tell its watchers. */
-void sab__space_died(sab_space_t *sp, uint32_t id);
-/* Liveness of an id for code that holds a bucket lock: probes without ever
- * blocking; a death found here is recorded later, by sab__space_flush_deaths
- * with the ids collected in `dead` (lifelines still held by this thread). */
-int sab__space_alive_locked(sab_space_t *sp, uint32_t id, sab__deaths_t *dead);
-void sab__space_flush_deaths(sab_space_t *sp, sab__deaths_t *dead);
-
-/* space_sema.c: at a death, under bucket b's lock: the semaphore at `off`
- * (whose waiters queue in b) takes back the slots of dead holders and hands
- * them to its waiters. */
+/* space_sema.c: the semaphore's calls (include/sabsync_space.h) with the
+ * dead they met, and its death hook. */
+int sab__sema_in_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t flags,
+                         uint32_t *token, uint32_t *rec, sab__deaths_t *dead);
+int sab__sema_in_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t slot, uint32_t *info,
+                         sab__deaths_t *dead);
+int sab__sema_in_available(sab_space_t *sp, uint32_t off, sab__deaths_t *dead);
 void sab__space_sema_died(sab_space_t *sp, uint32_t b, uint32_t off, sab__wakes_t *w,
                           sab__deaths_t *dead);
 
-/* space.c: futex helpers on shared words (no FUTEX_PRIVATE_FLAG). */
+/* space_sys.c: futexes on shared words (no FUTEX_PRIVATE_FLAG), and the
+ * space's robust mutexes: lock, repairing nothing itself; 0, or 1 when the
+ * previous holder died holding it (the lock is held either way), or -1
+ * when the mutex is unusable (it is not held). */
 void sab__futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline);
 void sab__futex_wake_shared(uint32_t *word, int n);
+int sab__robust_init(pthread_mutex_t *mu);
+int sab__robust_lock(pthread_mutex_t *mu);
 
 #endif /* SAB_SPACE_INTERNAL_H */

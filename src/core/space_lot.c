@@ -55,11 +55,12 @@
  */
 #define _GNU_SOURCE
 #include "space_internal.h"
+#include "glibc_old.h"
+
+#if defined(__linux__)
 
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__linux__)
 
 #include <errno.h>
 
@@ -314,7 +315,7 @@ int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int6
   int result = SAB_PENDING;
   if (!cell_equals(sp, off, size, expected)) {
     result = SAB_NOT_EQUAL;
-  } else if (watch != 0 && sab_space_epoch(sp) != epoch) {
+  } else if (watch != 0 && sab__epoch_now(sp) != epoch) {
     /* A death raises the epoch before it visits the buckets: either we see
      * it here, or its visit of this bucket finds our record. */
     result = SAB_OWNER_DEAD;
@@ -407,7 +408,7 @@ typedef struct {
   uint32_t off;
   uint64_t count, woken;
   wakes_t wakes;
-  sab__deaths_t dead;
+  sab__deaths_t *dead;
 } notify_t;
 
 /* Under the lock: record i leaves the queue NOTIFIED; queue its wake. */
@@ -466,7 +467,7 @@ static int notify_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
   sab__record_t *r = sab__record(sp, i);
   if (sab__ld(&r->key) != n->off) return 0;
   uint32_t owner = sab__ld(&r->owner);
-  if (!sab__space_alive_locked(sp, owner, &n->dead)) {
+  if (!sab__space_alive_locked(sp, owner, n->dead)) {
     /* Its thread is gone: a wake counted for it would be lost. */
     unlink_record(sp, b, i, REC_CANCELLED);
     sab__space_free(sp, i, owner);
@@ -476,8 +477,8 @@ static int notify_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
   return ++n->woken == n->count;
 }
 
-uint64_t sab_space_notify(sab_space_t *sp, uint32_t off, uint64_t count) {
-  notify_t n = {off, count, 0, {{0}, 0}, {{0}, 0}};
+uint64_t sab__lot_notify(sab_space_t *sp, uint32_t off, uint64_t count, sab__deaths_t *dead) {
+  notify_t n = {off, count, 0, {{0}, 0}, dead};
   if (count == 0 || off >= sp->size) return 0;
   uint32_t b = sab__sbucket_of(off);
   sab__sbucket_t *bk = lock_bucket(sp, b);
@@ -485,13 +486,12 @@ uint64_t sab_space_notify(sab_space_t *sp, uint32_t off, uint64_t count) {
   walk(sp, b, notify_visit, &n);
   unlock_bucket(bk);
   wakes_run(&n.wakes);
-  sab__space_flush_deaths(sp, &n.dead);
   return n.woken;
 }
 
 typedef struct {
   uint32_t off, n;
-  sab__deaths_t dead;
+  sab__deaths_t *dead;
 } count_t;
 
 static int count_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
@@ -499,7 +499,7 @@ static int count_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
   sab__record_t *r = sab__record(sp, i);
   if (sab__ld(&r->key) != c->off) return 0;
   uint32_t owner = sab__ld(&r->owner);
-  if (!sab__space_alive_locked(sp, owner, &c->dead)) {
+  if (!sab__space_alive_locked(sp, owner, c->dead)) {
     unlink_record(sp, b, i, REC_CANCELLED); /* as notify would: not a waiter */
     sab__space_free(sp, i, owner);
     return 0;
@@ -508,15 +508,14 @@ static int count_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
   return 0;
 }
 
-uint32_t sab_space_waiters(sab_space_t *sp, uint32_t off) {
-  count_t c = {off, 0, {{0}, 0}};
+uint32_t sab__lot_waiters(sab_space_t *sp, uint32_t off, sab__deaths_t *dead) {
+  count_t c = {off, 0, dead};
   if (off >= sp->size) return 0;
   uint32_t b = sab__sbucket_of(off);
   sab__sbucket_t *bk = lock_bucket(sp, b);
   if (bk == NULL) return 0;
   walk(sp, b, count_visit, &c);
   unlock_bucket(bk);
-  sab__space_flush_deaths(sp, &c.dead);
   return c.n;
 }
 
@@ -549,20 +548,18 @@ static int death_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
   return 0;
 }
 
-void sab__space_wake_watchers(sab_space_t *sp, uint32_t id) {
+void sab__space_wake_watchers(sab_space_t *sp, uint32_t id, sab__sema_hook_t hook,
+                              sab__deaths_t *dead) {
   death_t d = {id, {{0}, 0}, {0}, 0};
   for (uint32_t b = 0; b < NBUCKETS; b++) {
     sab__sbucket_t *bk = lock_bucket(sp, b);
     if (bk == NULL) continue;
     d.nsemas = 0;
     walk(sp, b, death_visit, &d);
-    sab__deaths_t dead = {{0}, 0};
     /* Semaphores whose waiters queue here: slots of the dead go to them. */
-    for (unsigned k = 0; k < d.nsemas; k++)
-      sab__space_sema_died(sp, b, d.semas[k], &d.wakes, &dead);
+    for (unsigned k = 0; k < d.nsemas && hook != NULL; k++) hook(sp, b, d.semas[k], &d.wakes, dead);
     unlock_bucket(bk);
     wakes_run(&d.wakes);
-    sab__space_flush_deaths(sp, &dead);
   }
   /* Records the dead took but had not queued, or had been woken in and not
    * yet freed: nobody else names them. */
@@ -584,75 +581,6 @@ int sab_space_wait(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t
   if (r != SAB_PENDING) return r;
   sab_space_park(sp, rec, deadline);
   return sab_space_settle(sp, id, rec, off, SAB_TIMED_OUT, NULL);
-}
-
-#else /* !__linux__ */
-
-void sab__space_queue(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t off, uint32_t watch,
-                      uint32_t flags, uint32_t raised) {
-  sab__sbucket_t *bk = sab__sbucket(sp, b);
-  sab__record_t *r = sab__record(sp, i);
-  int32_t *count = sab__count(sp, b);
-  uint32_t seq = sab__ld(&bk->seq), tail = sab__ld(&bk->tail);
-  sab__st(&bk->seq, seq + 1);
-  /* SAB_SPACE_SEMA: a semaphore's queue, keyed off | 1 (see sabsync_space.h). */
-  sab__st(&r->key, off | ((flags & SAB_SPACE_SEMA) ? 1u : 0u));
-  sab__st(&r->watch, watch);
-  sab__st(&r->flags, flags & 0xFFu);
-  sab__st(&r->token, 0xFFFFFFFFu);
-  sab__st(&r->seq, seq);
-  sab__st(&r->next, 0);
-  sab__st(&r->prev, tail);
-  sab__st(&r->state, REC_WAITING);
-  if (tail == 0 && sab__ld(&bk->head) == 0) {
-    sab__st(&bk->head, i);
-    sab__st(&bk->tail, i);
-    __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
-  } else if (rec_ok(tail) && tail != i && sab__ld(&sab__record(sp, tail)->next) == 0) {
-    sab__st(&sab__record(sp, tail)->next, i);
-    sab__st(&bk->tail, i);
-    __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
-  } else {
-    /* The list did not check out: rebuild it, ours included (counted). */
-    repair_counted(sp, b, raised);
-  }
-}
-
-int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t expected,
-                      uint32_t watch, uint32_t epoch, uint32_t flags, uint32_t *rec) {
-  (void)sp, (void)id, (void)off, (void)size, (void)expected, (void)watch, (void)epoch;
-  (void)flags, (void)rec;
-  return SAB_E_UNSUPPORTED;
-}
-int sab_space_park(sab_space_t *sp, uint32_t rec, uint64_t deadline) {
-  (void)sp, (void)rec, (void)deadline;
-  return SAB_CANCELLED;
-}
-int sab_space_settle(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off, int why,
-                     uint32_t *token) {
-  (void)sp, (void)id, (void)rec, (void)off, (void)why, (void)token;
-  return SAB_CANCELLED;
-}
-int sab_space_peek(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off) {
-  (void)sp, (void)id, (void)rec, (void)off;
-  return SAB_CANCELLED;
-}
-uint64_t sab_space_notify(sab_space_t *sp, uint32_t off, uint64_t count) {
-  (void)sp, (void)off, (void)count;
-  return 0;
-}
-uint32_t sab_space_waiters(sab_space_t *sp, uint32_t off) {
-  (void)sp, (void)off;
-  return 0;
-}
-int sab_space_wait(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t expected,
-                   uint64_t timeout_ns) {
-  (void)sp, (void)id, (void)off, (void)size, (void)expected, (void)timeout_ns;
-  return SAB_E_UNSUPPORTED;
-}
-uint32_t sab_space_records_used(sab_space_t *sp) {
-  (void)sp;
-  return 0;
 }
 
 #endif /* __linux__ */

@@ -15,18 +15,21 @@
  *  S1 Every call that finds the pool empty scans the holders and probes each
  *     (force): a slot held by a dead thread comes back at once, RECOVERED.
  *     Otherwise it scans only when the space's death epoch moved (sema.c R1).
- *  S2 A death recorded anywhere visits every bucket (space_lot.c), and for
+ *  S2 A death recorded anywhere visits every bucket (space_lot.c, called
+ *     by space_owners.c with sab__space_sema_died as its hook), and for
  *     each semaphore with waiters there runs S1's scan under that bucket's
- *     lock and hands what came back to the oldest waiters
- *     (sab__space_sema_died). Waiters of a semaphore probe periodically
- *     (the binding reaps while they wait), so a killed holder's slot reaches
- *     them without any further call.
- *  S3 A queued record of a dead owner is dropped when a handoff meets it
+ *     lock and hands what came back to the oldest waiters. Waiters of a semaphore probe
+ * periodically (the binding reaps while they wait), so a killed holder's slot reaches them without
+ * any further call. S3 A queued record of a dead owner is dropped when a handoff meets it
  *     (sab__space_oldest), never handed a slot.
  *
  * Every view is checked by sab_sema_open against the bytes from `off` to
  * the end of the space, on every call: nr and the layout come from that
  * check, never from a later read.
+ *
+ * Deaths found by the probes here are handed back in `dead`: burying them
+ * (space_owners.c, which also holds the public sab_space_sema_* calls)
+ * visits the queues, above this file.
  */
 #define _GNU_SOURCE
 #include "sema_pool.h"
@@ -42,7 +45,7 @@ static int view_of(sab_space_t *sp, uint32_t off, sab_sema_t *s) {
 }
 
 /* Holder liveness under a bucket lock: probes without blocking; deaths
- * found are buried after the lock is released (lifeline.c). */
+ * found go to `dead`. */
 typedef struct {
   sab_space_t *sp;
   sab__deaths_t *dead;
@@ -58,7 +61,7 @@ static int alive_in_space(void *ctx, uint32_t id) {
 static int sync_deaths(sab_space_t *sp, uint32_t b, const sab_sema_t *s, int force, sab__wakes_t *w,
                        sab__deaths_t *dead) {
   alive_ctx_t a = {sp, dead};
-  sab__owners_t o = {sab_space_epoch(sp), alive_in_space, &a, force};
+  sab__owners_t o = {sab__epoch_now(sp), alive_in_space, &a, force};
   int back = sab__sema_reclaim(s, &o);
   if (back <= 0) return back;
   uint32_t key = KEY((uint32_t)((char *)s->base - sp->base));
@@ -84,13 +87,14 @@ static int avail_of(const sab_sema_t *s) {
 
 /* After unlocking: the pool went from empty to not; wake those who watch
  * it (JS's resumeFn parks on the avail word, a plain cell). */
-static void refilled(sab_space_t *sp, uint32_t off) { sab_space_notify(sp, off + 4, UINT64_MAX); }
+static void refilled(sab_space_t *sp, uint32_t off, sab__deaths_t *dead) {
+  sab__lot_notify(sp, off + 4, UINT64_MAX, dead);
+}
 
-int sab_space_sema_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t flags,
-                           uint32_t *token, uint32_t *rec) {
+int sab__sema_in_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t flags,
+                         uint32_t *token, uint32_t *rec, sab__deaths_t *dead) {
   sab_sema_t s;
   sab__wakes_t w = {{0}, 0};
-  sab__deaths_t dead = {{0}, 0};
   sab__pool_t p;
   uint32_t b = sab__sbucket_of(off), i = 0;
   int32_t *count = sab__count(sp, b);
@@ -105,7 +109,7 @@ int sab_space_sema_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t 
   /* sema.c R3: raise the counter before the epoch is read. */
   __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
   int before = avail_of(&s);
-  if (sync_deaths(sp, b, &s, before == 0, &w, &dead) < 0 || sab__sema_pool_checked(&s, &p) != 0) {
+  if (sync_deaths(sp, b, &s, before == 0, &w, dead) < 0 || sab__sema_pool_checked(&s, &p) != 0) {
     r = SAB_E_CORRUPT;
   } else if (p.avail > 0) {
     *token = sab__sema_grant(&s, id, &p);
@@ -122,29 +126,27 @@ int sab_space_sema_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t 
   sab__space_unlock(bk);
   if (i != 0 && r != SAB_PENDING) sab__space_free(sp, i, id);
   sab__wakes_run(&w);
-  sab__space_flush_deaths(sp, &dead);
-  if (before == 0 && after > 0) refilled(sp, off);
+  if (before == 0 && after > 0) refilled(sp, off, dead);
   return r;
 }
 
-int sab_space_sema_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t slot,
-                           uint32_t *info) {
+int sab__sema_in_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t slot, uint32_t *info,
+                         sab__deaths_t *dead) {
   sab_sema_t s;
   sab__wakes_t w = {{0}, 0};
-  sab__deaths_t dead = {{0}, 0};
   uint32_t b = sab__sbucket_of(off), head = 0, avail = 0, flags = 0;
   int r;
   if (info != NULL) *info = 0;
   if (view_of(sp, off, &s) != 0) return SAB_E_CORRUPT;
   sab__sbucket_t *bk = sab__space_lock(sp, b);
   if (bk == NULL) return SAB_E_CORRUPT;
-  if (sync_deaths(sp, b, &s, 0, &w, &dead) < 0 || sab__sema_pool_of(&s, &head, &avail) != 0) {
+  if (sync_deaths(sp, b, &s, 0, &w, dead) < 0 || sab__sema_pool_of(&s, &head, &avail) != 0) {
     r = SAB_E_CORRUPT;
   } else if ((slot = sab__sema_held(&s, id, slot)) < 0) {
     r = SAB_E_BAD_TOKEN;
   } else {
     r = (int)slot;
-    uint32_t i = sab__space_oldest(sp, b, KEY(off), &dead);
+    uint32_t i = sab__space_oldest(sp, b, KEY(off), dead);
     if (i != 0) {
       /* I2, I3: straight to the oldest waiter. */
       uint32_t owner = sab__space_owner(sp, i);
@@ -159,64 +161,24 @@ int sab_space_sema_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t s
   }
   sab__space_unlock(bk);
   sab__wakes_run(&w);
-  sab__space_flush_deaths(sp, &dead);
-  if ((flags & SAB_SEMA_POOLED) && avail == 0) refilled(sp, off);
+  if ((flags & SAB_SEMA_POOLED) && avail == 0) refilled(sp, off, dead);
   if (info != NULL) *info = flags;
   return r;
 }
 
-void sab_space_sema_give_back(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t token) {
-  if (token == SAB_SEMA_NO_TOKEN) return;
-  (void)sab_space_sema_release(sp, id, off, token & ~SAB_SEMA_RECOVERED, NULL);
-}
-
-uint32_t sab_space_sema_waiting(sab_space_t *sp, uint32_t off) {
-  return off < sp->size ? sab_space_waiters(sp, KEY(off)) : 0;
-}
-
-int sab_space_sema_available(sab_space_t *sp, uint32_t off) {
+int sab__sema_in_available(sab_space_t *sp, uint32_t off, sab__deaths_t *dead) {
   sab_sema_t s;
   sab__wakes_t w = {{0}, 0};
-  sab__deaths_t dead = {{0}, 0};
   uint32_t b = sab__sbucket_of(off);
   if (view_of(sp, off, &s) != 0) return SAB_E_CORRUPT;
   sab__sbucket_t *bk = sab__space_lock(sp, b);
   if (bk == NULL) return SAB_E_CORRUPT;
   int before = avail_of(&s);
-  int r = sync_deaths(sp, b, &s, before == 0, &w, &dead) < 0 ? SAB_E_CORRUPT : avail_of(&s);
+  int r = sync_deaths(sp, b, &s, before == 0, &w, dead) < 0 ? SAB_E_CORRUPT : avail_of(&s);
   sab__space_unlock(bk);
   sab__wakes_run(&w);
-  sab__space_flush_deaths(sp, &dead);
-  if (before == 0 && r > 0) refilled(sp, off);
+  if (before == 0 && r > 0) refilled(sp, off, dead);
   return r < 0 ? SAB_E_CORRUPT : r;
-}
-
-#else /* !__linux__ */
-
-int sab_space_sema_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t flags,
-                           uint32_t *token, uint32_t *rec) {
-  (void)sp, (void)id, (void)off, (void)flags, (void)token, (void)rec;
-  return SAB_E_UNSUPPORTED;
-}
-int sab_space_sema_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t slot,
-                           uint32_t *info) {
-  (void)sp, (void)id, (void)off, (void)slot, (void)info;
-  return SAB_E_UNSUPPORTED;
-}
-void sab_space_sema_give_back(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t token) {
-  (void)sp, (void)id, (void)off, (void)token;
-}
-uint32_t sab_space_sema_waiting(sab_space_t *sp, uint32_t off) {
-  (void)sp, (void)off;
-  return 0;
-}
-int sab_space_sema_available(sab_space_t *sp, uint32_t off) {
-  (void)sp, (void)off;
-  return SAB_E_UNSUPPORTED;
-}
-void sab__space_sema_died(sab_space_t *sp, uint32_t b, uint32_t off, sab__wakes_t *w,
-                          sab__deaths_t *dead) {
-  (void)sp, (void)b, (void)off, (void)w, (void)dead;
 }
 
 #endif /* __linux__ */

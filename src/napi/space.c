@@ -38,19 +38,24 @@
 #include "sabsync.h"
 #include "sabsync_space.h"
 
+static int set_num(napi_env env, napi_value obj, const char *name, double v) {
+  napi_value n;
+  SAB_CALL(env, napi_create_double(env, v, &n), -1);
+  SAB_CALL(env, napi_set_named_property(env, obj, name, n), -1);
+  return 0;
+}
+
+#if defined(__linux__)
+
 #include <dlfcn.h>
 #include <errno.h>
+#include "glibc_old.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#ifdef __linux__
-#include <linux/futex.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-#endif
 
 #define SLICE_NS (50ull * 1000000ull)  /* termination checks of a blocking wait */
 #define WATCH_NS (200ull * 1000000ull) /* lifeline probes while watching owners */
@@ -204,16 +209,7 @@ static void *waker_main(void *arg) {
       last_reap = now;
       if (sab_space_reap(reg->sp) > 0) continue;
     }
-#ifdef __linux__
-    struct timespec ts, *tsp = NULL;
-    if (watching) {
-      uint64_t d = last_reap + WATCH_NS;
-      ts.tv_sec = (time_t)(d / 1000000000u);
-      ts.tv_nsec = (long)(d % 1000000000u);
-      tsp = &ts;
-    }
-    syscall(SYS_futex, bell, FUTEX_WAIT_BITSET, seen, tsp, NULL, FUTEX_BITSET_MATCH_ANY);
-#endif
+    sab_space_doorbell_wait(reg->sp, reg->id, seen, watching ? last_reap + WATCH_NS : UINT64_MAX);
   }
 }
 
@@ -228,13 +224,7 @@ static int waker_start(napi_env env, reg_t *reg) {
 }
 
 /* Wake the waker: it looks at its pending waits again. */
-static void ring(reg_t *reg) {
-  uint32_t *bell = sab_space_doorbell(reg->sp, reg->id);
-  __atomic_fetch_add(bell, 1, __ATOMIC_SEQ_CST);
-#ifdef __linux__
-  syscall(SYS_futex, bell, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
-#endif
-}
+static void ring(reg_t *reg) { sab_space_doorbell_ring(reg->sp, reg->id); }
 
 static void waker_stop(reg_t *reg) {
   if (!reg->waker_started) return;
@@ -353,13 +343,6 @@ static int make_buffer(napi_env env, reg_t *reg, napi_value *out, bool *shared) 
     return -1;
   }
   *shared = false;
-  return 0;
-}
-
-static int set_num(napi_env env, napi_value obj, const char *name, double v) {
-  napi_value n;
-  SAB_CALL(env, napi_create_double(env, v, &n), -1);
-  SAB_CALL(env, napi_set_named_property(env, obj, name, n), -1);
   return 0;
 }
 
@@ -907,29 +890,46 @@ static napi_value space_sema_available(napi_env env, napi_callback_info info) {
   return r < 0 ? sema_corrupt(env) : number(env, r);
 }
 
+static const sab_napi_fn_t fns[] = {
+    {"spaceOpen", space_open},
+    {"spaceClose", space_close},
+    {"spaceUnlink", space_unlink},
+    {"spaceLookup", space_lookup},
+    {"spacePublish", space_publish},
+    {"spaceAbandon", space_abandon},
+    {"spaceAlive", space_alive},
+    {"spaceReap", space_reap},
+    {"spaceWait", space_wait},
+    {"spaceWaitAsync", space_wait_async},
+    {"spaceSettle", space_settle},
+    {"spaceNotify", space_notify},
+    {"spaceWaiters", space_waiters},
+    {"spaceSemaTry", space_sema_try},
+    {"spaceSemaAcquire", space_sema_acquire},
+    {"spaceSemaAcquireAsync", space_sema_acquire_async},
+    {"spaceSemaSettle", space_sema_settle},
+    {"spaceSemaRelease", space_sema_release},
+    {"spaceSemaWaiting", space_sema_waiting},
+    {"spaceSemaAvailable", space_sema_available},
+};
+
+#else /* !__linux__ */
+
+#include <stddef.h>
+
+/* No shared spaces here: openShared says so, never a per-process stand-in. */
+static napi_value unsupported(napi_env env, napi_callback_info info) {
+  (void)info;
+  sab_napi_throw_code(env, "ERR_SABSYNC_UNSUPPORTED",
+                      "openShared: shared spaces between processes need Linux");
+  return NULL;
+}
+
+static const sab_napi_fn_t fns[] = {{"spaceOpen", unsupported}, {"spaceUnlink", unsupported}};
+
+#endif /* __linux__ */
+
 int sab_napi_space_register(napi_env env, napi_value exports) {
-  static const sab_napi_fn_t fns[] = {
-      {"spaceOpen", space_open},
-      {"spaceClose", space_close},
-      {"spaceUnlink", space_unlink},
-      {"spaceLookup", space_lookup},
-      {"spacePublish", space_publish},
-      {"spaceAbandon", space_abandon},
-      {"spaceAlive", space_alive},
-      {"spaceReap", space_reap},
-      {"spaceWait", space_wait},
-      {"spaceWaitAsync", space_wait_async},
-      {"spaceSettle", space_settle},
-      {"spaceNotify", space_notify},
-      {"spaceWaiters", space_waiters},
-      {"spaceSemaTry", space_sema_try},
-      {"spaceSemaAcquire", space_sema_acquire},
-      {"spaceSemaAcquireAsync", space_sema_acquire_async},
-      {"spaceSemaSettle", space_sema_settle},
-      {"spaceSemaRelease", space_sema_release},
-      {"spaceSemaWaiting", space_sema_waiting},
-      {"spaceSemaAvailable", space_sema_available},
-  };
   if (sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]) != 0) return -1;
   napi_value results;
   SAB_CALL(env, napi_create_object(env, &results), -1);

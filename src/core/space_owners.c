@@ -1,0 +1,119 @@
+/*
+ * Deaths in a shared space, and the public calls that can find one.
+ *
+ * The files below this one only find deaths: lifeline.c probes and marks
+ * slots, the queues (space_lot.c) and the semaphore (space_sema.c) collect
+ * the owners they find dead in a sab__deaths_t while they hold a bucket
+ * lock. Telling a death means visiting every bucket, so it happens here,
+ * after those locks are released: bury() marks the slot (lifeline.c's O2
+ * order: epoch, slot word), then visits the queues with the semaphore's
+ * death hook, which may find more deaths, buried in turn.
+ *
+ *   space_sys.c    futexes, robust mutexes
+ *   lifeline.c     slots: probe, mark, claim, leave
+ *   space_lot.c    queues (probes owners through lifeline.c)
+ *   space_sema.c   the semaphore on the queues
+ *   space_owners.c this file: burial; the public calls that may bury
+ *
+ * Each file calls only the ones above it in that list.
+ */
+#define _GNU_SOURCE
+#include "sema_pool.h"
+#include "space_internal.h"
+
+#if defined(__linux__)
+
+/* Tell the watchers of `id`, whose slot this call just marked dead, and
+ * bury whatever that visit found dead in turn. */
+static void tell(sab_space_t *sp, uint32_t id) {
+  sab__deaths_t more = {{0}, 0};
+  sab__space_wake_watchers(sp, id, sab__space_sema_died, &more);
+  for (unsigned k = 0; k < more.n; k++) {
+    if (sab__slot_mark_dead(sp, more.ids[k])) tell(sp, more.ids[k]);
+  }
+}
+
+/* Bury the deaths a call collected. */
+static void bury_all(sab_space_t *sp, sab__deaths_t *dead) {
+  for (unsigned k = 0; k < dead->n; k++) {
+    if (sab__slot_mark_dead(sp, dead->ids[k])) tell(sp, dead->ids[k]);
+  }
+  dead->n = 0;
+}
+
+int sab_space_alive(sab_space_t *sp, uint32_t id) {
+  int r = sab__slot_alive(sp, id);
+  if (r < 0 && sab__slot_mark_dead(sp, id)) tell(sp, id); /* a death found right now */
+  return r > 0;
+}
+
+int sab_space_reap(sab_space_t *sp) {
+  int deaths = 0;
+  for (uint32_t i = 0; i < NSLOTS; i++) {
+    uint32_t id = sab__slot_live_id(sp, i);
+    if (id != 0 && !sab_space_alive(sp, id)) deaths++;
+  }
+  return deaths;
+}
+
+int sab_space_register(sab_space_t *sp, uint32_t *id) {
+  uint32_t unburied;
+  int r = sab__slot_claim(sp, id, &unburied);
+  if (unburied != 0) tell(sp, unburied);
+  return r;
+}
+
+void sab_space_unregister(sab_space_t *sp, uint32_t id) {
+  /* lifeline.c O1: FREE (marked) before the lifeline is let go. */
+  if (sab__slot_mark_dead(sp, id)) tell(sp, id);
+  sab__slot_leave(sp, id);
+}
+
+uint64_t sab_space_notify(sab_space_t *sp, uint32_t off, uint64_t count) {
+  sab__deaths_t dead = {{0}, 0};
+  uint64_t n = sab__lot_notify(sp, off, count, &dead);
+  bury_all(sp, &dead);
+  return n;
+}
+
+uint32_t sab_space_waiters(sab_space_t *sp, uint32_t off) {
+  sab__deaths_t dead = {{0}, 0};
+  uint32_t n = sab__lot_waiters(sp, off, &dead);
+  bury_all(sp, &dead);
+  return n;
+}
+
+int sab_space_sema_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t flags,
+                           uint32_t *token, uint32_t *rec) {
+  sab__deaths_t dead = {{0}, 0};
+  int r = sab__sema_in_acquire(sp, id, off, flags, token, rec, &dead);
+  bury_all(sp, &dead);
+  return r;
+}
+
+int sab_space_sema_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t slot,
+                           uint32_t *info) {
+  sab__deaths_t dead = {{0}, 0};
+  int r = sab__sema_in_release(sp, id, off, slot, info, &dead);
+  bury_all(sp, &dead);
+  return r;
+}
+
+void sab_space_sema_give_back(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t token) {
+  if (token == SAB_SEMA_NO_TOKEN) return;
+  /* BAD_TOKEN here means: reclaimed already (the owner was seen dead). */
+  (void)sab_space_sema_release(sp, id, off, token & ~SAB_SEMA_RECOVERED, NULL);
+}
+
+uint32_t sab_space_sema_waiting(sab_space_t *sp, uint32_t off) {
+  return off < sp->size ? sab_space_waiters(sp, off | 1u) : 0;
+}
+
+int sab_space_sema_available(sab_space_t *sp, uint32_t off) {
+  sab__deaths_t dead = {{0}, 0};
+  int r = sab__sema_in_available(sp, off, &dead);
+  bury_all(sp, &dead);
+  return r;
+}
+
+#endif /* __linux__ */
