@@ -97,7 +97,7 @@ for name in "${files[@]}"; do
   pass=$((pass + ${p:-0})); fail=$((fail + ${q:-0}))
   echo "arm64: $(basename "$f"): ${p:-0} passed, ${q:-0} failed ($(( $(date +%s) - s )) s)"
   if [ "$rc" -ne 0 ]; then
-    echo "--- arm64 node $node_version: $(basename "$f") failed (rc $rc); log: $log"; tail -n 30 "$log"
+    echo "--- arm64 node $node_version: $(basename "$f") failed (rc $rc); log: $log"; bash "$root/scripts/show-failures.sh" "$log"
     fail=$((fail + 1)); status=1
   fi
 done

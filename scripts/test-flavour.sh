@@ -55,7 +55,7 @@ for flavour in "${@:-asan}"; do
     p=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); f_=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")
     pass=$((pass + ${p:-0})); fail=$((fail + ${f_:-0}))
     if [ "$rc" -ne 0 ] || grep -qE 'ERROR: AddressSanitizer|runtime error:|WARNING: ThreadSanitizer' "$log"; then
-      echo "--- $flavour: $(basename "$f") failed (rc $rc); log: $log"; tail -n 40 "$log"
+      echo "--- $flavour: $(basename "$f") failed (rc $rc); log: $log"; bash "$root/scripts/show-failures.sh" "$log" 25
       fail=$((fail + 1)); status=1
     fi
   done

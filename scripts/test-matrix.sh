@@ -33,7 +33,8 @@ for major in "${@:-18 20 22 24}"; do
       p=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); q=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")
       pass=$((pass + ${p:-0})); fail=$((fail + ${q:-0}))
       if [ "$rc" -ne 0 ]; then
-        echo "--- node $version: $(basename "$f") failed (rc $rc); log: $log"; tail -n 30 "$log"
+        echo "--- node $version: $(basename "$f") failed (rc $rc); log: $log"
+        bash "$root/scripts/show-failures.sh" "$log"
         fail=$((fail + 1)); status=1
       fi
     done
