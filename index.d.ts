@@ -529,6 +529,22 @@ export interface OpenSharedOptions {
 }
 
 /**
+ * A primitive in a shared space ({@link openShared}): the in-process class's
+ * methods, but its `buffer` is this thread's view of the space, an
+ * `ArrayBuffer` before Node 24.16 / 26.1, so it is no {@link SharedHandle}:
+ * `X.from()` and `postMessage` do not carry it to another thread, which
+ * opens the space and the key itself.
+ */
+export type InSpace<T extends SharedHandle> = Omit<T, 'buffer' | 'handle'> & {
+  readonly buffer: ArrayBuffer | SharedArrayBuffer
+}
+
+/** A RateLimit in a shared space: `await limit()` as {@link RateLimiter}, with no `handle`. */
+export interface SpaceRateLimiter extends InSpace<RateLimiter> {
+  (options?: { signal?: AbortSignal }): Promise<number>
+}
+
+/**
  * A named space of shared memory between the processes of one host (Linux),
  * opened by this thread. Objects are found by key: the first caller of a key
  * in any process creates it, later callers attach; a key used with another
@@ -556,17 +572,17 @@ export interface Space {
   /** `length` Int32 cells; `wait` / `waitAsync` / `notify` / `waiters` on them reach every process. */
   int32Array(key: string, length: number): Int32Array
   bigInt64Array(key: string, length: number): BigInt64Array
-  mutex(key: string): Mutex
-  atomicFlag(key: string): AtomicFlag
-  once(key: string): Once
-  latch(key: string, count: number): Latch
-  condVar(key: string): CondVar
-  rwlock(key: string, options?: { readerSlots?: number }): RWLock
-  barrier(key: string, parties: number): Barrier
+  mutex(key: string): InSpace<Mutex>
+  atomicFlag(key: string): InSpace<AtomicFlag>
+  once(key: string): InSpace<Once>
+  latch(key: string, count: number): InSpace<Latch>
+  condVar(key: string): InSpace<CondVar>
+  rwlock(key: string, options?: { readerSlots?: number }): InSpace<RWLock>
+  barrier(key: string, parties: number): InSpace<Barrier>
   /** A Sema of `nr` tokens; `initFn`, `pauseFn`, `resumeFn` are this thread's. */
-  sema<T = number>(key: string, nr: number, options?: SemaOptions<T>): Sema<T>
+  sema<T = number>(key: string, nr: number, options?: SemaOptions<T>): InSpace<Sema<T>>
   /** A RateLimit of `rps` per `timeUnit` ms across every process. */
-  rateLimit(key: string, rps: number, options?: Omit<RateLimitOptions, 'buffer' | 'byteOffset'>): RateLimiter
+  rateLimit(key: string, rps: number, options?: Omit<RateLimitOptions, 'buffer' | 'byteOffset'>): SpaceRateLimiter
   /** This thread's view ends (when its last open of this name closes); the space lives on. */
   close(): void
   /** Remove the name (a later `openShared` makes a new space); `false` if it was gone. */

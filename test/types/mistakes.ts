@@ -1,7 +1,7 @@
 // What must not compile: each line after a `@ts-expect-error` is a mistake
 // that index.d.ts refuses (test/types.test.js checks that each of these
 // lines is an error on its own, and that nothing else in the file is).
-import { wait, waitAsync, notify, Mutex, Sema, RateLimit, Latch } from 'sabsync'
+import { wait, waitAsync, notify, Mutex, Sema, RateLimit, Latch, openShared } from 'sabsync'
 
 const i32 = new Int32Array(new SharedArrayBuffer(8))
 const big = new BigInt64Array(new SharedArrayBuffer(16))
@@ -49,3 +49,12 @@ Mutex.from(sab)
 // @ts-expect-error the options of from() are the handle's, not memory options
 Sema.from({ byteOffset: 0 })
 void new Mutex({ buffer: sab, byteOffset: 16 }) // the right way
+
+function spaces (): void {
+  const s = openShared('types-mistakes')
+  // @ts-expect-error a space's object is no SharedHandle: its buffer may be an ArrayBuffer
+  Mutex.from(s.mutex('lock'))
+  // @ts-expect-error nor does a space's RateLimit have a handle to post
+  RateLimit.from(s.rateLimit('api', 10).handle)
+}
+void spaces

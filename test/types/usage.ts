@@ -2,7 +2,7 @@
 // installed package, and by test/types.test.js: every export used as the
 // README shows it.
 import sabsync, { wait, waitAsync, notify, waiters, SabsyncError, openShared } from 'sabsync'
-import type { WaitAsyncResult, SharedHandle, MemoryOptions, AsyncOptions, Space } from 'sabsync'
+import type { WaitAsyncResult, SharedHandle, MemoryOptions, AsyncOptions, Space, SpaceRateLimiter, InSpace } from 'sabsync'
 
 const ta = new Int32Array(new SharedArrayBuffer(8))
 const big = new BigInt64Array(new SharedArrayBuffer(16))
@@ -77,15 +77,18 @@ async function space (): Promise<void> {
   const s: Space = openShared('types-sample', { size: 1 << 20, mode: 0o600 })
   const cells: Int32Array = s.int32Array('cells', 4)
   const big2: BigInt64Array = s.bigInt64Array('big', 2)
-  const lock = s.mutex('lock')
+  const lock: InSpace<Mutex> = s.mutex('lock')
   await lock.runExclusive(() => { cells[0]++ })
   const woke: number = notify(cells, 0) + waiters(big2, 0)
   const r = s.rwlock('r', { readerSlots: 8 })
   const pool = s.sema('pool', 2, { initFn: (slot: number) => `c${slot}` })
   const conn: string = await pool.acquire()
   pool.release(conn)
-  const api: RateLimiter = s.rateLimit('api', 10, { timeUnit: 1000 })
+  const api: SpaceRateLimiter = s.rateLimit('api', 10, { timeUnit: 1000 })
   await api()
+  const view: ArrayBuffer | SharedArrayBuffer = lock.buffer // an ArrayBuffer before Node 24.16 / 26.1
+  const at: number | undefined = api.sync(5)
+  void [view, at]
   void [woke, r, s.atomicFlag('f'), s.once('o'), s.latch('l', 1), s.condVar('c'), s.barrier('b', 2), s.ownerId, s.created]
   s.close()
   const gone: boolean = s.unlink() || openShared.unlink('types-sample')
