@@ -11,6 +11,10 @@
 # build/, which every `node-gyp rebuild` of the tree deletes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# Each file runs under plain node, where tap's own limit for a file is 30 s
+# (TAP_TIMEOUT): a sanitizer, an emulator or a loaded machine passes it with
+# tests that are merely slow. `timeout 600` below is the hang guard.
+export TAP_TIMEOUT="${TAP_TIMEOUT:-600}"
 status=0
 for flavour in "${@:-asan}"; do
   dir="$root/.flavours/$flavour"

@@ -6,6 +6,10 @@
 # Prints `matrix node vX: N passed, M failed` per version.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# Each file runs under plain node, where tap's own limit for a file is 30 s
+# (TAP_TIMEOUT): a sanitizer, an emulator or a loaded machine passes it with
+# tests that are merely slow. `timeout 600` below is the hang guard.
+export TAP_TIMEOUT="${TAP_TIMEOUT:-600}"
 status=0
 for major in "${@:-18 20 22 24}"; do
   for v in $major; do
