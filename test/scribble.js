@@ -38,12 +38,13 @@ function bytesOf (kind, nr) {
 function user (kind, handle, nr, stop, seed) {
   const w = new Worker(fixture('scribble-user.js'), { workerData: { kind, handle, nr, control: stop, seed } })
   const attached = new Promise(resolve => w.once('message', resolve))
+  const exited = new Promise(resolve => w.once('exit', resolve))
   const result = new Promise((resolve, reject) => {
     w.on('message', m => { if (m !== 'attached') resolve(m) })
     w.once('error', reject)
     w.once('exit', () => resolve(null))
   })
-  return { worker: w, attached, result }
+  return { worker: w, attached, result, exited }
 }
 
 async function healthySema (s, nr, problems) {
@@ -114,6 +115,12 @@ async function scribble ({ kind, nr = 3, ms = 1500, users = 2, terminate = true,
   }
   Atomics.store(usersStop, 0, 1)
   const stats = await Promise.all(long.map(u => u.result))
+  // A user's report comes before its thread ends, and a thread that ends
+  // gives back what its memory says it holds (the death path): on memory
+  // still scribbled, that can be a slot that is not its own. The repair
+  // below puts the good bytes back once nothing else touches them, so it
+  // waits for the threads to be gone.
+  await Promise.all(long.map(u => u.exited))
   Atomics.store(flipperStop, 0, 1)
   const { flips } = await flipped
 
