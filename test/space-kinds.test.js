@@ -3,6 +3,10 @@
 // by another process, an AtomicFlag waited on in one and set in another, a
 // CondVar signalled from one to the other under a shared Mutex.
 const t = require('tap')
+
+// Real processes, each starting Node and opening the space: seconds apiece
+// on a loaded machine, so past the suite's 120 s for a file there.
+t.setTimeout(600000)
 const { openShared } = require('..')
 const { spaceName, spawn } = require('./space-helpers')
 const { until } = require('./helpers')

@@ -4,6 +4,10 @@
 // is killed with SIGKILL while it holds a Mutex, a read lock, a running Once
 // or a place in a Barrier round, or while it waits for the Mutex.
 const t = require('tap')
+
+// Real processes, each starting Node and opening the space: seconds apiece
+// on a loaded machine, so past the suite's 120 s for a file there.
+t.setTimeout(600000)
 const { openShared, waiters } = require('..')
 const { spaceName, spawn } = require('./space-helpers')
 const { until } = require('./helpers')

@@ -3,6 +3,10 @@
 // must agree, a full space), versions, close and unlink, and threads of one
 // process sharing one mapping.
 const t = require('tap')
+
+// Real processes, each starting Node and opening the space: seconds apiece
+// on a loaded machine, so past the suite's 120 s for a file there.
+t.setTimeout(600000)
 const fs = require('fs')
 const { openShared, Mutex, wait, notify } = require('..')
 const { spaceName, spawn } = require('./space-helpers')

@@ -6,6 +6,10 @@
 // (under ASan too: scripts/test-flavour.sh runs this file against the
 // sanitized build). Then the space is still usable by a fresh key.
 const t = require('tap')
+
+// Real processes, each starting Node and opening the space: seconds apiece
+// on a loaded machine, so past the suite's 120 s for a file there.
+t.setTimeout(600000)
 const { openShared } = require('..')
 const { spaceName, spawn } = require('./space-helpers')
 

@@ -4,6 +4,10 @@
 // back as recovered, and a rate never exceeded in any window across 4
 // processes.
 const t = require('tap')
+
+// Real processes, each starting Node and opening the space: seconds apiece
+// on a loaded machine, so past the suite's 120 s for a file there.
+t.setTimeout(600000)
 const { openShared } = require('..')
 const { spaceName, spawn } = require('./space-helpers')
 const { until } = require('./helpers')

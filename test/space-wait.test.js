@@ -3,6 +3,10 @@
 // processes (and threads in them): exact counts, FIFO order, BigInt64 cells,
 // aborts, and waiters killed with SIGKILL.
 const t = require('tap')
+
+// Real processes, each starting Node and opening the space: seconds apiece
+// on a loaded machine, so past the suite's 120 s for a file there.
+t.setTimeout(600000)
 const { openShared, wait, waitAsync, notify, waiters } = require('..')
 const { spaceName, spawn } = require('./space-helpers')
 const { until } = require('./helpers')

@@ -93,49 +93,41 @@ static double code(int r) { return (double)r; }
 
 #define number sab_napi_number
 
+/* The error of each core code: its ERR_SABSYNC_* and what it says after
+ * the caller's `what`. A code not listed is a system error (errno). */
+static const struct {
+  int r;
+  const char *code;
+  const char *says;
+} space_errors[] = {
+    {SAB_E_SPACE_NAME, "ERR_SABSYNC_SHARED_NAME", "not a valid space name"},
+    {SAB_E_SPACE_SIZE, "ERR_SABSYNC_SHARED_MISMATCH", "the space exists with another size"},
+    {SAB_E_SPACE_VERSION, "ERR_SABSYNC_SHARED_VERSION", "not a sabsync space of layout version"},
+    {SAB_E_SPACE_MISMATCH, "ERR_SABSYNC_SHARED_MISMATCH",
+     "the key names an object of another kind or parameters"},
+    {SAB_E_SPACE_FULL, "ERR_SABSYNC_SHARED_FULL", "the space is full"},
+    {SAB_E_UNSUPPORTED, "ERR_SABSYNC_UNSUPPORTED", "shared spaces between processes need Linux"},
+    {SAB_E_SPACE_KEY, "ERR_SABSYNC_SHARED_KEY", "not a valid key"},
+    {SAB_E_CORRUPT, "ERR_SABSYNC_BAD_MEMORY",
+     "the space's bookkeeping does not hold a valid state"},
+};
+
 /* Throw the error of a core code. */
 static void throw_space(napi_env env, int r, const char *what) {
   char msg[256];
-  const char *codestr = "ERR_SABSYNC_SHARED_SYSTEM";
-  switch (r) {
-    case SAB_E_SPACE_NAME:
-      codestr = "ERR_SABSYNC_SHARED_NAME";
-      snprintf(msg, sizeof msg, "%s: not a valid space name", what);
-      break;
-    case SAB_E_SPACE_SIZE:
-      codestr = "ERR_SABSYNC_SHARED_MISMATCH";
-      snprintf(msg, sizeof msg, "%s: the space exists with another size", what);
-      break;
-    case SAB_E_SPACE_VERSION:
-      codestr = "ERR_SABSYNC_SHARED_VERSION";
-      snprintf(msg, sizeof msg,
-               "%s: not a sabsync space of layout version %d (made by another version, or not "
-               "by sabsync)",
-               what, SAB_SPACE_VERSION);
-      break;
-    case SAB_E_SPACE_MISMATCH:
-      codestr = "ERR_SABSYNC_SHARED_MISMATCH";
-      snprintf(msg, sizeof msg, "%s: the key names an object of another kind or parameters", what);
-      break;
-    case SAB_E_SPACE_FULL:
-      codestr = "ERR_SABSYNC_SHARED_FULL";
-      snprintf(msg, sizeof msg, "%s: the space is full", what);
-      break;
-    case SAB_E_UNSUPPORTED:
-      codestr = "ERR_SABSYNC_UNSUPPORTED";
-      snprintf(msg, sizeof msg, "%s: shared spaces between processes need Linux", what);
-      break;
-    case SAB_E_SPACE_KEY:
-      codestr = "ERR_SABSYNC_SHARED_KEY";
-      snprintf(msg, sizeof msg, "%s: not a valid key", what);
-      break;
-    case SAB_E_CORRUPT:
-      codestr = "ERR_SABSYNC_BAD_MEMORY";
-      snprintf(msg, sizeof msg, "%s: the space's bookkeeping does not hold a valid state", what);
-      break;
-    default: snprintf(msg, sizeof msg, "%s: %s", what, strerror(errno)); break;
+  for (size_t i = 0; i < sizeof space_errors / sizeof space_errors[0]; i++) {
+    if (space_errors[i].r != r) continue;
+    if (r == SAB_E_SPACE_VERSION) {
+      snprintf(msg, sizeof msg, "%s: %s %d (made by another version, or not by sabsync)", what,
+               space_errors[i].says, SAB_SPACE_VERSION);
+    } else {
+      snprintf(msg, sizeof msg, "%s: %s", what, space_errors[i].says);
+    }
+    napi_throw_error(env, space_errors[i].code, msg);
+    return;
   }
-  napi_throw_error(env, codestr, msg);
+  snprintf(msg, sizeof msg, "%s: %s", what, strerror(errno));
+  napi_throw_error(env, "ERR_SABSYNC_SHARED_SYSTEM", msg);
 }
 
 static reg_t *unwrap(napi_env env, napi_value v) {
@@ -154,19 +146,6 @@ static int get_u32(napi_env env, napi_value v, uint32_t *out) {
 
 static int get_double(napi_env env, napi_value v, double *out) {
   SAB_CALL(env, napi_get_value_double(env, v, out), -1);
-  return 0;
-}
-
-/* The expected value of a cell of `size` bytes (a Number for 4, a BigInt for 8). */
-static int get_expected(napi_env env, napi_value v, int size, int64_t *out) {
-  if (size == 8) {
-    bool lossless;
-    SAB_CALL(env, napi_get_value_bigint_int64(env, v, out, &lossless), -1);
-  } else {
-    int32_t x;
-    SAB_CALL(env, napi_get_value_int32(env, v, &x), -1);
-    *out = x;
-  }
   return 0;
 }
 
@@ -545,8 +524,9 @@ static napi_value space_wait(napi_env env, napi_callback_info info) {
   double ms;
   if (reg == NULL || e == NULL) return NULL;
   if (get_cell(env, argv[1], argv[2], &off, &size) != 0 ||
-      get_expected(env, argv[3], size, &expected) != 0 || get_double(env, argv[4], &ms) != 0 ||
-      get_u32(env, argv[5], &watch) != 0 || get_u32(env, argv[6], &epoch) != 0) {
+      sab_napi_cell_value(env, argv[3], size, &expected) != 0 ||
+      get_double(env, argv[4], &ms) != 0 || get_u32(env, argv[5], &watch) != 0 ||
+      get_u32(env, argv[6], &epoch) != 0) {
     return NULL;
   }
   uint64_t deadline = sab_napi_deadline(ms), last_reap = sab_now();
@@ -669,8 +649,8 @@ static napi_value space_wait_async(napi_env env, napi_callback_info info) {
   int64_t expected;
   if (reg == NULL) return NULL;
   if (get_cell(env, argv[1], argv[2], &off, &size) != 0 ||
-      get_expected(env, argv[3], size, &expected) != 0 || get_u32(env, argv[4], &watch) != 0 ||
-      get_u32(env, argv[5], &epoch) != 0) {
+      sab_napi_cell_value(env, argv[3], size, &expected) != 0 ||
+      get_u32(env, argv[4], &watch) != 0 || get_u32(env, argv[5], &epoch) != 0) {
     return NULL;
   }
   pending_t *p = pending_new(env, reg, argv[6]);

@@ -105,3 +105,15 @@ int sab_napi_add_functions(napi_env env, napi_value exports, const sab_napi_fn_t
   }
   return 0;
 }
+
+int sab_napi_cell_value(napi_env env, napi_value v, int size, int64_t *out) {
+  if (size == 8) {
+    bool lossless;
+    SAB_CALL(env, napi_get_value_bigint_int64(env, v, out, &lossless), -1);
+  } else {
+    int32_t x;
+    SAB_CALL(env, napi_get_value_int32(env, v, &x), -1);
+    *out = x;
+  }
+  return 0;
+}

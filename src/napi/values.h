@@ -23,6 +23,11 @@ napi_value sab_napi_number(napi_env env, double v);
 int sab_napi_int32_memory(napi_env env, napi_value ta, const char *name, void **data, size_t *bytes,
                           napi_value *buffer);
 
+/* The expected value of a cell of `size` bytes: a Number (as int32) for
+ * 4, a BigInt for 8 (JS has converted it as Atomics.wait does). 0, or -1
+ * with an exception pending. */
+int sab_napi_cell_value(napi_env env, napi_value v, int size, int64_t *out);
+
 /* Milliseconds (normalised by JS: >= 0, or +Infinity) to a deadline on
  * sab_now()'s clock, rounded up so that it is never early. */
 uint64_t sab_napi_deadline(double ms);

@@ -50,18 +50,6 @@ static int get_cell(napi_env env, napi_value ta, napi_value index, cell_t *out,
   return 0;
 }
 
-static int get_expected(napi_env env, napi_value v, int size, int64_t *out) {
-  if (size == 8) {
-    bool lossless;
-    SAB_CALL(env, napi_get_value_bigint_int64(env, v, out, &lossless), -1);
-  } else {
-    int32_t x;
-    SAB_CALL(env, napi_get_value_int32(env, v, &x), -1);
-    *out = x;
-  }
-  return 0;
-}
-
 /* Optional (watch, epoch) arguments: see sab_wait_enqueue_watch. */
 static int get_watch(napi_env env, napi_value watch, napi_value epoch, uint32_t *w, uint32_t *ep) {
   napi_valuetype t;
@@ -83,7 +71,7 @@ static napi_value wait_sync(napi_env env, napi_callback_info info) {
   double ms;
   uint32_t watch, epoch;
   if (e == NULL || get_cell(env, argv[0], argv[1], &c, NULL) != 0) return NULL;
-  if (get_expected(env, argv[2], c.size, &expected) != 0) return NULL;
+  if (sab_napi_cell_value(env, argv[2], c.size, &expected) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[3], &ms), NULL);
   if (get_watch(env, argv[4], argv[5], &watch, &epoch) != 0) return NULL;
   uint64_t deadline = sab_napi_deadline(ms);
@@ -117,7 +105,7 @@ static napi_value wait_async(napi_env env, napi_callback_info info) {
   uint32_t flags, watch, epoch;
   napi_value buffer, result;
   if (e == NULL || get_cell(env, argv[0], argv[1], &c, &buffer) != 0) return NULL;
-  if (get_expected(env, argv[2], c.size, &expected) != 0) return NULL;
+  if (sab_napi_cell_value(env, argv[2], c.size, &expected) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[3], &ms), NULL);
   SAB_CALL(env, napi_get_value_uint32(env, argv[4], &flags), NULL);
   if (get_watch(env, argv[5], argv[6], &watch, &epoch) != 0) return NULL;
