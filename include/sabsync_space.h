@@ -190,6 +190,16 @@ void sab_space_sema_give_back(sab_space_t *sp, uint32_t id, uint32_t off, uint32
 uint32_t sab_space_sema_waiting(sab_space_t *sp, uint32_t off);
 int sab_space_sema_available(sab_space_t *sp, uint32_t off);
 
+/*
+ * A RateLimit (sab_rate_*) in a space: its memory at rate_off, its turn (a
+ * token semaphore of 1) at turn_off just after. A grant as sab_rate_take,
+ * under the turn's bucket lock, which orders it with every process's. With
+ * turn_free_only, only while the turn is free and nobody waits for it,
+ * else SAB_TIMED_OUT (the caller then takes the turn).
+ */
+int sab_space_rate_take(sab_space_t *sp, uint32_t turn_off, uint32_t rate_off, int turn_free_only,
+                        uint64_t *at, uint64_t *wait_ns);
+
 /* Test hook: the number of records in use (all owners). */
 uint32_t sab_space_records_used(sab_space_t *sp);
 

@@ -18,6 +18,7 @@ const native = require('./native')
 const { Sema } = require('./sema')
 const { memoryOf, isMemory, parseTimeout, isAbortSignal, ownSignal, SabsyncError, invalidType, outOfRange } = require('./shared')
 const { attachTo } = require('./kind')
+const { spaceOf } = require('./space-registry')
 
 const { RATE_MAX: MAX, RATE_MAGIC: MAGIC, RATE_W_RPS: W_RPS, RATE_HEADER_BYTES: HEADER_BYTES } = native.constants
 
@@ -50,6 +51,18 @@ const sleeper = new Int32Array(new SharedArrayBuffer(4))
 
 function limiterOver (mem, turn) {
   const i32 = mem.i32
+  // grant(turnFreeOnly): a grant's time (> 0), or minus the ms to wait.
+  // In-process, the turn's holder takes grants under the lot's lock of the
+  // ring, and a caller without the turn never does (0: take the turn). In
+  // a shared space, grants are ordered by the turn's lock in every process,
+  // and a caller that finds the turn free with nobody queued for it is
+  // granted without taking the turn: it is first in line, and a turn taken
+  // and given back across processes costs hand-offs to processes that may
+  // not be running (a convoy when there are more processes than CPUs).
+  const space = spaceOf(mem.buffer)
+  const grant = space === undefined
+    ? turnFreeOnly => turnFreeOnly ? 0 : native.rateTake(i32)
+    : space.rateTaker(i32, turn.byteOffset)
 
   /**
    * Resolves when a call may proceed, with the grant's time (ms on the
@@ -65,6 +78,8 @@ function limiterOver (mem, turn) {
       if (signal !== undefined) signal = ownSignal(signal)
     }
     if (signal !== undefined && signal.aborted) throw signal.reason
+    const now = grant(true)
+    if (now > 0) return now
     // undefined while others wait: no barging
     const token = turn.tryAcquire() ?? await turn.acquire(signal === undefined ? undefined : { signal })
     // Every path out, a throw from rateTake included (memory that is not a
@@ -74,7 +89,7 @@ function limiterOver (mem, turn) {
     try {
       for (;;) {
         if (signal !== undefined && signal.aborted) throw signal.reason
-        const r = native.rateTake(i32)
+        const r = grant(false)
         if (r > 0) return r
         await sleep(-r, signal)
       }
@@ -87,11 +102,13 @@ function limiterOver (mem, turn) {
   function sync (timeout) {
     const ms = parseTimeout(timeout)
     const end = ms === Infinity ? Infinity : native.now() + ms
+    const now = grant(true)
+    if (now > 0) return now
     const token = turn.acquireSync(ms)
     if (token === undefined) return undefined
     try {
       for (;;) {
-        const r = native.rateTake(i32)
+        const r = grant(false)
         if (r > 0) return r
         const left = end - native.now()
         if (left <= 0) return undefined

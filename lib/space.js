@@ -258,6 +258,15 @@ function contextOf (opened) {
       release: (off, slot) => call(native.spaceSemaRelease, h, off, slot),
       waiting: off => native.spaceSemaWaiting(h, off),
       available: off => call(native.spaceSemaAvailable, h, off)
+    },
+
+    // lib/rate-limit.js: a RateLimit's grants (src/core/space_sema.c), taken
+    // under its turn's bucket lock, which orders them in every process. A
+    // function for one limiter: its grant ring at i32, its turn after it.
+    rateTaker (i32, turnByteOffset) {
+      const rateOff = pub + i32.byteOffset
+      const turnOff = pub + turnByteOffset
+      return turnFreeOnly => call(native.spaceRateTake, h, turnOff, rateOff, turnFreeOnly)
     }
   }
   return ctx

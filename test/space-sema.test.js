@@ -145,3 +145,36 @@ t.test('a RateLimit of rps is never exceeded in any window across 4 processes', 
   }
   t.ok(worst >= unit - 0.001, `any ${rps + 1} grants span at least ${unit} ms (the shortest: ${worst.toFixed(2)} ms)`)
 })
+
+// In a space a caller that finds the limiter's turn free, with nobody
+// queued for it, is granted without taking the turn (lib/rate-limit.js).
+// It must never overtake: while the turn is held by a caller that sleeps
+// until its grant is due, a newcomer queues behind it; and a grant taken
+// by another process at any moment keeps the window.
+t.test('a RateLimit in a space: a caller with nobody ahead is granted at once, a newcomer never overtakes the turn\'s holder', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  t.teardown(() => space.close())
+  const unit = 400
+  const limit = space.rateLimit('one', 1, { timeUnit: unit })
+  const kid = spawn(t, name, `
+    const limit = space.rateLimit('one', 1, { timeUnit: ${unit} })
+    send('ready')
+    await next()
+    return limit.sync()`)
+  await kid.message(m => m === 'ready')
+  const first = await limit() // the turn free, nobody queued: at once
+  t.equal(limit.nrWaiting(), 0)
+  const second = limit() // holds the turn, sleeps until first + unit
+  const third = limit() // queues for the turn
+  t.equal(limit.nrWaiting(), 1, 'the newcomer queued for the turn')
+  kid.send('go') // joins in whenever it runs: before, between or after these
+  const [g2, g3] = await Promise.all([second, third])
+  const g4 = await kid.done
+  t.ok(g2 - first >= unit - 0.001, `the turn's holder waited out the window (${(g2 - first).toFixed(1)} ms)`)
+  t.ok(g3 - g2 >= unit - 0.001, `the newcomer came after it (${(g3 - g2).toFixed(1)} ms)`)
+  const all = [first, g2, g3, g4].sort((x, y) => x - y)
+  const gaps = all.slice(1).map((g, i) => g - all[i])
+  t.ok(gaps.every(d => d >= unit - 0.001), `the other process's grant kept the window too (gaps ${gaps.map(d => d.toFixed(1)).join(', ')} ms)`)
+  t.equal(limit.nrWaiting(), 0)
+})

@@ -131,4 +131,8 @@ static inline uint32_t sab__spin(sab_waiter_t *w) {
   }
 }
 
+/* rate.c's take without its lock: the caller holds the lock that guards
+ * this limiter (in a shared space, its turn's bucket: space_sema.c). */
+int sab__rate_take_locked(const sab_rate_t *r, uint64_t *at, uint64_t *wait_ns);
+
 #endif /* SAB_INTERNAL_H */

@@ -41,7 +41,9 @@
  * Nothing is held between calls: a caller that dies after a grant used
  * it, one that dies while it waits for its turn had nothing recorded. The
  * lock is the lot's bucket mutex, held only inside sab_rate_take, which a
- * terminated thread cannot be interrupted in.
+ * terminated thread cannot be interrupted in. In a shared space the lock is
+ * instead the space's bucket of the limiter's turn (space_sema.c), which
+ * every process shares and a killed process cannot leave held (robust).
  */
 #include "internal.h"
 
@@ -95,18 +97,16 @@ int sab_rate_open(sab_rate_t *r, void *mem, size_t bytes) {
 uint64_t sab_rate_unit_ns(const sab_rate_t *r) { return (uint64_t)RD64(unit_of(r)); }
 int sab_rate_uniform(const sab_rate_t *r) { return (int)(RD32(&r->base[W_FLAGS]) & 1); }
 
-int sab_rate_take(const sab_rate_t *r, uint64_t *at, uint64_t *wait_ns) {
+/* The take, under whichever lock guards this limiter: the lot's bucket
+ * (sab_rate_take), or in a shared space the bucket of its turn
+ * (space_sema.c). */
+int sab__rate_take_locked(const sab_rate_t *r, uint64_t *at, uint64_t *wait_ns) {
   int64_t unit = RD64(unit_of(r));
   if (unit <= 0 || unit > INT64_MAX / 4) return SAB_E_CORRUPT;
   int64_t spacing = sab_rate_uniform(r) ? unit / r->rps : 0;
   int64_t *ring = ring_of(r);
-  int result;
-  sab__bucket_t *b = sab__lock((uintptr_t)r->base);
   uint32_t head = RD32(&r->base[W_HEAD]);
-  if (head >= r->rps) {
-    sab__unlock(b);
-    return SAB_E_CORRUPT;
-  }
+  if (head >= r->rps) return SAB_E_CORRUPT;
   int64_t now = (int64_t)sab_now();
   int64_t oldest = RD64(&ring[head]);
   int64_t newest = RD64(&ring[(head + r->rps - 1) % r->rps]);
@@ -114,20 +114,23 @@ int sab_rate_take(const sab_rate_t *r, uint64_t *at, uint64_t *wait_ns) {
    * was not written here, and would make the wait below overflow. */
   if ((oldest != EMPTY && (oldest > now || oldest < 0)) ||
       (newest != EMPTY && (newest > now || newest < 0))) {
-    sab__unlock(b);
     return SAB_E_CORRUPT;
   }
   int64_t ready = oldest == EMPTY ? now : oldest + unit;
   if (spacing > 0 && newest != EMPTY && newest + spacing > ready) ready = newest + spacing;
-  if (ready <= now) {
-    WR64(&ring[head], now);
-    WR32(&r->base[W_HEAD], (head + 1) % r->rps);
-    *at = (uint64_t)now;
-    result = SAB_OK;
-  } else {
+  if (ready > now) {
     *wait_ns = (uint64_t)(ready - now);
-    result = SAB_PENDING;
+    return SAB_PENDING;
   }
+  WR64(&ring[head], now);
+  WR32(&r->base[W_HEAD], (head + 1) % r->rps);
+  *at = (uint64_t)now;
+  return SAB_OK;
+}
+
+int sab_rate_take(const sab_rate_t *r, uint64_t *at, uint64_t *wait_ns) {
+  sab__bucket_t *b = sab__lock((uintptr_t)r->base);
+  int result = sab__rate_take_locked(r, at, wait_ns);
   sab__unlock(b);
   return result;
 }

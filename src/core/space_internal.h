@@ -251,6 +251,10 @@ int sab__sema_in_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t fl
 int sab__sema_in_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t slot, uint32_t *info,
                          sab__deaths_t *dead);
 int sab__sema_in_available(sab_space_t *sp, uint32_t off, sab__deaths_t *dead);
+/* space_sema.c: a RateLimit's grant under its turn's bucket lock. */
+int sab__space_rate_in_take(sab_space_t *sp, uint32_t turn_off, uint32_t rate_off,
+                            int turn_free_only, uint64_t *at, uint64_t *wait_ns,
+                            sab__deaths_t *dead);
 void sab__space_sema_died(sab_space_t *sp, uint32_t b, uint32_t off, sab__wakes_t *w,
                           sab__deaths_t *dead);
 

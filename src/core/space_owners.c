@@ -116,4 +116,12 @@ int sab_space_sema_available(sab_space_t *sp, uint32_t off) {
   return r;
 }
 
+int sab_space_rate_take(sab_space_t *sp, uint32_t turn_off, uint32_t rate_off, int turn_free_only,
+                        uint64_t *at, uint64_t *wait_ns) {
+  sab__deaths_t dead = {{0}, 0};
+  int r = sab__space_rate_in_take(sp, turn_off, rate_off, turn_free_only, at, wait_ns, &dead);
+  bury_all(sp, &dead);
+  return r;
+}
+
 #endif /* __linux__ */

@@ -181,4 +181,37 @@ int sab__sema_in_available(sab_space_t *sp, uint32_t off, sab__deaths_t *dead) {
   return r < 0 ? SAB_E_CORRUPT : r;
 }
 
+/*
+ * A RateLimit in a space (lib/rate-limit.js): its grant ring (rate.c) at
+ * rate_off, then its turn, a Sema of one token, at turn_off. The ring
+ * changes only under the bucket lock of the turn, in every process (the
+ * in-process limiter uses the lot's bucket instead). The turn's holder
+ * takes grants with `turn_free_only` 0. With 1, a caller that holds no
+ * turn is granted only while the turn is free and nobody queues for it: it
+ * is first in line and overtakes nobody, so it is served without taking
+ * the turn (one lock, no hand-off to a descheduled process); otherwise
+ * SAB_TIMED_OUT, and it queues for the turn as before. Answers as
+ * sab_rate_take.
+ */
+int sab__space_rate_in_take(sab_space_t *sp, uint32_t turn_off, uint32_t rate_off,
+                            int turn_free_only, uint64_t *at, uint64_t *wait_ns,
+                            sab__deaths_t *dead) {
+  sab_sema_t s;
+  sab_rate_t r;
+  if (view_of(sp, turn_off, &s) != 0 || s.nr != 1) return SAB_E_CORRUPT;
+  if (rate_off < sp->heap_off || rate_off % 8 != 0 || rate_off >= turn_off) return SAB_E_CORRUPT;
+  if (sab_rate_open(&r, sp->base + rate_off, turn_off - rate_off) != 0) return SAB_E_CORRUPT;
+  uint32_t b = sab__sbucket_of(turn_off);
+  sab__sbucket_t *bk = sab__space_lock(sp, b);
+  if (bk == NULL) return SAB_E_CORRUPT;
+  int res;
+  if (turn_free_only && (avail_of(&s) != 1 || sab__space_oldest(sp, b, KEY(turn_off), dead) != 0)) {
+    res = SAB_TIMED_OUT;
+  } else {
+    res = sab__rate_take_locked(&r, at, wait_ns);
+  }
+  sab__space_unlock(bk);
+  return res;
+}
+
 #endif /* __linux__ */

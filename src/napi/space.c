@@ -870,6 +870,28 @@ static napi_value space_sema_available(napi_env env, napi_callback_info info) {
   return r < 0 ? sema_corrupt(env) : number(env, r);
 }
 
+/* spaceRateTake(handle, turnOff, rateOff, turnFreeOnly) -> a RateLimit's
+ * grant in a space, as rateTake answers (the grant's time in ms > 0, or
+ * minus the ms to wait); 0 when turnFreeOnly and the turn is taken or
+ * waited for (the caller takes the turn). */
+static napi_value space_rate_take(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 4, NULL);
+  uint32_t turn_off, rate_off;
+  bool free_only;
+  uint64_t at = 0, wait = 0;
+  reg_t *reg = sema_args(env, argv[0], argv[1], &turn_off);
+  if (reg == NULL || get_u32(env, argv[2], &rate_off) != 0) return NULL;
+  SAB_CALL(env, napi_get_value_bool(env, argv[3], &free_only), NULL);
+  int r = sab_space_rate_take(reg->sp, turn_off, rate_off, free_only, &at, &wait);
+  if (r == SAB_E_CORRUPT) {
+    throw_space(env, SAB_E_CORRUPT, "RateLimit");
+    return NULL;
+  }
+  if (r == SAB_TIMED_OUT) return number(env, 0);
+  if (r == SAB_OK) return number(env, (double)at / 1e6 > 0 ? (double)at / 1e6 : 1e-6);
+  return number(env, -((double)wait / 1e6));
+}
+
 static const sab_napi_fn_t fns[] = {
     {"spaceOpen", space_open},
     {"spaceClose", space_close},
@@ -891,6 +913,7 @@ static const sab_napi_fn_t fns[] = {
     {"spaceSemaRelease", space_sema_release},
     {"spaceSemaWaiting", space_sema_waiting},
     {"spaceSemaAvailable", space_sema_available},
+    {"spaceRateTake", space_rate_take},
 };
 
 #else /* !__linux__ */

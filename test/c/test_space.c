@@ -565,6 +565,60 @@ static void test_sema(void) {
   sab_space_close(sp);
 }
 
+/* A RateLimit in a space: its grants under its turn's bucket lock, and a
+ * caller without the turn granted only while the turn is free with nobody
+ * queued for it (sab_space_rate_take's turn_free_only). */
+static void test_rate(void) {
+  sab_space_t *sp = open_new("rate");
+  size_t rbytes = sab_rate_bytes(2), bytes = rbytes + sab_sema_bytes(1);
+  uint32_t params[SAB_SPACE_NPARAMS] = {2, 0, 0, 0}, off, me, tok;
+  CHECK(sab_space_lookup(sp, "limit", 5, 11, params, (uint32_t)bytes, &off) == SAB_SPACE_CREATE);
+  sab_rate_t r;
+  sab_sema_t s;
+  CHECK(sab_rate_init(&r, at(sp, off), rbytes, 2, 1000 * MS, 0) == 0);
+  CHECK(sab_sema_init(&s, (char *)at(sp, off) + rbytes, bytes - rbytes, 1) == 0);
+  sab_space_publish(sp, off);
+  uint32_t turn = off + (uint32_t)rbytes;
+  uint64_t when = 0, wait = 0;
+  CHECK(sab_space_register(sp, &me) == 0);
+  /* Nobody holds the turn, nobody waits: granted without it. */
+  CHECK(sab_space_rate_take(sp, turn, off, 1, &when, &wait) == SAB_OK && when > 0);
+  /* The turn held: a caller without it is told to queue; its holder is
+   * granted, then told how long to wait (2 grants a second). */
+  CHECK(sab_space_sema_acquire(sp, me, turn, 0, &tok, NULL) == SAB_OK);
+  CHECK(sab_space_rate_take(sp, turn, off, 1, &when, &wait) == SAB_TIMED_OUT);
+  CHECK(sab_space_rate_take(sp, turn, off, 0, &when, &wait) == SAB_OK);
+  CHECK(sab_space_rate_take(sp, turn, off, 0, &when, &wait) == SAB_PENDING);
+  CHECK(wait > 0 && wait <= 1000 * MS);
+  /* Handed to a waiter in another process: still not free. */
+  int32_t *flag = at(sp, cells(sp, "rate-flag", 1));
+  pid_t kid = fork();
+  if (kid == 0) {
+    uint32_t id, t;
+    if (sab_space_register(sp, &id) != 0) _exit(100);
+    if (sema_get(sp, id, turn, &t) != SAB_OK) _exit(101);
+    __atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
+    for (;;) pause();
+  }
+  while (sab_space_sema_waiting(sp, turn) == 0) sleep_ms(1);
+  CHECK(sab_space_sema_release(sp, me, turn, (int64_t)tok, NULL) == (int)tok);
+  while (__atomic_load_n(flag, __ATOMIC_SEQ_CST) == 0) sleep_ms(1);
+  CHECK(sab_space_rate_take(sp, turn, off, 1, &when, &wait) == SAB_TIMED_OUT);
+  kill_and_reap(kid);
+  /* Its holder killed: the turn comes back (to an acquire, which probes),
+   * and the window still holds. */
+  CHECK(sab_space_sema_acquire(sp, me, turn, 0, &tok, NULL) == SAB_OK);
+  CHECK((tok & SAB_SEMA_RECOVERED) != 0);
+  CHECK(sab_space_sema_release(sp, me, turn, tok & ~SAB_SEMA_RECOVERED, NULL) >= 0);
+  CHECK(sab_space_rate_take(sp, turn, off, 1, &when, &wait) == SAB_PENDING);
+  /* Offsets that are no RateLimit and its turn. */
+  CHECK(sab_space_rate_take(sp, off, turn, 1, &when, &wait) == SAB_E_CORRUPT);
+  CHECK(sab_space_rate_take(sp, turn, turn, 1, &when, &wait) == SAB_E_CORRUPT);
+  CHECK(sab_space_rate_take(sp, turn + 8, off, 1, &when, &wait) == SAB_E_CORRUPT);
+  sab_space_unregister(sp, me);
+  sab_space_close(sp);
+}
+
 /* The exec'd half of test_open_and_names: attach, find "shared" = 42. */
 static int attach_main(const char *name) {
   sab_space_t *sp;
@@ -585,6 +639,7 @@ int main(int argc, char **argv) {
   test_owners();
   test_notify_races_timeout();
   test_sema();
+  test_rate();
   test_scribbler();
   for (int i = 0; i < nnames; i++) sab_space_unlink(names[i]);
   return report("test_space");
