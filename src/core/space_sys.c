@@ -45,19 +45,8 @@ int sab__robust_init(pthread_mutex_t *mu) {
   return r == 0 ? 0 : -1;
 }
 
-/* Bucket locks are held for a few hundred nanoseconds, and a robust mutex
- * never spins: a caller that finds one taken tries again a short while
- * before it sleeps in the kernel (a sleep and a wake cost microseconds, and
- * with more processes than CPUs the wake may wait for a time slice). */
-#define ROBUST_SPINS 128
-
 int sab__robust_lock(pthread_mutex_t *mu) {
-  int r = pthread_mutex_trylock(mu);
-  for (int i = 0; r == EBUSY && i < ROBUST_SPINS; i++) {
-    SAB_CPU_RELAX();
-    r = pthread_mutex_trylock(mu);
-  }
-  if (r == EBUSY) r = pthread_mutex_lock(mu);
+  int r = pthread_mutex_lock(mu);
   if (r == 0) return 0;
   if (r == EOWNERDEAD) {
     pthread_mutex_consistent(mu);
