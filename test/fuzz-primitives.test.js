@@ -28,6 +28,7 @@ const { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema, RateLimi
 const { counts } = require('../lib/lot')
 const { COUNT_STRIDE: countStride } = require('../lib/native').constants
 const { TAGS } = require('../lib/kind')
+const { sleep } = require('./helpers')
 
 const SEED = Number(process.env.FUZZ_SEED) || 20261129
 const ROUNDS = Number(process.env.FUZZ_ROUNDS) || 40
@@ -39,8 +40,6 @@ function lotWaiters () {
   for (let i = 0; i < counts.length; i += countStride) n += Atomics.load(counts, i)
   return n
 }
-
-const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
 
 // ---- randomness ----
 

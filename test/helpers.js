@@ -22,7 +22,8 @@ function until (cond, ms = 60000, what = 'condition') {
 }
 
 // A worker running `code` (a function body; `sabsync`, `workerData`,
-// `parentPort` are in scope).
+// `parentPort` are in scope). New tests use fixture() instead: a body in a
+// file that the linter reads.
 function worker (code, workerData, options = {}) {
   const src = `'use strict'
 const sabsync = require(${JSON.stringify(root)})
@@ -33,6 +34,25 @@ ${code}`
   w.exited = new Promise(resolve => w.once('exit', resolve))
   return w
 }
+
+// The absolute path of test/fixtures/<name>.js, for a worker started
+// inside a child process's code.
+const fixturePath = name => path.join(__dirname, 'fixtures', name + '.js')
+
+// A worker running test/fixtures/<name>.js (`name` without the .js), with
+// `workerData`. Each worker body of the tests is such a file, where the
+// linter reads it and a reader finds it; `exited` as for worker().
+function fixture (name, workerData, options = {}) {
+  const w = new Worker(fixturePath(name), { workerData, ...options })
+  w.exited = new Promise(resolve => w.once('exit', resolve))
+  return w
+}
+
+// Resolves after `ms` (to let other threads run, never to assert speed).
+const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
+
+// The next message a worker posts.
+const message = w => new Promise(resolve => w.once('message', resolve))
 
 function exited (w) {
   return w.exited || new Promise(resolve => w.once('exit', resolve))
@@ -110,6 +130,10 @@ class Poison extends Error {
 module.exports = {
   until,
   worker,
+  fixture,
+  fixturePath,
+  sleep,
+  message,
   exited,
   child,
   plainEnv,
