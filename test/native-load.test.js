@@ -36,13 +36,7 @@ t.test('a worker started while build/ is gone runs the main thread\'s copy', asy
 
   // The scenario of test/rwlock.test.js "reader death (throw)".
   const rw = new RWLock()
-  const w = new Worker(`
-    const { RWLock } = require(${JSON.stringify(work)})
-    const { workerData, parentPort } = require('worker_threads')
-    const rw = RWLock.from(workerData)
-    rw.readLock()
-    parentPort.postMessage(require(${JSON.stringify(path.join(work, 'lib', 'native'))}).envId())
-    parentPort.once('message', () => { throw new Error('boom') })`, { eval: true, workerData: rw })
+  const w = new Worker(path.join(__dirname, 'fixtures', 'native-load', 'reader.js'), { workerData: { rw, work } })
   w.on('error', () => {})
   const exited = new Promise(resolve => w.once('exit', resolve))
   const id = await new Promise(resolve => w.once('message', resolve))

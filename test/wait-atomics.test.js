@@ -12,15 +12,13 @@
 
 const t = require('tap')
 const vm = require('vm')
-const path = require('path')
-const { Worker } = require('worker_threads')
 const sabsync = require('..')
 
 const LIBS = { Atomics, sabsync }
 const NAMES = ['Atomics', 'sabsync']
 const FNS = ['wait', 'waitAsync', 'notify']
 
-const { taTag, detach, HAS_RESIZABLE, HAS_GROWABLE, noteMissingBuffers, Poison } = require('./helpers')
+const { taTag, detach, HAS_RESIZABLE, HAS_GROWABLE, noteMissingBuffers, Poison, fixture, message } = require('./helpers')
 const isBig = ta => taTag.call(ta) === 'BigInt64Array'
 noteMissingBuffers(t)
 
@@ -820,27 +818,16 @@ t.test('waitAsync result objects', async t => {
 })
 
 t.test('wait answers ok when another thread notifies', async t => {
-  const lib = path.join(__dirname, '..')
-  const code = `
-    const { workerData, parentPort } = require('worker_threads')
-    const sabsync = require(${JSON.stringify(lib)})
-    const ta = workerData.big ? new BigInt64Array(workerData.sab) : new Int32Array(workerData.sab)
-    const deadline = Date.now() + 10000
-    while (sabsync.waiters(ta, 1) === 0 && Date.now() < deadline) {}
-    ta[1] = workerData.big ? 1n : 1
-    parentPort.postMessage(sabsync.notify(ta, 1))
-  `
   for (const big of [false, true]) {
     const sab = new SharedArrayBuffer(32)
     const ta = big ? new BigInt64Array(sab) : new Int32Array(sab)
-    const w = new Worker(code, { eval: true, workerData: { sab, big } })
-    const message = new Promise(resolve => w.once('message', resolve))
-    const exited = new Promise(resolve => w.once('exit', resolve)) // listen before it can happen
+    const w = fixture('wait-atomics/notifier', { sab, big })
+    const answer = message(w)
     await new Promise(resolve => w.once('online', resolve))
     const r = sabsync.wait(ta, 1, big ? 0n : 0, 10000)
     t.equal(r, 'ok', `${big ? 'BigInt64Array' : 'Int32Array'}: wait answers ok`)
-    t.equal(await message, 1, 'notify counted the one waiter')
-    await exited
+    t.equal(await answer, 1, 'notify counted the one waiter')
+    await w.exited
   }
 })
 

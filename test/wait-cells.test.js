@@ -3,7 +3,7 @@
 // growable SharedArrayBuffers.
 const t = require('tap')
 const sabsync = require('..')
-const { worker, exited, until } = require('./helpers')
+const { exited, until, fixture } = require('./helpers')
 
 t.test('BigInt64Array: 64-bit compare', async t => {
   const ta = new BigInt64Array(new SharedArrayBuffer(16))
@@ -25,10 +25,7 @@ t.test('Int32 and BigInt64 waiters on one address share a FIFO queue', async t =
   const i64 = new BigInt64Array(sab)
   const order = []
   const a = sabsync.waitAsync(i64, 0, 0n).value.then(() => order.push('i64'))
-  const w = worker(`
-    const i32 = new Int32Array(workerData)
-    sabsync.wait(i32, 0, 0)
-    Atomics.store(i32, 3, 1)`, sab)
+  const w = fixture('wait-cells/mixed-waiters', sab)
   await until(() => sabsync.waiters(i64, 0) === 2)
   t.equal(sabsync.waiters(i32, 0), 2, 'one queue, seen from both views')
   t.equal(sabsync.waiters(i32, 1), 0, 'the upper half is another address')

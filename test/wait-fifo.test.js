@@ -3,16 +3,9 @@
 // on one cell, and exact woken counts.
 const t = require('tap')
 const sabsync = require('..')
-const { until, worker, exited } = require('./helpers')
+const { until, exited, fixture } = require('./helpers')
 
 // Worker: wait on cell 0 for value 0, then append its id to the log.
-const WAITER = `
-const ta = new Int32Array(workerData.sab)
-const r = sabsync.wait(ta, 0, 0)
-const at = Atomics.add(ta, 1, 1)
-Atomics.store(ta, 2 + at, workerData.id)
-parentPort.postMessage(r)
-`
 
 async function round (t, pattern) {
   const sab = new SharedArrayBuffer(4 * (2 + pattern.length))
@@ -21,7 +14,7 @@ async function round (t, pattern) {
   const logged = () => Atomics.load(ta, 1)
   for (let id = 1; id <= pattern.length; id++) {
     if (pattern[id - 1] === 'b') {
-      const w = worker(WAITER, { sab, id })
+      const w = fixture('wait-fifo/waiter', { sab, id })
       workers.push(w)
     } else {
       const r = sabsync.waitAsync(ta, 0, 0)
@@ -53,7 +46,7 @@ t.test('exact counts with partial notifies', async t => {
   const ta = new Int32Array(sab)
   const N = 6
   const ws = []
-  for (let i = 0; i < 3; i++) ws.push(worker('sabsync.wait(new Int32Array(workerData), 0, 0)', sab))
+  for (let i = 0; i < 3; i++) ws.push(fixture('wait-fifo/wait-0', sab))
   const ps = []
   for (let i = 0; i < 3; i++) ps.push(sabsync.waitAsync(ta, 0, 0).value)
   await until(() => sabsync.waiters(ta, 0) === N)
@@ -75,9 +68,7 @@ t.test('changing the value without notify wakes nobody', async t => {
   // a slow start under load cannot time it out), then the main thread.
   const sab = new SharedArrayBuffer(8)
   const ta = new Int32Array(sab)
-  const w = worker(`
-    const ta = new Int32Array(workerData)
-    parentPort.postMessage(sabsync.wait(ta, 0, 0, 30000))`, sab)
+  const w = fixture('wait-fifo/no-notify', sab)
   const result = new Promise(resolve => w.once('message', resolve))
   await until(() => sabsync.waiters(ta, 0) === 1, 60000, 'the worker queued')
   let settled = null
@@ -100,22 +91,11 @@ t.test('a lock built on wait/notify: counter exact (N x K)', async t => {
   const K = 3000
   const sab = new SharedArrayBuffer(16)
   const ta = new Int32Array(sab)
-  const LOCK = `
-function lock (ta) {
-  let c = Atomics.compareExchange(ta, 0, 0, 1)
-  if (c === 0) return
-  if (c !== 2) c = Atomics.exchange(ta, 0, 2)
-  while (c !== 0) { sabsync.wait(ta, 0, 2); c = Atomics.exchange(ta, 0, 2) }
-}
-function unlock (ta) { if (Atomics.exchange(ta, 0, 0) === 2) sabsync.notify(ta, 0, 1) }
-`
   for (let rep = 0; rep < 3; rep++) {
     Atomics.store(ta, 1, 0)
     const ws = []
     for (let i = 0; i < N; i++) {
-      ws.push(worker(LOCK + `
-const ta = new Int32Array(workerData.sab)
-for (let k = 0; k < workerData.K; k++) { lock(ta); ta[1] = ta[1] + 1; unlock(ta) }`, { sab, K }))
+      ws.push(fixture('wait-fifo/lock-counter', { sab, K }))
     }
     // The main thread joins in with async waits.
     for (let k = 0; k < 300; k++) {

@@ -5,7 +5,7 @@ const t = require('tap')
 const fs = require('fs')
 const crypto = require('crypto')
 const sabsync = require('..')
-const { worker, exited, child, until } = require('./helpers')
+const { exited, child, until, fixture, fixturePath } = require('./helpers')
 
 t.test('a pending wait keeps the loop alive by default', async t => {
   const r = await child(`
@@ -34,10 +34,7 @@ const ta = new Int32Array(sab)
 sabsync.waitAsync(ta, 0, 0).value
   .then(v => Promise.resolve(v))
   .then(v => { queueMicrotask(() => console.log('microtask after', v)) })
-new Worker('const s = require(' + JSON.stringify(require.resolve(${JSON.stringify(require.resolve('..'))})) + ');' +
-  'const ta = new Int32Array(require("worker_threads").workerData);' +
-  'while (s.waiters(ta, 0) === 0);' +
-  'Atomics.store(ta, 0, 1); s.notify(ta, 0)', { eval: true, workerData: sab }).unref()`)
+new Worker(${JSON.stringify(fixturePath('wait-loop/notifier'))}, { workerData: sab }).unref()`)
   t.equal(r.code, 0, r.stderr)
   t.equal(r.stdout.trim(), 'microtask after ok')
 })
@@ -65,9 +62,7 @@ t.test('many pending waits do not hold the threadpool', async t => {
 t.test('async waits in a worker, woken by the main thread', async t => {
   const sab = new SharedArrayBuffer(16)
   const ta = new Int32Array(sab)
-  const w = worker(`
-    const ta = new Int32Array(workerData)
-    Promise.all([0, 1, 2].map(() => sabsync.waitAsync(ta, 0, 0).value)).then(r => parentPort.postMessage(r))`, sab)
+  const w = fixture('wait-loop/async-waits', sab)
   const msg = new Promise(resolve => w.once('message', resolve))
   await until(() => sabsync.waiters(ta, 0) === 3)
   t.equal(sabsync.notify(ta, 0), 3)

@@ -8,7 +8,7 @@ const sabsync = require('..')
 const path = require('path')
 const { Worker } = require('worker_threads')
 const native = require('../lib/native')
-const { until, worker, exited, child, root } = require('./helpers')
+const { until, exited, child, fixture, fixturePath } = require('./helpers')
 
 // Workers started and terminated by the dozen: far past the suite's 120 s per
 // file when the machine is loaded (seen at a load average of 20), though
@@ -20,7 +20,7 @@ t.test('terminate() of a worker parked in wait completes, and leaves no waiter',
   const ta = new Int32Array(sab)
   const times = []
   for (let i = 0; i < 5; i++) {
-    const w = worker('sabsync.wait(new Int32Array(workerData), 0, 0)', sab)
+    const w = fixture('wait-teardown/parked-wait', sab)
     await until(() => sabsync.waiters(ta, 0) === 1)
     const t0 = performance.now()
     await w.terminate()
@@ -35,11 +35,9 @@ t.test('a wake counted for a dying waiter is passed on', async t => {
   const ta = new Int32Array(sab)
   for (let i = 0; i < 8; i++) {
     Atomics.store(ta, 1, 0)
-    const dying = worker('sabsync.wait(new Int32Array(workerData), 0, 0)', sab)
+    const dying = fixture('wait-teardown/parked-wait', sab)
     await until(() => sabsync.waiters(ta, 0) === 1)
-    const survivor = worker(`
-      const ta = new Int32Array(workerData)
-      Atomics.store(ta, 1, sabsync.wait(ta, 0, 0) === 'ok' ? 1 : 2)`, sab)
+    const survivor = fixture('wait-teardown/survivor', sab)
     await until(() => sabsync.waiters(ta, 0) === 2)
     const term = dying.terminate()
     if (i % 2 === 0) await new Promise(resolve => setImmediate(resolve))
@@ -55,11 +53,7 @@ t.test('a worker that dies with async waits pending', async t => {
   const sab = new SharedArrayBuffer(16)
   const ta = new Int32Array(sab)
   // terminate() with pending waits, some with timeouts and signals
-  const w = worker(`
-    const ta = new Int32Array(workerData)
-    const ac = new AbortController()
-    for (let i = 0; i < 50; i++) sabsync.waitAsync(ta, 0, 0, i % 2 ? 100000 : Infinity, { signal: i % 3 ? ac.signal : undefined })
-    parentPort.postMessage('ready')`, sab)
+  const w = fixture('wait-teardown/pending-waits-ready', sab)
   await new Promise(resolve => w.once('message', resolve))
   t.equal(sabsync.waiters(ta, 0), 50)
   await w.terminate()
@@ -68,11 +62,7 @@ t.test('a worker that dies with async waits pending', async t => {
 
   // process.exit() inside the worker, with a notify racing it
   for (let i = 0; i < 5; i++) {
-    const w2 = worker(`
-      const ta = new Int32Array(workerData)
-      for (let i = 0; i < 20; i++) sabsync.waitAsync(ta, 0, 0)
-      Atomics.store(ta, 1, 1)
-      process.exit(0)`, sab)
+    const w2 = fixture('wait-teardown/pending-waits-exit', sab)
     await until(() => Atomics.load(ta, 1) === 1)
     sabsync.notify(ta, 0, 3)
     await exited(w2)
@@ -81,9 +71,7 @@ t.test('a worker that dies with async waits pending', async t => {
   }
 
   // A natural end with unref'd waits pending
-  const w3 = worker(`
-    const ta = new Int32Array(workerData)
-    for (let i = 0; i < 10; i++) sabsync.waitAsync(ta, 0, 0, Infinity, { ref: false })`, sab)
+  const w3 = fixture('wait-teardown/unref-waits', sab)
   t.equal(await exited(w3), 0, 'the worker ended on its own')
   t.equal(sabsync.waiters(ta, 0), 0)
 })
@@ -92,10 +80,7 @@ t.test('wakes handed on when async waiters die: nothing lost', async t => {
   const sab = new SharedArrayBuffer(16)
   const ta = new Int32Array(sab)
   for (let i = 0; i < 5; i++) {
-    const dying = worker(`
-      const ta = new Int32Array(workerData)
-      for (let i = 0; i < 5; i++) sabsync.waitAsync(ta, 0, 0)
-      parentPort.postMessage('ready')`, sab)
+    const dying = fixture('wait-teardown/dying-async', sab)
     await new Promise(resolve => dying.once('message', resolve))
     const p = sabsync.waitAsync(ta, 0, 0).value
     const term = dying.terminate()
@@ -118,8 +103,7 @@ const PARKED_UNREF = `
 const { Worker } = require('worker_threads')
 const sab = new SharedArrayBuffer(8)
 const ta = new Int32Array(sab)
-const w = new Worker('require(${JSON.stringify(root)}).wait(new Int32Array(require("worker_threads").workerData), 0, 0)',
-  { eval: true, workerData: sab })
+const w = new Worker(${JSON.stringify(fixturePath('wait-teardown/parked-wait'))}, { workerData: sab })
 w.unref()
 `
 

@@ -3,7 +3,7 @@
 // async waits; odd timeouts behave as the spec says.
 const t = require('tap')
 const sabsync = require('..')
-const { worker, exited } = require('./helpers')
+const { exited, fixture } = require('./helpers')
 
 t.test('blocking timeouts are never early', async t => {
   const ta = new Int32Array(new SharedArrayBuffer(8))
@@ -22,15 +22,7 @@ t.test('blocking timeouts are never early', async t => {
 
 t.test('blocking timeouts in a worker', async t => {
   const sab = new SharedArrayBuffer(8)
-  const w = worker(`
-    const ta = new Int32Array(workerData)
-    const out = []
-    for (const ms of [2, 20, 60]) {
-      const t0 = performance.now()
-      const r = sabsync.wait(ta, 0, 0, ms)
-      out.push([ms, r, performance.now() - t0])
-    }
-    parentPort.postMessage(out)`, sab)
+  const w = fixture('wait-timeout/blocking-timeouts', sab)
   const [out] = await Promise.all([new Promise(resolve => w.once('message', resolve)), exited(w)])
   for (const [ms, r, took] of out) {
     t.equal(r, 'timed-out')
