@@ -51,6 +51,18 @@ function fixture (name, workerData, options = {}) {
 // Resolves after `ms` (to let other threads run, never to assert speed).
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
 
+// Threads waiting anywhere on the parking lot, from its per-bucket
+// counters (lib/lot.js); null where the addon keeps none. Loaded on first
+// use: some test files never load the addon.
+function lotWaiters () {
+  const { counts } = require('../lib/lot')
+  if (counts === null) return null
+  const stride = require('../lib/native').constants.COUNT_STRIDE
+  let n = 0
+  for (let i = 0; i < counts.length; i += stride) n += Atomics.load(counts, i)
+  return n
+}
+
 // The next message a worker posts.
 const message = w => new Promise(resolve => w.once('message', resolve))
 
@@ -134,6 +146,7 @@ module.exports = {
   fixturePath,
   sleep,
   message,
+  lotWaiters,
   exited,
   child,
   plainEnv,

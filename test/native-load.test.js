@@ -8,7 +8,7 @@ const t = require('tap')
 const fs = require('fs')
 const os = require('os')
 const path = require('path')
-const { root, fixture } = require('./helpers')
+const { root, fixture, message } = require('./helpers')
 
 t.test('a worker started while build/ is gone runs the main thread\'s copy', async t => {
   // A package of our lib/ with the addon both built and prebuilt: the same
@@ -37,7 +37,7 @@ t.test('a worker started while build/ is gone runs the main thread\'s copy', asy
   const rw = new RWLock()
   const w = fixture('native-load/reader', { rw, work })
   w.on('error', () => {})
-  const id = await new Promise(resolve => w.once('message', resolve))
+  const id = await message(w)
   t.not(id, native.envId(), 'the worker has an owner id of its own')
   t.ok(native.alive(id), 'and the main thread sees it alive')
   t.notOk(rw.tryWriteLock(), 'its read lock is seen')

@@ -3,7 +3,7 @@
 // on one cell, and exact woken counts.
 const t = require('tap')
 const sabsync = require('..')
-const { until, exited, fixture } = require('./helpers')
+const { until, exited, fixture, message } = require('./helpers')
 
 // Worker: wait on cell 0 for value 0, then append its id to the log.
 
@@ -69,7 +69,7 @@ t.test('changing the value without notify wakes nobody', async t => {
   const sab = new SharedArrayBuffer(8)
   const ta = new Int32Array(sab)
   const w = fixture('wait-fifo/no-notify', sab)
-  const result = new Promise(resolve => w.once('message', resolve))
+  const result = message(w)
   await until(() => sabsync.waiters(ta, 0) === 1, 60000, 'the worker queued')
   let settled = null
   const p = sabsync.waitAsync(ta, 0, 0, 300).value.then(v => { settled = v })

@@ -5,7 +5,7 @@ const t = require('tap')
 const fs = require('fs')
 const crypto = require('crypto')
 const sabsync = require('..')
-const { exited, child, until, fixture, fixturePath } = require('./helpers')
+const { exited, child, until, fixture, fixturePath, message } = require('./helpers')
 
 t.test('a pending wait keeps the loop alive by default', async t => {
   const r = await child(`
@@ -63,7 +63,7 @@ t.test('async waits in a worker, woken by the main thread', async t => {
   const sab = new SharedArrayBuffer(16)
   const ta = new Int32Array(sab)
   const w = fixture('wait-loop/async-waits', sab)
-  const msg = new Promise(resolve => w.once('message', resolve))
+  const msg = message(w)
   await until(() => sabsync.waiters(ta, 0) === 3)
   t.equal(sabsync.notify(ta, 0), 3)
   t.same(await msg, ['ok', 'ok', 'ok'])

@@ -3,7 +3,7 @@
 // async waits; odd timeouts behave as the spec says.
 const t = require('tap')
 const sabsync = require('..')
-const { exited, fixture } = require('./helpers')
+const { exited, fixture, message } = require('./helpers')
 
 t.test('blocking timeouts are never early', async t => {
   const ta = new Int32Array(new SharedArrayBuffer(8))
@@ -23,7 +23,7 @@ t.test('blocking timeouts are never early', async t => {
 t.test('blocking timeouts in a worker', async t => {
   const sab = new SharedArrayBuffer(8)
   const w = fixture('wait-timeout/blocking-timeouts', sab)
-  const [out] = await Promise.all([new Promise(resolve => w.once('message', resolve)), exited(w)])
+  const [out] = await Promise.all([message(w), exited(w)])
   for (const [ms, r, took] of out) {
     t.equal(r, 'timed-out')
     t.ok(took >= ms, `worker wait(${ms}) took ${took.toFixed(2)} ms`)
