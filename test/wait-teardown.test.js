@@ -5,10 +5,9 @@
 // a child process, so a hang fails the test instead of the suite.
 const t = require('tap')
 const sabsync = require('..')
-const path = require('path')
 const { Worker } = require('worker_threads')
 const native = require('../lib/native')
-const { until, exited, child, fixture, fixturePath } = require('./helpers')
+const { until, exited, child, fixture, fixturePath, message } = require('./helpers')
 
 // Workers started and terminated by the dozen: far past the suite's 120 s per
 // file when the machine is loaded (seen at a load average of 20), though
@@ -54,7 +53,7 @@ t.test('a worker that dies with async waits pending', async t => {
   const ta = new Int32Array(sab)
   // terminate() with pending waits, some with timeouts and signals
   const w = fixture('wait-teardown/pending-waits-ready', sab)
-  await new Promise(resolve => w.once('message', resolve))
+  await message(w)
   t.equal(sabsync.waiters(ta, 0), 50)
   await w.terminate()
   t.equal(sabsync.waiters(ta, 0), 0, 'all its waiters left')
@@ -131,8 +130,8 @@ t.test('teardown with every kind of wait pending: every napi call of the teardow
   const before = native.failures()
   let handedOn = 0
   for (let round = 0; round < 12; round++) {
-    const w = new Worker(path.join(__dirname, 'fixtures', 'pending-waits.js'), { workerData: { cells, sema: { buffer: sema.buffer, byteOffset: sema.byteOffset } } })
-    await new Promise(resolve => w.once('message', resolve))
+    const w = new Worker(fixturePath('wait-teardown/all-waits-pending'), { workerData: { cells, sema: { buffer: sema.buffer, byteOffset: sema.byteOffset } } })
+    await message(w)
     // Three waiters of ours, queued behind the worker's.
     const cell = round % 2
     const ours = [0, 1, 2].map(() => sabsync.waitAsync(cells, cell, 0, 60000).value)
