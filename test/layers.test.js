@@ -145,7 +145,7 @@ t.test('the README\'s table of tests names every tap file, and every worker fixt
     .filter(d => d.isDirectory() && tapFiles.includes(d.name)).map(d => d.name)
   const started = new Set()
   for (const src of sources) {
-    for (const [, name] of src.matchAll(/fixture(?:Path)?\('([a-z0-9-]+\/[a-z0-9-]+)'/g)) started.add(name)
+    for (const [, name] of src.matchAll(/fixture(?:Path|Source)?\('([a-z0-9-]+\/[a-z0-9-]+)'/g)) started.add(name)
     for (const [, name] of src.matchAll(/test\/fixtures\/([a-z0-9-]+\/[a-z0-9-]+)\.js/g)) started.add(name)
   }
   for (const name of started) t.ok(fs.existsSync(path.join(root, 'test', 'fixtures', name + '.js')), `test/fixtures/${name}.js exists`)

@@ -4,7 +4,7 @@
 // owner death in the three ways a thread ends, fairness, guards, bad input.
 const t = require('tap')
 const { Mutex } = require('..')
-const { until, child, fixture, fixturePath, sleep, message } = require('./helpers')
+const { until, child, fixture, sleep, message, fixtureSource } = require('./helpers')
 
 const dispose = Symbol.dispose ?? Symbol.for('nodejs.dispose')
 
@@ -346,7 +346,7 @@ t.test('process exit with a worker blocked in lock() does not hang', async t => 
     const { Worker } = require('worker_threads')
     const m = new sabsync.Mutex()
     m.lock()
-    const w = new Worker(${JSON.stringify(fixturePath('mutex/blocked-lock'))}, { workerData: m })
+    const w = new Worker(${JSON.stringify(fixtureSource('mutex/blocked-lock'))}, { eval: true, workerData: m })
     w.unref()
     w.once('message', () => setTimeout(() => console.log('bye'), 20))`)
   t.equal(r.code, 0)

@@ -6,7 +6,7 @@
 const t = require('tap')
 const { openShared, waiters } = require('..')
 const { spaceName, spawn } = require('./space-helpers')
-const { until } = require('./helpers')
+const { until, fixtureSource } = require('./helpers')
 
 // Queued waiters of a mutex: on its lock word or its starving waiter's
 // word (Int32 1 and 2 of its memory, after the kind tag: lib/mutex.js).
@@ -39,7 +39,7 @@ t.test('a counter under a space Mutex equals the sum of increments (3 processes 
       cells[0] = v + 1
       Atomics.sub(cells, 1, 1)
     }
-    const w = new Worker(root + '/test/fixtures/space-locks/counter.js', { workerData: { root, name: space.name, K: ${K} } })
+    const w = new Worker(${JSON.stringify(fixtureSource('space-locks/counter'))}, { eval: true, workerData: { root, name: space.name, K: ${K} } })
     const exited = new Promise(resolve => w.once('exit', resolve))
     for (let i = 0; i < ${K}; i++) {
       if (i % 2 === 0) {

@@ -6,7 +6,7 @@
 const t = require('tap')
 const { openShared } = require('..')
 const { spaceName, spawn } = require('./space-helpers')
-const { until } = require('./helpers')
+const { until, fixtureSource } = require('./helpers')
 
 t.test('never more than nr holders across processes and threads', async t => {
   const name = spaceName(t)
@@ -21,7 +21,7 @@ t.test('never more than nr holders across processes and threads', async t => {
       const n = Atomics.add(cells, 0, 1) + 1
       for (let seen = Atomics.load(cells, 1); n > seen && Atomics.compareExchange(cells, 1, seen, n) !== seen;) seen = Atomics.load(cells, 1)
     }
-    const w = new Worker(root + '/test/fixtures/space-sema/holder.js', { workerData: { root, name: space.name, K: ${K} } })
+    const w = new Worker(${JSON.stringify(fixtureSource('space-sema/holder'))}, { eval: true, workerData: { root, name: space.name, K: ${K} } })
     const exited = new Promise(resolve => w.once('exit', resolve))
     for (let i = 0; i < ${K}; i++) {
       const tok = await pool.acquire()

@@ -5,13 +5,13 @@
 const t = require('tap')
 const { openShared, wait, waitAsync, notify, waiters } = require('..')
 const { spaceName, spawn } = require('./space-helpers')
-const { until } = require('./helpers')
+const { until, fixtureSource } = require('./helpers')
 
 // A child whose main thread waits asynchronously and whose worker thread
 // blocks, both on cells[0] while it holds 0; each reports its result.
 const waitBoth = `
   const cells = space.int32Array('cells', 4)
-  const w = new Worker(root + '/test/fixtures/space-wait/waiter.js', { workerData: { root, name: space.name } })
+  const w = new Worker(${JSON.stringify(fixtureSource('space-wait/waiter'))}, { eval: true, workerData: { root, name: space.name } })
   const fromWorker = new Promise(resolve => w.once('message', resolve))
   const r = sabsync.waitAsync(cells, 0, 0, 60000)
   const mine = r.async ? await r.value : r.value

@@ -5,7 +5,7 @@ const t = require('tap')
 const fs = require('fs')
 const crypto = require('crypto')
 const sabsync = require('..')
-const { exited, child, until, fixture, fixturePath, message } = require('./helpers')
+const { exited, child, until, fixture, message, fixtureSource } = require('./helpers')
 
 t.test('a pending wait keeps the loop alive by default', async t => {
   const r = await child(`
@@ -34,7 +34,7 @@ const ta = new Int32Array(sab)
 sabsync.waitAsync(ta, 0, 0).value
   .then(v => Promise.resolve(v))
   .then(v => { queueMicrotask(() => console.log('microtask after', v)) })
-new Worker(${JSON.stringify(fixturePath('wait-loop/notifier'))}, { workerData: sab }).unref()`)
+new Worker(${JSON.stringify(fixtureSource('wait-loop/notifier'))}, { eval: true, workerData: sab }).unref()`)
   t.equal(r.code, 0, r.stderr)
   t.equal(r.stdout.trim(), 'microtask after ok')
 })

@@ -7,7 +7,7 @@ const t = require('tap')
 const sabsync = require('..')
 const { Worker } = require('worker_threads')
 const native = require('../lib/native')
-const { until, exited, child, fixture, fixturePath, message } = require('./helpers')
+const { until, exited, child, fixture, message, fixtureSource } = require('./helpers')
 
 // Workers started and terminated by the dozen: far past the suite's 120 s per
 // file when the machine is loaded (seen at a load average of 20), though
@@ -102,7 +102,7 @@ const PARKED_UNREF = `
 const { Worker } = require('worker_threads')
 const sab = new SharedArrayBuffer(8)
 const ta = new Int32Array(sab)
-const w = new Worker(${JSON.stringify(fixturePath('wait-teardown/parked-wait'))}, { workerData: sab })
+const w = new Worker(${JSON.stringify(fixtureSource('wait-teardown/parked-wait'))}, { eval: true, workerData: sab })
 w.unref()
 `
 
@@ -130,7 +130,7 @@ t.test('teardown with every kind of wait pending: every napi call of the teardow
   const before = native.failures()
   let handedOn = 0
   for (let round = 0; round < 12; round++) {
-    const w = new Worker(fixturePath('wait-teardown/all-waits-pending'), { workerData: { cells, sema: { buffer: sema.buffer, byteOffset: sema.byteOffset } } })
+    const w = new Worker(fixtureSource('wait-teardown/all-waits-pending'), { eval: true, workerData: { cells, sema: { buffer: sema.buffer, byteOffset: sema.byteOffset } } })
     await message(w)
     // Three waiters of ours, queued behind the worker's.
     const cell = round % 2
