@@ -120,7 +120,7 @@ t.test('several lockAsync on one thread are served in order', async t => {
 
   // Held by a worker: the queue waits for it, in order, and the ones that
   // time out or abort behind the head leave the queue.
-  const w = fixture('mutex/lockasync-order', m)
+  const w = fixture('mutex/holder', m)
   await message(w)
   const ac = new AbortController()
   const got = []
@@ -192,7 +192,7 @@ t.test('abort', async t => {
 
 // A worker that locks and then ends without unlocking.
 function dyingHolder (m, how) {
-  const w = fixture('mutex/abort', { m, how })
+  const w = fixture('mutex/dying-holder', { m, how })
   w.on('error', () => {}) // the uncaught exception, reported to the parent
   return w
 }
@@ -314,7 +314,7 @@ t.test('guard: using-compatible', async t => {
   t.throws(() => m.guard(0), { code: 'ERR_SABSYNC_DEADLOCK' })
   t.equal(await m.guardAsync({ timeout: 5 }), undefined, 'undefined when the timeout passed')
   m.unlock()
-  const w = fixture('mutex/guard', m)
+  const w = fixture('mutex/holder', m)
   await message(w)
   t.equal(m.guard(5), undefined, 'undefined when the timeout passed (held by a worker)')
   w.postMessage('go')
