@@ -21,12 +21,12 @@ cache="$root/build/arm64"
 export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
 
 # The suite's semantic, FIFO, teardown and primitive tests. Left out:
-# validation and the two fuzzers (argument checking in JS: nothing there
+# wait-validation and the two fuzzers (argument checking in JS: nothing there
 # depends on the CPU, and they are the slowest files under emulation);
 # rate-limit (its checks are windows of 30-100 ms of wall time, which
 # emulation, 10-50 times slower, stretches past; its C core is plain
 # loads and stores under the bucket lock); packaging, examples and types.
-default_files="atomics-semantics cells fifo timeout abort teardown loop
+default_files="wait-atomics wait-cells wait-fifo wait-timeout wait-abort wait-teardown wait-loop
   atomic-flag mutex once latch condvar rwlock barrier sema"
 
 fail_early () { echo "arm64: $1"; echo "arm64 node: 0 passed, 1 failed"; exit 1; }

@@ -5,20 +5,20 @@
 // deadline. Prints one line per scenario and `N passed, M failed`.
 // [name, run, deadline in ms (default DEADLINE_MS)]
 const chaos = '7 workers + main (async), random timeouts, aborts, terminations, process.exit()'
-const p = () => require('./primitives')
+const p = name => require('./' + name)
 const scenarios = [
   ['token ring: wait/waitAsync/notify, 6 workers + main, random timeouts, aborts, terminations', () => require('./core').tokenRing()],
   ['soak: 1,000,000 waitAsync with timeouts', () => require('./core').soakWaitAsync()],
-  [`Mutex: counter under lock/tryLock/lockAsync/runExclusive, ${chaos}`, () => p().mutexScenario(), 60000],
-  [`AtomicFlag: counter under testAndSet/wait/waitAsync/notify, ${chaos}`, () => p().flagScenario(), 60000],
-  [`Once: 16,000 Onces, fn sleeps/throws/dies, run/runAsync, ${chaos}`, () => p().onceScenario(), 60000],
-  [`Latch: countDown/wait/waitAsync/arriveAndWait over a moving window, ${chaos}`, () => p().latchScenario(), 60000],
-  [`CondVar: bounded queue (Mutex + 2 CondVars), producers/consumers, ${chaos}`, () => p().condScenario(), 60000],
-  [`RWLock: readers/writers (3 reader slots), sync/try/async forms, ${chaos}`, () => p().rwScenario(), 60000],
-  ['Barrier: 7 parties in epochs of rounds, reset() between, 6 workers + main (async), random timeouts, aborts, terminations, process.exit()', () => p().barrierScenario(), 60000],
-  [`Sema: 3 tokens, acquireSync/tryAcquire/acquire/release, ${chaos}`, () => p().semaScenario(), 60000],
-  [`RateLimit: 20 per 50 ms and uniform 10 per 40 ms, sync/async, ${chaos}`, () => p().rateScenario(), 60000],
-  ['soak: 1,000,000 lockAsync/unlock cycles, a worker contending part of the time', () => p().soakLockAsync(), 120000],
+  [`Mutex: counter under lock/tryLock/lockAsync/runExclusive, ${chaos}`, () => p('mutex').mutexScenario(), 60000],
+  [`AtomicFlag: counter under testAndSet/wait/waitAsync/notify, ${chaos}`, () => p('atomic-flag').flagScenario(), 60000],
+  [`Once: 16,000 Onces, fn sleeps/throws/dies, run/runAsync, ${chaos}`, () => p('once').onceScenario(), 60000],
+  [`Latch: countDown/wait/waitAsync/arriveAndWait over a moving window, ${chaos}`, () => p('latch').latchScenario(), 60000],
+  [`CondVar: bounded queue (Mutex + 2 CondVars), producers/consumers, ${chaos}`, () => p('condvar').condScenario(), 60000],
+  [`RWLock: readers/writers (3 reader slots), sync/try/async forms, ${chaos}`, () => p('rwlock').rwScenario(), 60000],
+  ['Barrier: 7 parties in epochs of rounds, reset() between, 6 workers + main (async), random timeouts, aborts, terminations, process.exit()', () => p('barrier').barrierScenario(), 60000],
+  [`Sema: 3 tokens, acquireSync/tryAcquire/acquire/release, ${chaos}`, () => p('sema').semaScenario(), 60000],
+  [`RateLimit: 20 per 50 ms and uniform 10 per 40 ms, sync/async, ${chaos}`, () => p('rate-limit').rateScenario(), 60000],
+  ['soak: 1,000,000 lockAsync/unlock cycles, a worker contending part of the time', () => p('mutex').soakLockAsync(), 120000],
   ['scribble: Sema and RateLimit memory flipped word by word to hostile values while 4 workers use them and others are terminated, 8 seeds each', () => scribbleLong(), 240000]
 ]
 

@@ -2,10 +2,7 @@
 // AtomicFlag: std::atomic_flag semantics across threads.
 const t = require('tap')
 const { AtomicFlag, waiters } = require('..')
-const { until, worker } = require('./helpers')
-
-const message = w => new Promise(resolve => w.once('message', resolve))
-const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
+const { until, fixture, message, sleep } = require('./helpers')
 
 t.test('shape and the flag operations', async t => {
   t.equal(AtomicFlag.byteLength, 8)
@@ -31,12 +28,7 @@ t.test('shape and the flag operations', async t => {
 t.test('a waiter returns only once the flag differs and it is notified', async t => {
   const f = new AtomicFlag()
   const sab = new SharedArrayBuffer(8)
-  const w = worker(`
-    const f = sabsync.AtomicFlag.from(workerData.f)
-    Atomics.store(new Int32Array(workerData.sab), 0, 1)
-    const t0 = performance.now()
-    const r = f.wait(false, 20000)
-    parentPort.postMessage([r, f.test()])`, { f, sab })
+  const w = fixture('atomic-flag/wait-until-differs', { f, sab })
   const got = message(w)
   await until(() => Atomics.load(new Int32Array(sab), 0) === 1)
   await sleep(20)
@@ -57,11 +49,7 @@ t.test('notifyOne wakes one, notifyAll the rest; blocking and async', async t =>
   const c = new Int32Array(sab)
   const ws = []
   for (let i = 0; i < 3; i++) {
-    ws.push(worker(`
-      const f = sabsync.AtomicFlag.from(workerData.f)
-      const c = new Int32Array(workerData.sab)
-      Atomics.add(c, 0, 1)
-      if (f.wait(false, 20000)) Atomics.add(c, 1, 1)`, { f, sab }))
+    ws.push(fixture('atomic-flag/wait-count', { f, sab }))
   }
   let asyncWoken = 0
   const ps = [f.waitAsync(false).then(r => { if (r) asyncWoken++ }), f.waitAsync(false).then(r => { if (r) asyncWoken++ })]
@@ -84,26 +72,8 @@ t.test('the seed example: frame ready from a decoder to a compositor', async t =
   const ready = new AtomicFlag()
   const sab = new SharedArrayBuffer(4 * 17)
   const frames = 50
-  const compositor = worker(`
-    const ready = sabsync.AtomicFlag.from(workerData.ready)
-    const mem = new Int32Array(workerData.sab)
-    let sum = 0
-    for (let i = 0; i < workerData.frames; i++) {
-      ready.wait(false)            // until a frame is ready
-      sum += mem[1 + (i % 16)]     // consume it (plain read)
-      ready.clear()
-      ready.notifyAll()            // tell the decoder the slot is free
-    }
-    parentPort.postMessage(sum)`, { ready, sab, frames })
-  const decoder = worker(`
-    const ready = sabsync.AtomicFlag.from(workerData.ready)
-    const mem = new Int32Array(workerData.sab)
-    for (let i = 0; i < workerData.frames; i++) {
-      ready.wait(true)             // until the previous frame was taken
-      mem[1 + (i % 16)] = i + 1    // produce (plain write)
-      ready.testAndSet()
-      ready.notifyAll()
-    }`, { ready, sab, frames })
+  const compositor = fixture('atomic-flag/compositor', { ready, sab, frames })
+  const decoder = fixture('atomic-flag/decoder', { ready, sab, frames })
   t.equal(await message(compositor), frames * (frames + 1) / 2, 'every frame seen once, in order')
   await Promise.all([compositor.exited, decoder.exited])
 })
@@ -115,10 +85,7 @@ t.test('timeouts and abort', async t => {
     t.equal(await f.waitAsync(false, { timeout: ms }), false)
     t.ok(performance.now() - t0 >= ms, `waitAsync ${ms} ms not early`)
   }
-  const w = worker(`
-    const f = sabsync.AtomicFlag.from(workerData)
-    const t0 = performance.now()
-    parentPort.postMessage([f.wait(false, 25), performance.now() - t0])`, f)
+  const w = fixture('atomic-flag/wait-25', f)
   const [r, took] = await message(w)
   t.equal(r, false)
   t.ok(took >= 25, `wait(25) took ${took.toFixed(1)} ms`)

@@ -3,10 +3,8 @@
 // timeout or an abort until reset().
 const t = require('tap')
 const { Barrier } = require('..')
-const { until, worker } = require('./helpers')
+const { until, fixture, sleep, message } = require('./helpers')
 
-const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
-const message = w => new Promise(resolve => w.once('message', resolve))
 const BROKEN = { code: 'ERR_SABSYNC_BARRIER_BROKEN', name: 'SabsyncError' }
 
 t.test('shape and bad input', async t => {
@@ -35,21 +33,14 @@ t.test('many rounds, exactly one leader each, nobody ahead', async t => {
   const sab = new SharedArrayBuffer(4 * (ROUNDS + 8))
   const c = new Int32Array(sab) // [0..P) phase of each party, [8 + r] leaders of round r, [7] violation
   const ws = []
-  const body = (id, wait) => `
-    for (let r = 0; r < ${ROUNDS}; r++) {
-      c[${id}] = r + 1
-      const { isLeader } = ${wait}
-      for (let p = 0; p < ${P}; p++) if (Atomics.load(c, p) < r + 1) Atomics.store(c, 7, 1)
-      if (isLeader) Atomics.add(c, 8 + r, 1)
-    }`
-  for (let id = 1; id < P; id++) {
-    ws.push(worker(`
-      const b = sabsync.Barrier.from(workerData.b)
-      const c = new Int32Array(workerData.sab)
-      ${body(id, 'b.wait(20000)')}`, { b, sab }))
+  for (let id = 1; id < P; id++) ws.push(fixture('barrier/round-party', { b, sab, id, P, ROUNDS }))
+  // The main thread is party 0: the loop of test/fixtures/barrier/round-party.js, with waitAsync.
+  for (let r = 0; r < ROUNDS; r++) {
+    c[0] = r + 1
+    const { isLeader } = await b.waitAsync({ timeout: 20000 })
+    for (let p = 0; p < P; p++) if (Atomics.load(c, p) < r + 1) Atomics.store(c, 7, 1)
+    if (isLeader) Atomics.add(c, 8 + r, 1)
   }
-  // eslint-disable-next-line no-new-func
-  await new Function('b', 'c', `return (async () => { ${body(0, 'await b.waitAsync({ timeout: 20000 })')} })()`)(b, c)
   await Promise.all(ws.map(w => w.exited))
   t.equal(Atomics.load(c, 7), 0, 'no party passed a round before all arrived')
   const leaders = Array.from(c.subarray(8, 8 + ROUNDS))
@@ -64,14 +55,7 @@ async function brokenRound (t, b, breakIt) {
   const ws = []
   const results = []
   for (let i = 0; i < 2; i++) {
-    const w = worker(`
-      const b = sabsync.Barrier.from(workerData)
-      try {
-        b.wait(20000)
-        parentPort.postMessage('passed')
-      } catch (err) {
-        parentPort.postMessage(err.code)
-      }`, b)
+    const w = fixture('barrier/broken-round-party', b)
     results.push(message(w))
     ws.push(w)
   }
@@ -85,7 +69,7 @@ async function brokenRound (t, b, breakIt) {
   b.reset()
   t.notOk(b.isBroken, 'until reset()')
   // and it works again
-  const ws2 = [0, 1, 2].map(() => worker('parentPort.postMessage(sabsync.Barrier.from(workerData).wait(20000))', b))
+  const ws2 = [0, 1, 2].map(() => fixture('barrier/wait-once', b))
   const r2 = ws2.map(message)
   const mine = await b.waitAsync()
   const all = [mine, ...(await Promise.all(r2))]
@@ -115,8 +99,7 @@ t.test('broken by an abort', async t => {
 
 t.test('broken by reset() while parties wait', async t => {
   const b = new Barrier(3)
-  const ws = [0, 1].map(() => worker(`
-    try { sabsync.Barrier.from(workerData).wait(20000); parentPort.postMessage('passed') } catch (err) { parentPort.postMessage(err.code) }`, b))
+  const ws = [0, 1].map(() => fixture('barrier/wait-reset', b))
   const rs = ws.map(message)
   await until(() => b.arrived === 2)
   b.reset()
@@ -130,13 +113,7 @@ for (const how of ['terminate', 'exit', 'throw']) {
     const b = new Barrier(4)
     await brokenRound(t, b, async () => {
       // A third party arrives and dies while waiting; the fourth never comes.
-      const w = worker(`
-        const b = sabsync.Barrier.from(workerData.b)
-        if (workerData.how === 'terminate') b.wait()
-        else {
-          b.waitAsync()
-          setTimeout(() => { if (workerData.how === 'exit') process.exit(1); else throw new Error('boom') }, 20)
-        }`, { b, how })
+      const w = fixture('barrier/dies-while-waiting', { b, how })
       w.on('error', () => {})
       await until(() => b.arrived === 3)
       if (how === 'terminate') await w.terminate()
@@ -149,15 +126,8 @@ t.test('broken by a party of the last round that dies before arriving', async t 
   const b = new Barrier(3)
   const sab = new SharedArrayBuffer(8)
   // Round 1 with two workers; then one of them ends, the other waits for round 2.
-  const leaver = worker(`
-    const b = sabsync.Barrier.from(workerData)
-    b.wait(20000)
-    process.exit(0)`, b)
-  const stayer = worker(`
-    const b = sabsync.Barrier.from(workerData.b)
-    b.wait(20000)
-    Atomics.store(new Int32Array(workerData.sab), 0, 1)
-    try { b.wait(20000); parentPort.postMessage('passed') } catch (err) { parentPort.postMessage(err.code) }`, { b, sab })
+  const leaver = fixture('barrier/leaver', b)
+  const stayer = fixture('barrier/stayer', { b, sab })
   const result = message(stayer)
   await b.waitAsync({ timeout: 20000 })
   await leaver.exited

@@ -3,10 +3,7 @@
 // every return, producer/consumer across workers and the main loop.
 const t = require('tap')
 const { CondVar, Mutex } = require('..')
-const { until, worker } = require('./helpers')
-
-const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
-const message = w => new Promise(resolve => w.once('message', resolve))
+const { until, fixture, sleep, message } = require('./helpers')
 
 t.test('shape, owner checks, bad input', async t => {
   t.equal(CondVar.byteLength, 8)
@@ -36,15 +33,7 @@ t.test('timeouts: false, not early, and the mutex is held again', async t => {
   t.ok(performance.now() - t0 >= 20, 'not early')
   t.ok(m.isLocked)
   m.unlock() // would throw if this thread did not hold it
-  const w = worker(`
-    const cv = sabsync.CondVar.from(workerData.cv)
-    const m = sabsync.Mutex.from(workerData.m)
-    m.lock()
-    const t0 = performance.now()
-    const r = cv.wait(m, 25)
-    const took = performance.now() - t0
-    m.unlock()
-    parentPort.postMessage([r, took])`, { cv, m })
+  const w = fixture('condvar/wait-timeout-held', { cv, m })
   const [r, took] = await message(w)
   t.equal(r, false)
   t.ok(took >= 25, `wait(25) took ${took.toFixed(1)} ms`)
@@ -71,15 +60,7 @@ t.test('notifyOne wakes one waiter, notifyAll the rest', async t => {
   const c = new Int32Array(sab)
   const ws = []
   for (let i = 0; i < 3; i++) {
-    ws.push(worker(`
-      const cv = sabsync.CondVar.from(workerData.cv)
-      const m = sabsync.Mutex.from(workerData.m)
-      const c = new Int32Array(workerData.sab)
-      m.lock()
-      Atomics.add(c, 0, 1)
-      while (c[2] === 0) cv.wait(m)    // predicate loop
-      Atomics.add(c, 1, 1)
-      m.unlock()`, { cv, m, sab }))
+    ws.push(fixture('condvar/wait-count', { cv, m, sab }))
   }
   await until(() => Atomics.load(c, 0) === 3)
   await sleep(20)
@@ -93,29 +74,10 @@ t.test('notifyOne wakes one waiter, notifyAll the rest', async t => {
   t.equal(Atomics.load(c, 1), 3)
 })
 
-// A bounded queue of CAP slots in shared memory, guarded by the mutex:
-// [0] head, [1] tail, [2] count, [3..3+CAP) items.
-const CAP = 4
-const QUEUE = `
-function put (q, m, notFull, notEmpty, v) {
-  m.lock()
-  while (q[2] === ${CAP}) notFull.wait(m)
-  q[3 + q[1]] = v
-  q[1] = (q[1] + 1) % ${CAP}
-  q[2]++
-  notEmpty.notifyOne()
-  m.unlock()
-}
-function take (q, m, notFull, notEmpty) {
-  m.lock()
-  while (q[2] === 0) notEmpty.wait(m)
-  const v = q[3 + q[0]]
-  q[0] = (q[0] + 1) % ${CAP}
-  q[2]--
-  notFull.notifyOne()
-  m.unlock()
-  return v
-}`
+// A bounded queue of CAP slots in shared memory, guarded by the mutex
+// (test/fixtures/condvar/queue.js): [0] head, [1] tail, [2] count,
+// [3..3+CAP) items.
+const { CAP } = require('./fixtures/condvar/queue')
 
 t.test('producer/consumer: several producers and consumers on threads and the main loop', async t => {
   for (let round = 0; round < 3; round++) {
@@ -127,23 +89,15 @@ t.test('producer/consumer: several producers and consumers on threads and the ma
     const q = new Int32Array(new SharedArrayBuffer(4 * (3 + CAP)))
     const seen = new Int32Array(new SharedArrayBuffer(4 * (P * K + 1)))
     const shared = { m, notFull, notEmpty, q: q.buffer, seen: seen.buffer }
-    const prelude = `${QUEUE}
-      const m = sabsync.Mutex.from(workerData.m)
-      const notFull = sabsync.CondVar.from(workerData.notFull)
-      const notEmpty = sabsync.CondVar.from(workerData.notEmpty)
-      const q = new Int32Array(workerData.q)
-      const seen = new Int32Array(workerData.seen)`
     const ws = []
     for (let p = 0; p < P; p++) {
-      ws.push(worker(`${prelude}
-        for (let i = 0; i < ${K}; i++) put(q, m, notFull, notEmpty, workerData.p * ${K} + i + 1)`, { ...shared, p }))
+      ws.push(fixture('condvar/producer', { ...shared, p, K }))
     }
     // Two consumer workers take a fixed share; the main thread takes the rest
     // asynchronously. A value 0 would be an empty slot read.
     const workerTakes = 300
     for (let c = 0; c < 2; c++) {
-      ws.push(worker(`${prelude}
-        for (let i = 0; i < ${workerTakes}; i++) Atomics.add(seen, take(q, m, notFull, notEmpty), 1)`, shared))
+      ws.push(fixture('condvar/consumer', { ...shared, takes: workerTakes }))
     }
     for (let i = 0; i < P * K - 2 * workerTakes; i++) {
       await m.lockAsync()
@@ -174,12 +128,7 @@ t.test('a waiter terminated while waiting leaves the mutex free', async t => {
   const cv = new CondVar()
   const m = new Mutex()
   const sab = new SharedArrayBuffer(8)
-  const w = worker(`
-    const cv = sabsync.CondVar.from(workerData.cv)
-    const m = sabsync.Mutex.from(workerData.m)
-    m.lock()
-    Atomics.store(new Int32Array(workerData.sab), 0, 1)
-    cv.wait(m)`, { cv, m, sab })
+  const w = fixture('condvar/terminated-waiter', { cv, m, sab })
   await until(() => Atomics.load(new Int32Array(sab), 0) === 1)
   await until(() => !m.isLocked)
   await w.terminate()

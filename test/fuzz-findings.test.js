@@ -3,9 +3,8 @@
 // one test each, so that npm test keeps them fixed.
 const t = require('tap')
 const sabsync = require('..')
+const { sleep } = require('./helpers')
 const { Mutex, Sema, Latch, RateLimit, AtomicFlag, SabsyncError } = sabsync
-
-const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
 
 t.test('Mutex over memory with flags but no owner: lock() answers instead of looping forever', async t => {
   const m = new Mutex()

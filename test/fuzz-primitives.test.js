@@ -25,22 +25,16 @@ const { inspect } = require('util')
 const { isProxy } = require('util').types
 const sabsync = require('..')
 const { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema, RateLimit, SabsyncError } = sabsync
-const { counts } = require('../lib/lot')
-const { COUNT_STRIDE: countStride } = require('../lib/native').constants
 const { TAGS } = require('../lib/kind')
+const helpers = require('./helpers')
+const { sleep } = helpers
 
 const SEED = Number(process.env.FUZZ_SEED) || 20261129
 const ROUNDS = Number(process.env.FUZZ_ROUNDS) || 40
 const CALLS = 150
 
-function lotWaiters () {
-  if (counts === null) return 0
-  let n = 0
-  for (let i = 0; i < counts.length; i += countStride) n += Atomics.load(counts, i)
-  return n
-}
-
-const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
+// Threads waiting on the parking lot; 0 where the addon keeps no counters.
+const lotWaiters = () => helpers.lotWaiters() || 0
 
 // ---- randomness ----
 

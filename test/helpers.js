@@ -22,7 +22,8 @@ function until (cond, ms = 60000, what = 'condition') {
 }
 
 // A worker running `code` (a function body; `sabsync`, `workerData`,
-// `parentPort` are in scope).
+// `parentPort` are in scope). New tests use fixture() instead: a body in a
+// file that the linter reads.
 function worker (code, workerData, options = {}) {
   const src = `'use strict'
 const sabsync = require(${JSON.stringify(root)})
@@ -33,6 +34,45 @@ ${code}`
   w.exited = new Promise(resolve => w.once('exit', resolve))
   return w
 }
+
+// The absolute path of test/fixtures/<name>.js.
+const fixturePath = name => path.join(__dirname, 'fixtures', name + '.js')
+
+// The source of an eval'd worker that runs test/fixtures/<name>.js, for
+// workers started inside a child process's code: new Worker(src, { eval:
+// true }). A worker started from the file's path instead runs its main
+// module through the loader hooks the test runner passes in execArgv (tap's
+// TypeScript import), which took 10 to 20 s a worker on a loaded machine
+// and made tests time out; a worker that evaluates require(file) starts as
+// fast as one with an inline body, in the same environment.
+const fixtureSource = name => `require(${JSON.stringify(fixturePath(name))})`
+
+// A worker running test/fixtures/<name>.js (`name` without the .js), with
+// `workerData`. Each worker body of the tests is such a file, where the
+// linter reads it and a reader finds it; `exited` as for worker().
+function fixture (name, workerData, options = {}) {
+  const w = new Worker(fixtureSource(name), { eval: true, workerData, ...options })
+  w.exited = new Promise(resolve => w.once('exit', resolve))
+  return w
+}
+
+// Resolves after `ms` (to let other threads run, never to assert speed).
+const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
+
+// Threads waiting anywhere on the parking lot, from its per-bucket
+// counters (lib/lot.js); null where the addon keeps none. Loaded on first
+// use: some test files never load the addon.
+function lotWaiters () {
+  const { counts } = require('../lib/lot')
+  if (counts === null) return null
+  const stride = require('../lib/native').constants.COUNT_STRIDE
+  let n = 0
+  for (let i = 0; i < counts.length; i += stride) n += Atomics.load(counts, i)
+  return n
+}
+
+// The next message a worker posts.
+const message = w => new Promise(resolve => w.once('message', resolve))
 
 function exited (w) {
   return w.exited || new Promise(resolve => w.once('exit', resolve))
@@ -110,6 +150,12 @@ class Poison extends Error {
 module.exports = {
   until,
   worker,
+  fixture,
+  fixturePath,
+  fixtureSource,
+  sleep,
+  message,
+  lotWaiters,
   exited,
   child,
   plainEnv,

@@ -13,6 +13,7 @@ const { Worker, MessageChannel } = require('worker_threads')
 const sabsync = require('..')
 const { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema, RateLimit, SabsyncError } = sabsync
 const { TAGS } = require('../lib/kind')
+const { fixtureSource } = require('./helpers')
 
 const make = {
   Mutex: o => new Mutex(o),
@@ -144,7 +145,7 @@ t.test('postMessage(limit) fails naming the fix; limit.handle is what to post', 
   t.same(Object.keys(limit.handle).sort(), ['buffer', 'byteOffset'])
   t.ok(Object.isFrozen(limit.handle))
   // limit.handle crosses to a real worker, which attaches and takes a grant.
-  const w = new Worker(path.join(__dirname, 'fixtures', 'rate-limit-handle.js'), { workerData: limit.handle })
+  const w = new Worker(fixtureSource('kinds/rate-limit-handle'), { eval: true, workerData: limit.handle })
   const exited = new Promise(resolve => w.once('exit', resolve)) // listen at once: it may exit right after posting
   const msg = await new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject) })
   t.same(msg, { rps: 3, granted: true })

@@ -3,10 +3,7 @@
 // and not before.
 const t = require('tap')
 const { Latch } = require('..')
-const { until, worker } = require('./helpers')
-
-const message = w => new Promise(resolve => w.once('message', resolve))
-const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
+const { until, fixture, sleep, message } = require('./helpers')
 
 t.test('shape and counting', async t => {
   t.equal(Latch.byteLength, 8)
@@ -35,20 +32,7 @@ t.test('blocking and async waiters are released together, at 0', async t => {
     const c = new Int32Array(sab)
     const ws = []
     for (let i = 0; i < n; i++) {
-      ws.push(worker(`
-        const l = sabsync.Latch.from(workerData.l)
-        const c = new Int32Array(workerData.sab)
-        Atomics.add(c, 0, 1)
-        if (workerData.i % 2) {
-          Atomics.wait(c, 3, 0, 2 * workerData.i)
-          l.countDown()
-          const ok = l.wait(20000)
-          if (!ok || l.count !== 0) Atomics.store(c, 2, 1)
-        } else {
-          // arrive and wait in one go
-          if (!l.arriveAndWait(1, 20000) || l.count !== 0) Atomics.store(c, 2, 1)
-        }
-        Atomics.add(c, 1, 1)`, { l, sab, i }))
+      ws.push(fixture('latch/wait-released', { l, sab, i }))
     }
     const seen = await Promise.all([l.waitAsync(), l.waitAsync({ timeout: 20000 })].map(p => p.then(r => [r, l.count])))
     t.same(seen, [[true, 0], [true, 0]], 'async waiters released at 0')
@@ -60,10 +44,7 @@ t.test('blocking and async waiters are released together, at 0', async t => {
 
 t.test('waiters stay parked above 0', async t => {
   const l = new Latch(2)
-  const w = worker(`
-    const l = sabsync.Latch.from(workerData)
-    parentPort.postMessage('waiting')
-    parentPort.postMessage([l.wait(20000), l.count])`, l)
+  const w = fixture('latch/wait-parked', l)
   const msgs = []
   w.on('message', m => msgs.push(m))
   await until(() => msgs.length === 1)
@@ -82,10 +63,7 @@ t.test('timeouts, abort, bad input', async t => {
   const t0 = performance.now()
   t.equal(await l.waitAsync({ timeout: 20 }), false)
   t.ok(performance.now() - t0 >= 20, 'not early')
-  const w = worker(`
-    const l = sabsync.Latch.from(workerData)
-    const t0 = performance.now()
-    parentPort.postMessage([l.wait(15), performance.now() - t0])`, l)
+  const w = fixture('latch/wait-timeouts', l)
   const [r, took] = await message(w)
   t.equal(r, false)
   t.ok(took >= 15, `wait(15) took ${took.toFixed(1)} ms`)

@@ -3,8 +3,10 @@
 // JS files require each other, without a circle (a file's module is the
 // .c/.h pair or the .js file); the core never includes node_api.h; every
 // error code used anywhere is in the registry (lib/errors.js) and in the
-// SabsyncErrorCode type; and every constant JS compares with the addon's
-// answers comes from the addon.
+// SabsyncErrorCode type; every constant JS compares with the addon's
+// answers comes from the addon; and the tests can be found: the README's
+// table names every tap file (and only files that exist), and every worker
+// fixture a test starts exists and is started by some test.
 const t = require('tap')
 const fs = require('fs')
 const path = require('path')
@@ -122,4 +124,39 @@ t.test('the constants JS uses come from the addon', async t => {
   for (const f of list('lib', /\.js$/)) {
     t.notMatch(read(f), /0x53454D31|0x52415431/i, `${f} does not restate a magic`)
   }
+})
+
+t.test('the README\'s table of tests names every tap file, and every worker fixture is used', async t => {
+  const readme = read('README.md')
+  const start = readme.indexOf('| feature or guarantee | test file(s) |')
+  t.not(start, -1, 'the README has the table')
+  const rows = readme.slice(start).split('\n\n')[0].split('\n').slice(2)
+  const named = new Set()
+  for (const row of rows) {
+    const files = row.split('|')[2] || ''
+    for (const [, name] of files.matchAll(/`([a-z0-9-]+)`/g)) named.add(name)
+  }
+  const tapFiles = list('test', /\.test\.js$/).map(f => path.basename(f, '.test.js'))
+  t.same(tapFiles.filter(f => !named.has(f)), [], 'every tap file is in the table')
+  t.same([...named].filter(f => !tapFiles.includes(f)), [], 'every name in the table is a tap file')
+
+  const sources = list('test', /\.js$/).map(read)
+  const fixtureDirs = fs.readdirSync(path.join(root, 'test', 'fixtures'), { withFileTypes: true })
+    .filter(d => d.isDirectory() && tapFiles.includes(d.name)).map(d => d.name)
+  const started = new Set()
+  for (const src of sources) {
+    for (const [, name] of src.matchAll(/fixture(?:Path|Source)?\('([a-z0-9-]+\/[a-z0-9-]+)'/g)) started.add(name)
+    for (const [, name] of src.matchAll(/test\/fixtures\/([a-z0-9-]+\/[a-z0-9-]+)\.js/g)) started.add(name)
+  }
+  for (const name of started) t.ok(fs.existsSync(path.join(root, 'test', 'fixtures', name + '.js')), `test/fixtures/${name}.js exists`)
+  const unused = []
+  for (const dir of fixtureDirs) {
+    const here = list(path.join('test', 'fixtures', dir), /\.js$/)
+    const texts = here.map(read)
+    for (const f of here) {
+      const base = path.basename(f, '.js')
+      if (!started.has(`${dir}/${base}`) && !texts.some(s => s.includes(`require('./${base}')`))) unused.push(f)
+    }
+  }
+  t.same(unused, [], 'every fixture under test/fixtures/<tap file>/ is started by a test or required by a fixture')
 })

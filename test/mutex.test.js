@@ -4,11 +4,9 @@
 // owner death in the three ways a thread ends, fairness, guards, bad input.
 const t = require('tap')
 const { Mutex } = require('..')
-const { until, worker, child } = require('./helpers')
+const { until, child, fixture, sleep, message, fixtureSource } = require('./helpers')
 
 const dispose = Symbol.dispose ?? Symbol.for('nodejs.dispose')
-const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
-const message = w => new Promise(resolve => w.once('message', resolve))
 
 t.test('shape: byteLength, memory, from, postMessage round trip', async t => {
   t.equal(Mutex.byteLength, 16)
@@ -31,14 +29,7 @@ t.test('shape: byteLength, memory, from, postMessage round trip', async t => {
 
   // postMessage: the worker attaches to the message and sees the lock held
   // by the main thread; then it takes it after the main thread unlocks.
-  const w = worker(`
-    const m = sabsync.Mutex.from(workerData)
-    parentPort.postMessage([m.isLocked, m.tryLock()])
-    parentPort.once('message', () => {
-      const got = m.lock(10000)
-      parentPort.postMessage(got)
-      m.unlock()
-    })`, m)
+  const w = fixture('mutex/shape-round-trip', m)
   t.same(await message(w), [true, false], 'the worker sees it held')
   m.unlock()
   w.postMessage('go')
@@ -67,11 +58,7 @@ t.test('lock, tryLock, unlock, isLocked; owner checks', async t => {
   t.throws(() => m.unlock(), { code: 'ERR_SABSYNC_NOT_OWNER' }, 'unlock of a free mutex')
   t.notOk(m.ownerDied)
 
-  const w = worker(`
-    const m = sabsync.Mutex.from(workerData)
-    m.lock()
-    parentPort.postMessage('locked')
-    parentPort.once('message', () => { m.unlock(); parentPort.postMessage('unlocked') })`, m)
+  const w = fixture('mutex/owner-checks', m)
   await message(w)
   t.ok(m.isLocked)
   t.throws(() => m.unlock(), { code: 'ERR_SABSYNC_NOT_OWNER', name: 'SabsyncError' }, 'unlock by another thread')
@@ -85,19 +72,8 @@ t.test('lock, tryLock, unlock, isLocked; owner checks', async t => {
 
 // N workers do K plain (non-atomic) increments under the lock while the
 // main thread takes it with lockAsync in between; a second cell counts the
-// holders inside the critical section, which must never exceed 1.
-const CONTEND = `
-const m = sabsync.Mutex.from(workerData.m)
-const c = new Int32Array(workerData.sab)
-for (let i = 0; i < workerData.k; i++) {
-  m.lock()
-  if (Atomics.add(c, 1, 1) !== 0) Atomics.store(c, 2, 1)
-  const v = c[0]
-  c[0] = v + 1
-  Atomics.sub(c, 1, 1)
-  m.unlock()
-}`
-
+// holders inside the critical section, which must never exceed 1. The
+// workers: test/fixtures/mutex/contend.js.
 t.test('mutual exclusion: N workers x K increments + main-thread lockAsync', async t => {
   for (const [n, k, repeats] of [[2, 4000, 3], [4, 2000, 3]]) {
     for (let r = 0; r < repeats; r++) {
@@ -105,7 +81,7 @@ t.test('mutual exclusion: N workers x K increments + main-thread lockAsync', asy
       const sab = new SharedArrayBuffer(16)
       const c = new Int32Array(sab)
       const ws = []
-      for (let i = 0; i < n; i++) ws.push(worker(CONTEND, { m, sab, k }))
+      for (let i = 0; i < n; i++) ws.push(fixture('mutex/contend', { m, sab, k }))
       let done = false
       const all = Promise.all(ws.map(w => w.exited)).then(() => { done = true })
       let mine = 0
@@ -144,11 +120,7 @@ t.test('several lockAsync on one thread are served in order', async t => {
 
   // Held by a worker: the queue waits for it, in order, and the ones that
   // time out or abort behind the head leave the queue.
-  const w = worker(`
-    const m = sabsync.Mutex.from(workerData)
-    m.lock()
-    parentPort.postMessage('locked')
-    parentPort.once('message', () => m.unlock())`, m)
+  const w = fixture('mutex/holder', m)
   await message(w)
   const ac = new AbortController()
   const got = []
@@ -176,15 +148,7 @@ t.test('timeouts are never early', async t => {
   t.equal(await m.lockAsync({ timeout: 0 }), false)
   t.equal(await m.lockAsync({ timeout: -5 }), false, 'a negative timeout is 0')
   // Blocking lock(timeout) in a worker
-  const w = worker(`
-    const m = sabsync.Mutex.from(workerData)
-    const out = []
-    for (const ms of [0, 1, 15, 40]) {
-      const t0 = performance.now()
-      const got = m.lock(ms)
-      out.push([ms, got, performance.now() - t0])
-    }
-    parentPort.postMessage(out)`, m)
+  const w = fixture('mutex/timeouts', m)
   for (const [ms, got, took] of await message(w)) {
     t.equal(got, false, `lock(${ms}) times out`)
     t.ok(took >= ms, `lock(${ms}) took ${took.toFixed(2)} ms: not early`)
@@ -212,7 +176,7 @@ t.test('abort', async t => {
   // An abort after a long wait (past the fairness threshold) while a worker
   // hammers the lock: the lock keeps working for everyone afterwards.
   const sab = new SharedArrayBuffer(16)
-  const w = worker(CONTEND, { m, sab, k: 20000 })
+  const w = fixture('mutex/contend', { m, sab, k: 20000 })
   for (let i = 0; i < 20; i++) {
     const ac2 = new AbortController()
     const q = m.lockAsync({ signal: ac2.signal }).then(got => { if (got) m.unlock(); return 'got' }, () => 'aborted')
@@ -228,13 +192,7 @@ t.test('abort', async t => {
 
 // A worker that locks and then ends without unlocking.
 function dyingHolder (m, how) {
-  const w = worker(`
-    const m = sabsync.Mutex.from(workerData.m)
-    m.lock()
-    parentPort.postMessage('locked')
-    if (workerData.how === 'exit') process.exit(7)
-    if (workerData.how === 'throw') throw new Error('boom')
-    setInterval(() => {}, 1000) // 'terminate': stay alive holding it`, { m, how })
+  const w = fixture('mutex/dying-holder', { m, how })
   w.on('error', () => {}) // the uncaught exception, reported to the parent
   return w
 }
@@ -246,12 +204,7 @@ for (const how of ['terminate', 'exit', 'throw']) {
     const holder = dyingHolder(m, how)
     await message(holder)
     // A blocking waiter in a worker, and an async waiter here.
-    const waiter = worker(`
-      const m = sabsync.Mutex.from(workerData.m)
-      Atomics.store(new Int32Array(workerData.sab), 0, 1)
-      const got = m.lock(20000)
-      parentPort.postMessage([got, m.ownerDied])
-      m.unlock()`, { m, sab })
+    const waiter = fixture('mutex/waiter', { m, sab })
     const reported = message(waiter) // listen now: it may report before we look
     await until(() => Atomics.load(new Int32Array(sab), 0) === 1)
     const mine = m.lockAsync({ timeout: 20000 }).then(got => [got, m.ownerDied])
@@ -299,10 +252,7 @@ t.test('a waiter that arrives while the dead owner is still in the word (worker)
   const holder = dyingHolder(m, 'exit')
   await message(holder)
   await holder.exited
-  const w = worker(`
-    const m = sabsync.Mutex.from(workerData)
-    parentPort.postMessage([m.lock(20000), m.ownerDied])
-    m.unlock()`, m)
+  const w = fixture('mutex/arrives-while-dead', m)
   t.same(await message(w), [true, true])
   await w.exited
 })
@@ -315,16 +265,7 @@ t.test('fairness: the main thread gets the lock while workers hammer it', async 
   // (or a hang guard ends them).
   const ws = []
   for (let i = 0; i < 3; i++) {
-    ws.push(worker(`
-      const m = sabsync.Mutex.from(workerData.m)
-      const c = new Int32Array(workerData.sab)
-      const end = Date.now() + 20000
-      while (Atomics.load(c, 1) === 0 && Date.now() < end) {
-        m.lock()
-        for (let j = 0; j < 50; j++) c[0]++
-        m.unlock()
-      }
-      parentPort.postMessage(Atomics.load(c, 1))`, { m, sab }))
+    ws.push(fixture('mutex/hammer', { m, sab }))
   }
   await until(() => Atomics.load(c, 0) > 1000)
   let waits = 0
@@ -373,11 +314,7 @@ t.test('guard: using-compatible', async t => {
   t.throws(() => m.guard(0), { code: 'ERR_SABSYNC_DEADLOCK' })
   t.equal(await m.guardAsync({ timeout: 5 }), undefined, 'undefined when the timeout passed')
   m.unlock()
-  const w = worker(`
-    const m = sabsync.Mutex.from(workerData)
-    m.lock()
-    parentPort.postMessage('locked')
-    parentPort.once('message', () => m.unlock())`, m)
+  const w = fixture('mutex/holder', m)
   await message(w)
   t.equal(m.guard(5), undefined, 'undefined when the timeout passed (held by a worker)')
   w.postMessage('go')
@@ -409,10 +346,7 @@ t.test('process exit with a worker blocked in lock() does not hang', async t => 
     const { Worker } = require('worker_threads')
     const m = new sabsync.Mutex()
     m.lock()
-    const w = new Worker(\`
-      const m = require(\${JSON.stringify(require.resolve(${JSON.stringify(require.resolve('..'))}))}).Mutex.from(require('worker_threads').workerData)
-      require('worker_threads').parentPort.postMessage('go')
-      m.lock()\`, { eval: true, workerData: m })
+    const w = new Worker(${JSON.stringify(fixtureSource('mutex/blocked-lock'))}, { eval: true, workerData: m })
     w.unref()
     w.once('message', () => setTimeout(() => console.log('bye'), 20))`)
   t.equal(r.code, 0)

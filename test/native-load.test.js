@@ -8,8 +8,7 @@ const t = require('tap')
 const fs = require('fs')
 const os = require('os')
 const path = require('path')
-const { Worker } = require('worker_threads')
-const { root } = require('./helpers')
+const { root, fixture, message } = require('./helpers')
 
 t.test('a worker started while build/ is gone runs the main thread\'s copy', async t => {
   // A package of our lib/ with the addon both built and prebuilt: the same
@@ -36,22 +35,15 @@ t.test('a worker started while build/ is gone runs the main thread\'s copy', asy
 
   // The scenario of test/rwlock.test.js "reader death (throw)".
   const rw = new RWLock()
-  const w = new Worker(`
-    const { RWLock } = require(${JSON.stringify(work)})
-    const { workerData, parentPort } = require('worker_threads')
-    const rw = RWLock.from(workerData)
-    rw.readLock()
-    parentPort.postMessage(require(${JSON.stringify(path.join(work, 'lib', 'native'))}).envId())
-    parentPort.once('message', () => { throw new Error('boom') })`, { eval: true, workerData: rw })
+  const w = fixture('native-load/reader', { rw, work })
   w.on('error', () => {})
-  const exited = new Promise(resolve => w.once('exit', resolve))
-  const id = await new Promise(resolve => w.once('message', resolve))
+  const id = await message(w)
   t.not(id, native.envId(), 'the worker has an owner id of its own')
   t.ok(native.alive(id), 'and the main thread sees it alive')
   t.notOk(rw.tryWriteLock(), 'its read lock is seen')
   const writer = rw.writeLockAsync({ timeout: 20000 })
   w.postMessage('die')
-  await exited
+  await w.exited
   t.notOk(native.alive(id), 'its death is seen')
   t.equal(await writer, true, 'the waiting writer got in')
   rw.writeUnlock()

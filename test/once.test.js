@@ -3,10 +3,7 @@
 // hands the job to a waiting caller.
 const t = require('tap')
 const { Once } = require('..')
-const { until, worker } = require('./helpers')
-
-const message = w => new Promise(resolve => w.once('message', resolve))
-const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
+const { until, fixture, sleep, message } = require('./helpers')
 
 t.test('shape', async t => {
   t.equal(Once.byteLength, 8)
@@ -30,17 +27,7 @@ t.test('exactly once across workers and the main thread', async t => {
     const c = new Int32Array(sab)
     const ws = []
     for (let i = 0; i < 4; i++) {
-      ws.push(worker(`
-        const o = sabsync.Once.from(workerData.o)
-        const c = new Int32Array(workerData.sab)
-        const ran = o.run(() => {
-          const v = c[0]
-          Atomics.wait(c, 3, 0, 5) // take a while, so that others wait
-          c[0] = v + 1
-        })
-        // Whoever returns saw fn finished.
-        if (c[0] !== 1) Atomics.store(c, 2, 1)
-        if (ran) Atomics.add(c, 1, 1)`, { o, sab }))
+      ws.push(fixture('once/run-once', { o, sab }))
     }
     const ran = await o.runAsync(async () => { const v = c[0]; await sleep(3); c[0] = v + 1 })
     if (c[0] !== 1) Atomics.store(c, 2, 1)
@@ -57,18 +44,7 @@ t.test('a throwing runner: a waiting caller runs fn', async t => {
   const o = new Once()
   const sab = new SharedArrayBuffer(8)
   const c = new Int32Array(sab)
-  const w = worker(`
-    const o = sabsync.Once.from(workerData.o)
-    const c = new Int32Array(workerData.sab)
-    try {
-      o.run(() => {
-        Atomics.store(c, 0, 1)
-        Atomics.wait(c, 1, 0, 50)
-        throw new Error('init failed')
-      })
-    } catch (err) {
-      parentPort.postMessage(err.message)
-    }`, { o, sab })
+  const w = fixture('once/throwing-runner', { o, sab })
   const thrown = message(w)
   await until(() => Atomics.load(c, 0) === 1)
   const ran = await o.runAsync(() => { Atomics.store(c, 0, 2) })
@@ -93,27 +69,10 @@ for (const how of ['terminate', 'exit', 'throw']) {
     const o = new Once()
     const sab = new SharedArrayBuffer(8)
     const c = new Int32Array(sab)
-    const w = worker(`
-      const o = sabsync.Once.from(workerData.o)
-      const c = new Int32Array(workerData.sab)
-      if (workerData.how === 'throw') {
-        // An async fn whose thread dies of an uncaught exception meanwhile.
-        o.runAsync(() => new Promise(() => {
-          Atomics.store(c, 0, 1)
-          setTimeout(() => { throw new Error('uncaught') }, 20)
-        }))
-      } else {
-        o.run(() => {
-          Atomics.store(c, 0, 1)
-          if (workerData.how === 'exit') process.exit(1)
-          Atomics.wait(c, 1, 0) // inside fn, until terminated
-        })
-      }`, { o, sab, how })
+    const w = fixture('once/dying-runner', { o, sab, how })
     w.on('error', () => {})
     await until(() => Atomics.load(c, 0) === 1)
-    const waiter = worker(`
-      const o = sabsync.Once.from(workerData.o)
-      parentPort.postMessage(o.run(() => Atomics.store(new Int32Array(workerData.sab), 0, 3), 20000))`, { o, sab })
+    const waiter = fixture('once/waiter', { o, sab })
     const got = message(waiter)
     if (how === 'terminate') await w.terminate()
     await w.exited

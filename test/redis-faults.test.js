@@ -7,13 +7,13 @@ const Redis = require('ioredis')
 const { privateServer } = require('./fixtures/redis/server')
 const { Mutex, Sema, RateLimit } = require('../lib/redis')
 
-const tick = ms => new Promise(resolve => setTimeout(resolve, ms))
+const { sleep } = require('./helpers')
 
 async function until (cond, what, ms = 30000) {
   const end = Date.now() + ms
   while (!(await cond())) {
     if (Date.now() > end) throw new Error('timed out waiting for ' + what)
-    await tick(5)
+    await sleep(5)
   }
 }
 
@@ -114,7 +114,7 @@ async function main () {
     const mb = new Mutex(b, 'sleep', { lease: 5000, commandTimeout: 300 })
     await ma.lockAsync()
     admin.debug('SLEEP', 1.2).catch(() => {})
-    await tick(50)
+    await sleep(50)
     const r = await timed(mb.lockAsync({ timeout: 200 }))
     t.equal(r.value, false)
     t.ok(r.ms < 200 + 2000, `in time (${r.ms.toFixed(0)} ms)`)
@@ -152,7 +152,7 @@ async function main () {
     const [ida, idb] = [await a.client('ID'), await b.client('ID')]
     await admin.client('KILL', 'ID', ida)
     await admin.client('KILL', 'ID', idb)
-    await tick(2500) // past two leases: renewals go on over the new connection
+    await sleep(2500) // past two leases: renewals go on over the new connection
     t.equal(ma.lost.aborted, false, 'the holder kept its lease')
     t.equal(await ma.unlock(), true)
     t.type(await waiting, 'number', 'the waiter is served')

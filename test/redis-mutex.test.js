@@ -11,13 +11,13 @@ const { Mutex } = require('../lib/redis')
 
 const root = path.join(__dirname, '..')
 const prefix = 'test-' + process.pid + '-' + Math.random().toString(36).slice(2, 8)
-const tick = ms => new Promise(resolve => setTimeout(resolve, ms))
+const { sleep } = require('./helpers')
 
 async function until (cond, what, ms = 20000) {
   const end = Date.now() + ms
   while (!(await cond())) {
     if (Date.now() > end) throw new Error('timed out waiting for ' + what)
-    await tick(5)
+    await sleep(5)
   }
 }
 
@@ -63,7 +63,7 @@ async function main () {
         const fence = await m.lockAsync()
         if (++inside !== 1) overlaps++
         fences.push(fence)
-        await tick(Math.random() < 0.5 ? 0 : 1)
+        await sleep(Math.random() < 0.5 ? 0 : 1)
         inside--
         t.equal(await m.unlock(), true)
       }
@@ -87,7 +87,7 @@ async function main () {
       const [name, m] = who[i]
       pending.push(m.lockAsync().then(async fence => {
         order.push({ i, name, fence })
-        await tick(1)
+        await sleep(1)
         await m.unlock()
       }))
       await until(async () => (await holder.nrWaiting()) === i + 1, 'waiter ' + i + ' to queue')
@@ -139,7 +139,7 @@ async function main () {
     await t.rejects(ma.runExclusive(() => { throw new Error('boom') }), { message: 'boom' })
     t.type(await mb.tryLock(), 'number', 'released after a throw too')
     const late = ma.lockAsync({ timeout: 1e12 }) // past setTimeout's reach: no limit, not an early answer
-    await tick(50)
+    await sleep(50)
     t.equal(await mb.unlock(), true)
     t.type(await late, 'number')
     t.equal(await ma.unlock(), true)
@@ -173,7 +173,7 @@ async function main () {
     const ma = new Mutex(a, 'renew', opts({ lease: 1000 }))
     const mb = new Mutex(b, 'renew', opts({ lease: 1000 }))
     await ma.lockAsync()
-    await tick(3500)
+    await sleep(3500)
     t.equal(ma.lost.aborted, false, 'held past several leases')
     t.equal(await mb.tryLock(), false)
     t.equal(await ma.unlock(), true)

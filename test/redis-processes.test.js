@@ -12,13 +12,13 @@ const { sharedServer } = require('./fixtures/redis/server')
 const { Mutex } = require('../lib/redis')
 
 const prefix = 'test-' + process.pid + '-' + Math.random().toString(36).slice(2, 8)
-const tick = ms => new Promise(resolve => setTimeout(resolve, ms))
+const { sleep } = require('./helpers')
 
 async function until (cond, what, ms = 30000) {
   const end = Date.now() + ms
   while (!(await cond())) {
     if (Date.now() > end) throw new Error('timed out waiting for ' + what)
-    await tick(5)
+    await sleep(5)
   }
 }
 

@@ -9,7 +9,7 @@ const { sharedServer } = require('./fixtures/redis/server')
 const { RateLimit } = require('../lib/redis')
 
 const prefix = 'test-' + process.pid + '-' + Math.random().toString(36).slice(2, 8)
-const tick = ms => new Promise(resolve => setTimeout(resolve, ms))
+const { sleep } = require('./helpers')
 const us = ms => Math.round(ms * 1000) // grant times (ms, µs precision) as whole µs
 
 // The most grants in any half-open window [x, x + unit) of sorted times (µs).
@@ -71,7 +71,7 @@ async function main () {
     t.ok(performance.now() - t0 < 500, 'answered without waiting for a grant it cannot have')
     const ac = new AbortController()
     const p = limit({ signal: ac.signal })
-    await tick(20)
+    await sleep(20)
     t.equal(await limit.nrWaiting(), 1, 'one caller sleeps until its time')
     ac.abort(new Error('stop'))
     await t.rejects(p, { message: 'stop' })

@@ -7,13 +7,13 @@ const { sharedServer } = require('./fixtures/redis/server')
 const { Sema } = require('../lib/redis')
 
 const prefix = 'test-' + process.pid + '-' + Math.random().toString(36).slice(2, 8)
-const tick = ms => new Promise(resolve => setTimeout(resolve, ms))
+const { sleep } = require('./helpers')
 
 async function until (cond, what, ms = 20000) {
   const end = Date.now() + ms
   while (!(await cond())) {
     if (Date.now() > end) throw new Error('timed out waiting for ' + what)
-    await tick(5)
+    await sleep(5)
   }
 }
 
@@ -83,7 +83,7 @@ async function main () {
         held.add(token)
         most = Math.max(most, ++inside)
         served++
-        await tick(Math.random() < 0.5 ? 0 : 1)
+        await sleep(Math.random() < 0.5 ? 0 : 1)
         inside--
         held.delete(token)
         t.equal(await s.release(token), true)

@@ -4,10 +4,7 @@
 // reader's read locks are released.
 const t = require('tap')
 const { RWLock } = require('..')
-const { until, worker } = require('./helpers')
-
-const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
-const message = w => new Promise(resolve => w.once('message', resolve))
+const { until, fixture, sleep, message } = require('./helpers')
 
 t.test('shape', async t => {
   t.equal(RWLock.byteLength, RWLock.byteLengthFor(64))
@@ -60,11 +57,7 @@ t.test('owner checks and recursion', async t => {
   await p
   t.ok(wrote)
   rw.writeUnlock()
-  const w = worker(`
-    const rw = sabsync.RWLock.from(workerData)
-    rw.writeLock()
-    parentPort.postMessage('w')
-    parentPort.once('message', () => rw.writeUnlock())`, rw)
+  const w = fixture('rwlock/owner-checks', rw)
   await message(w)
   t.throws(() => rw.writeUnlock(), { code: 'ERR_SABSYNC_NOT_OWNER' }, 'writeUnlock by another thread')
   w.postMessage('go')
@@ -73,26 +66,6 @@ t.test('owner checks and recursion', async t => {
 
 // Workers mix reads and writes; cells: [0] written count (plain), [1]
 // writers inside, [2] readers inside, [3] violation, [4] most readers at once.
-const MIX = `
-const rw = sabsync.RWLock.from(workerData.rw)
-const c = new Int32Array(workerData.sab)
-for (let i = 0; i < workerData.k; i++) {
-  if (i % workerData.every === 0) {
-    rw.writeLock()
-    if (Atomics.add(c, 1, 1) !== 0 || Atomics.load(c, 2) !== 0) Atomics.store(c, 3, 1)
-    c[0] = c[0] + 1
-    Atomics.sub(c, 1, 1)
-    rw.writeUnlock()
-  } else {
-    rw.readLock()
-    const inside = Atomics.add(c, 2, 1) + 1
-    if (Atomics.load(c, 1) !== 0) Atomics.store(c, 3, 2)
-    for (let m = Atomics.load(c, 4); m < inside && Atomics.compareExchange(c, 4, m, inside) !== m; m = Atomics.load(c, 4));
-    for (let j = 0; j < 200; j++) Atomics.load(c, 5)
-    Atomics.sub(c, 2, 1)
-    rw.readUnlock()
-  }
-}`
 
 t.test('writers never overlap anyone; readers overlap', async t => {
   for (const [n, k, every] of [[3, 3000, 10], [4, 2000, 4]]) {
@@ -100,7 +73,7 @@ t.test('writers never overlap anyone; readers overlap', async t => {
     const sab = new SharedArrayBuffer(32)
     const c = new Int32Array(sab)
     const ws = []
-    for (let i = 0; i < n; i++) ws.push(worker(MIX, { rw, sab, k, every }))
+    for (let i = 0; i < n; i++) ws.push(fixture('rwlock/mix', { rw, sab, k, every }))
     // the main thread writes and reads asynchronously meanwhile
     let mainWrites = 0
     let done = false
@@ -126,13 +99,7 @@ t.test('writers never overlap anyone; readers overlap', async t => {
   const sab = new SharedArrayBuffer(8)
   const ws = []
   for (let i = 0; i < 3; i++) {
-    ws.push(worker(`
-      const rw = sabsync.RWLock.from(workerData.rw)
-      const c = new Int32Array(workerData.sab)
-      rw.readLock()
-      Atomics.add(c, 0, 1)
-      while (Atomics.load(c, 0) < 3) Atomics.wait(c, 1, 0, 1)
-      rw.readUnlock()`, { rw, sab }))
+    ws.push(fixture('rwlock/three-readers', { rw, sab }))
   }
   await Promise.all(ws.map(w => w.exited))
   t.equal(new Int32Array(sab)[0], 3, 'three readers inside at once')
@@ -145,27 +112,14 @@ t.test('a waiting writer gets in under a continuous reader load', async t => {
   // Overlapping readers: there is always one inside until told to stop.
   const ws = []
   for (let i = 0; i < 3; i++) {
-    ws.push(worker(`
-      const rw = sabsync.RWLock.from(workerData.rw)
-      const c = new Int32Array(workerData.sab)
-      const end = Date.now() + 20000
-      while (Atomics.load(c, 0) === 0 && Date.now() < end) {
-        rw.readLock()
-        Atomics.add(c, 1, 1)
-        Atomics.wait(c, 2, 0, 2)
-        rw.readUnlock()
-      }
-      parentPort.postMessage(Atomics.load(c, 0))`, { rw, sab }))
+    ws.push(fixture('rwlock/reader-load', { rw, sab }))
   }
   const stopped = ws.map(message)
   await until(() => Atomics.load(c, 1) > 30)
   for (let i = 0; i < 5; i++) {
     t.ok(await rw.writeLockAsync(), 'the writer got in')
     rw.writeUnlock()
-    const w = worker(`
-      const rw = sabsync.RWLock.from(workerData)
-      parentPort.postMessage(rw.writeLock(20000))
-      rw.writeUnlock()`, rw)
+    const w = fixture('rwlock/write-lock', rw)
     t.equal(await message(w), true, 'a blocking writer got in')
     await w.exited
   }
@@ -175,15 +129,7 @@ t.test('a waiting writer gets in under a continuous reader load', async t => {
 })
 
 function dying (rw, how, kind) {
-  const w = worker(`
-    const rw = sabsync.RWLock.from(workerData.rw)
-    if (workerData.kind === 'write') rw.writeLock()
-    else { rw.readLock(); rw.readLock() }
-    parentPort.postMessage('holding')
-    parentPort.once('message', () => {
-      if (workerData.how === 'exit') process.exit(2)
-      if (workerData.how === 'throw') throw new Error('boom')
-    })`, { rw, how, kind })
+  const w = fixture('rwlock/dying-holder', { rw, how, kind })
   w.on('error', () => {})
   return w
 }
@@ -215,11 +161,7 @@ for (const how of ['terminate', 'exit', 'throw']) {
     const rw = new RWLock()
     const w = dying(rw, how, 'write')
     await message(w)
-    const waiter = worker(`
-      const rw = sabsync.RWLock.from(workerData)
-      const got = rw.writeLock(20000)
-      parentPort.postMessage([got, rw.ownerDied])
-      rw.writeUnlock()`, rw)
+    const waiter = fixture('rwlock/waiter', rw)
     const got = message(waiter)
     await sleep(10)
     await kill(w, how)
@@ -250,11 +192,7 @@ t.test('reader slots: one more thread than slots waits for a slot', async t => {
   const c = new Int32Array(sab)
   const holders = []
   for (let i = 0; i < 2; i++) {
-    holders.push(worker(`
-      const rw = sabsync.RWLock.from(workerData.rw)
-      rw.readLock()
-      Atomics.add(new Int32Array(workerData.sab), 0, 1)
-      parentPort.once('message', () => rw.readUnlock())`, { rw, sab }))
+    holders.push(fixture('rwlock/slot-reader', { rw, sab }))
   }
   await until(() => Atomics.load(c, 0) === 2)
   t.notOk(rw.tryReadLock(), 'no free slot')
@@ -282,11 +220,7 @@ t.test('reader slots: one more thread than slots waits for a slot', async t => {
 
 t.test('timeouts and abort leave the lock usable', async t => {
   const rw = new RWLock()
-  const w = worker(`
-    const rw = sabsync.RWLock.from(workerData)
-    rw.readLock()
-    parentPort.postMessage('r')
-    parentPort.once('message', () => { rw.readUnlock(); parentPort.postMessage('done') })`, rw)
+  const w = fixture('rwlock/read-holder', rw)
   await message(w)
   const t0 = performance.now()
   t.equal(await rw.writeLockAsync({ timeout: 20 }), false, 'writer times out behind a reader')

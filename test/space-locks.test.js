@@ -10,7 +10,7 @@ const t = require('tap')
 t.setTimeout(600000)
 const { openShared, waiters } = require('..')
 const { spaceName, spawn } = require('./space-helpers')
-const { until } = require('./helpers')
+const { until, fixtureSource } = require('./helpers')
 
 // Queued waiters of a mutex: on its lock word or its starving waiter's
 // word (Int32 1 and 2 of its memory, after the kind tag: lib/mutex.js).
@@ -43,21 +43,7 @@ t.test('a counter under a space Mutex equals the sum of increments (3 processes 
       cells[0] = v + 1
       Atomics.sub(cells, 1, 1)
     }
-    const w = new Worker(\`
-      const { workerData } = require('worker_threads')
-      const s = require(workerData.root).openShared(workerData.name)
-      const cells = s.int32Array('cells', 4)
-      const m = s.mutex('m')
-      for (let i = 0; i < ${K}; i++) {
-        m.lock()
-        if (Atomics.add(cells, 1, 1) !== 0) Atomics.add(cells, 2, 1)
-        const v = cells[0]
-        for (let j = 0; j < 200; j++);
-        cells[0] = v + 1
-        Atomics.sub(cells, 1, 1)
-        m.unlock()
-      }
-      s.close()\`, { eval: true, workerData: { root, name: space.name } })
+    const w = new Worker(${JSON.stringify(fixtureSource('space-locks/counter'))}, { eval: true, workerData: { root, name: space.name, K: ${K} } })
     const exited = new Promise(resolve => w.once('exit', resolve))
     for (let i = 0; i < ${K}; i++) {
       if (i % 2 === 0) {

@@ -10,7 +10,7 @@ t.setTimeout(600000)
 const fs = require('fs')
 const { openShared, Mutex, wait, notify } = require('..')
 const { spaceName, spawn } = require('./space-helpers')
-const { worker, exited } = require('./helpers')
+const { exited, fixture } = require('./helpers')
 
 const file = name => `/dev/shm/sabsync.${name}`
 
@@ -180,16 +180,7 @@ t.test('threads of one process share one mapping and have their own owner ids', 
   const cells = space.int32Array('c', 2)
   const m = space.mutex('m')
   t.ok(m.lock())
-  const w = worker(`
-    const space = sabsync.openShared(workerData)
-    const cells = space.int32Array('c', 2)
-    const m = space.mutex('m')
-    cells[1] = space.ownerId
-    sabsync.notify(cells, 1)
-    m.lock()
-    cells[0] = 1
-    m.unlock()
-    space.close()`, name)
+  const w = fixture('space-open/threads-share-mapping', name)
   const r = wait(cells, 1, 0, 30000)
   t.not(r, 'timed-out')
   t.not(cells[1], space.ownerId, 'another owner id')

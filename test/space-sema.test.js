@@ -10,7 +10,7 @@ const t = require('tap')
 t.setTimeout(600000)
 const { openShared } = require('..')
 const { spaceName, spawn } = require('./space-helpers')
-const { until } = require('./helpers')
+const { until, fixtureSource } = require('./helpers')
 
 t.test('never more than nr holders across processes and threads', async t => {
   const name = spaceName(t)
@@ -25,21 +25,7 @@ t.test('never more than nr holders across processes and threads', async t => {
       const n = Atomics.add(cells, 0, 1) + 1
       for (let seen = Atomics.load(cells, 1); n > seen && Atomics.compareExchange(cells, 1, seen, n) !== seen;) seen = Atomics.load(cells, 1)
     }
-    const w = new Worker(\`
-      const { workerData } = require('worker_threads')
-      const s = require(workerData.root).openShared(workerData.name)
-      const cells = s.int32Array('cells', 4)
-      const pool = s.sema('pool', 2)
-      for (let i = 0; i < ${K}; i++) {
-        const tok = pool.acquireSync()
-        const n = Atomics.add(cells, 0, 1) + 1
-        for (let seen = Atomics.load(cells, 1); n > seen && Atomics.compareExchange(cells, 1, seen, n) !== seen;) seen = Atomics.load(cells, 1)
-        for (let j = 0; j < 500; j++);
-        Atomics.sub(cells, 0, 1)
-        Atomics.add(cells, 2, 1)
-        pool.release(tok)
-      }
-      s.close()\`, { eval: true, workerData: { root, name: space.name } })
+    const w = new Worker(${JSON.stringify(fixtureSource('space-sema/holder'))}, { eval: true, workerData: { root, name: space.name, K: ${K} } })
     const exited = new Promise(resolve => w.once('exit', resolve))
     for (let i = 0; i < ${K}; i++) {
       const tok = await pool.acquire()

@@ -9,18 +9,13 @@ const t = require('tap')
 t.setTimeout(600000)
 const { openShared, wait, waitAsync, notify, waiters } = require('..')
 const { spaceName, spawn } = require('./space-helpers')
-const { until } = require('./helpers')
+const { until, fixtureSource } = require('./helpers')
 
 // A child whose main thread waits asynchronously and whose worker thread
 // blocks, both on cells[0] while it holds 0; each reports its result.
 const waitBoth = `
   const cells = space.int32Array('cells', 4)
-  const w = new Worker(\`
-    const { workerData, parentPort } = require('worker_threads')
-    const s = require(workerData.root).openShared(workerData.name)
-    const cells = s.int32Array('cells', 4)
-    parentPort.postMessage(require(workerData.root).wait(cells, 0, 0, 60000))
-    s.close()\`, { eval: true, workerData: { root, name: space.name } })
+  const w = new Worker(${JSON.stringify(fixtureSource('space-wait/waiter'))}, { eval: true, workerData: { root, name: space.name } })
   const fromWorker = new Promise(resolve => w.once('message', resolve))
   const r = sabsync.waitAsync(cells, 0, 0, 60000)
   const mine = r.async ? await r.value : r.value
