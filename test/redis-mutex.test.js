@@ -104,8 +104,9 @@ redisSuite(t, async s => {
     t.equal(await ma.unlock(), true)
     t.type(await next, 'number', 'the live waiter gets it, the gone ones are skipped')
     t.equal(await mb.unlock(), true)
-    t.same(await a.keys(`{${prefix}:mutex:try}:*`), [`{${prefix}:mutex:try}:f`], 'an idle lock keeps only its fence')
-    t.ok(await a.pttl(`{${prefix}:mutex:try}:f`) > 0, 'which expires')
+    t.same(await a.keys(`{${prefix}:mutex:try}:*`), [`{${prefix}:mutex:try}:m`], 'an idle lock keeps one key (its fence)')
+    t.same(await a.hmget(`{${prefix}:mutex:try}:m`, 'held', 'nw', 'h'), ['0', '0', ''], 'holding nothing, with nobody queued')
+    t.ok(await a.pttl(`{${prefix}:mutex:try}:m`) > 0, 'which expires')
   })
 
   s.test('runExclusive passes { fence, signal } and unlocks', async (t, { prefix, opts }) => {
