@@ -75,9 +75,10 @@ end
 
 -- The object's state, read once. w (optional): the caller's id (nr > 1:
 -- st.mine is its slot if it holds one). nr, fencing: the caller's, for an
--- object without state (take); queue: whether the caller may touch Q and
--- B even if nobody waits. st.nr is nil when there is no state and nothing to make
--- it with. Returns st, or nil and a WRONGTYPE message.
+-- object without state (take); queue: whether the caller may queue (Q
+-- and B are checked then, for nr > 1; for nr = 1 by queueCheck()). st.nr
+-- is nil when there is no state and nothing to make it with. Returns st,
+-- or nil and a WRONGTYPE message.
 local function open (w, nr, fencing, queue)
   local v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'held', 'nw', 'seq', 'exp', 'h', 'hx', 'hf', 'top', 'h:' .. (w or ''))
   local st = { nr = tonumber(v[1]), fencing = v[2] == '1', fence = tonumber(v[3]) or 0, held = tonumber(v[4]) or 0,
@@ -90,11 +91,23 @@ local function open (w, nr, fencing, queue)
     st.nr, st.fencing, st.fresh = nr, fencing, true
   end
   local checks = {}
-  if st.fresh or queue or st.nw > 0 then checks[#checks + 1] = {Q, 'zset'}; checks[#checks + 1] = {B, 'zset'} end
+  -- nr = 1 writes nothing before its last HSET: take checks Q and B when
+  -- it is about to queue (queueCheck), not on every call that might.
+  if st.fresh or st.nw > 0 or (queue and st.nr > 1) then
+    checks[#checks + 1] = {Q, 'zset'}
+    checks[#checks + 1] = {B, 'zset'}
+    st.qChecked = true
+  end
   if st.nr > 1 then checks[#checks + 1] = {L, 'zset'}; checks[#checks + 1] = {FL, 'list'} end
   local bad = typeCheck(checks)
   if bad then return nil, bad end
   return st
+end
+
+local function queueCheck (st)
+  if st.qChecked then return nil end
+  st.qChecked = true
+  return typeCheck({ {Q, 'zset'}, {B, 'zset'} })
 end
 
 local function later (st, at)
@@ -266,6 +279,8 @@ if st.held < nr then
 end
 if st.nw > 0 and redis.call('ZSCORE', Q, w) then tidy(st) return { 2, nextExpiry(st) } end
 if not queue then tidy(st) return { 0 } end
+bad = queueCheck(st)
+if bad then return redis.error_reply(bad) end
 st.seq = st.seq + 1
 if st.nw == 0 then st.created[Q], st.created[B] = true, true end
 redis.call('ZADD', Q, st.seq, w)
@@ -346,7 +361,7 @@ return 1
 // Reply: { ms-to-next-lease-expiry or -1, per id: {1, slot, fence, lease-left} | {2} queued | {0} gone }.
 const beat = prelude + `
 local ctx, hb = ARGV[1], tonumber(ARGV[2])
-local st, bad = open(nil, nil, nil, true)
+local st, bad = open(nil, nil, nil, false)
 if not st then return redis.error_reply(bad) end
 local out = { -1 }
 if not st.nr then
