@@ -10,6 +10,13 @@ const { fork } = require('child_process')
 const { redisSuite, until } = require('./fixtures/redis/suite')
 const { Mutex } = require('../lib/redis')
 
+// Forked processes on a loaded 2-core machine take seconds to start and
+// to be scheduled: a 10-minute limit, as the other multi-process files have.
+t.setTimeout(600000)
+// Leases and heartbeats of the order and exclusion tests: long enough that
+// no process is taken for dead because the machine left it without a CPU.
+const SLOW = { lease: 30000, heartbeat: 20000 }
+
 // A forked contender (test/fixtures/redis/contender.js) with a mailbox:
 // next(op) resolves with its next message of that op.
 function contender (t, url) {
@@ -49,7 +56,7 @@ redisSuite(t, async s => {
     const procs = [0, 1, 2, 3].map(() => contender(t, url))
     await Promise.all(procs.map(p => p.next('ready')))
     const n = 20
-    for (const p of procs) p.send({ op: 'loop', key: keyOf('loop'), n, lease: 5000, log })
+    for (const p of procs) p.send({ op: 'loop', key: keyOf('loop'), n, ...SLOW, log })
     await Promise.all(procs.map(p => p.next('done')))
     for (const p of procs) p.send({ op: 'exit' })
     const events = fs.readFileSync(log, 'utf8').trim().split('\n').map(line => {
@@ -77,7 +84,7 @@ redisSuite(t, async s => {
 
   s.test('waiters in 4 processes are served in the order they arrived', async (t, { key: keyOf }) => {
     const key = keyOf('order')
-    const holder = new Mutex(client(), key)
+    const holder = new Mutex(client(), key, SLOW)
     const procs = [0, 1, 2, 3].map(() => contender(t, url))
     await Promise.all(procs.map(p => p.next('ready')))
     // Grants from any process, in the order they reach this one.
@@ -90,7 +97,7 @@ redisSuite(t, async s => {
     for (const round of [[0, 1, 2, 3], [2, 0, 3, 1], [3, 2, 1, 0]]) {
       let last = await holder.lockAsync()
       for (let i = 0; i < round.length; i++) {
-        procs[round[i]].send({ op: 'lock', key, lease: 5000, id: round[i] })
+        procs[round[i]].send({ op: 'lock', key, ...SLOW, id: round[i] })
         await until(async () => (await holder.nrWaiting()) === i + 1, 'process ' + round[i] + ' to queue')
       }
       t.equal(await holder.unlock(), true)

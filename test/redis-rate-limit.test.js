@@ -80,6 +80,21 @@ redisSuite(t, async s => {
     await t.rejects(b(), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /rps = 2/ })
   })
 
+  s.test('a key holding something else: ERR_SABSYNC_REDIS with the cause, nothing written', async (t, { prefix }) => {
+    const r = client()
+    const tag = `{${prefix}:rate:wrongtype}`
+    for (const [key, other] of [[tag + ':log', tag + ':m'], [tag + ':m', tag + ':log']]) {
+      await r.set(key, 'something else')
+      const err = await RateLimit(r, 'wrongtype', 2, { prefix })().catch(e => e)
+      t.equal(err.code, 'ERR_SABSYNC_REDIS', key)
+      t.match(err.cause.message, /WRONGTYPE/)
+      t.equal(await r.exists(other), 0, 'the other key was not written')
+      t.equal(await r.get(key), 'something else')
+      await r.del(key)
+    }
+    t.type(await RateLimit(r, 'wrongtype', 2, { prefix })(), 'number', 'once the keys are free, it works')
+  })
+
   s.test('4 processes: never more than rps in any window of server time, none early', async (t, { prefix, key: keyOf }) => {
     const rps = 6
     const unit = 300

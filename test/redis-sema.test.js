@@ -130,6 +130,28 @@ redisSuite(t, async suite => {
     await sb.release()
   })
 
+  suite.test('nr = 3: a dead holder\'s token, and only it, goes to the first waiter', async (t, { opts }) => {
+    const [a, b, c] = [client(), client(), client()]
+    const sa = new Sema(a, 'dead3', 3, opts({ lease: 300 }))
+    // The live holders' leases are long: only a's runs out.
+    const sb = new Sema(b, 'dead3', 3, opts({ lease: 10000 }))
+    const sc = new Sema(c, 'dead3', 3, opts({ lease: 10000 }))
+    const tb = [await sb.acquire(), await sb.acquire()]
+    const ta = await sa.acquire()
+    t.same([...tb, ta].sort(), [0, 1, 2], 'three tokens out')
+    const first = sc.acquire({ timeout: 20000 })
+    await until(async () => (await sb.nrWaiting()) === 1, 'the first waiter to queue')
+    const second = sc.acquire({ timeout: 1500 })
+    await until(async () => (await sb.nrWaiting()) === 2, 'the second waiter to queue')
+    a.disconnect() // the holder of ta stops renewing
+    t.equal(await first, ta, 'the first waiter gets the dead holder\'s token')
+    t.equal(await second, undefined, 'the second gets nothing: the live holders keep theirs')
+    t.equal(sb.lost(tb[0]).aborted || sb.lost(tb[1]).aborted, false, 'no live lease was lost')
+    for (const token of tb) await sb.release(token)
+    await sc.release(ta)
+    t.equal(await sb.nrWaiting(), 0)
+  })
+
   suite.test('a lease the server lost: lost(token) aborts, release() still resolves, the token is free', async (t, { opts, prefix }) => {
     const [a, b] = [client(), client()]
     const sa = new Sema(a, 'lost', 1, opts({ lease: 300 }))

@@ -418,27 +418,21 @@ return n
 // Reply: {1, t µs as a string, wait µs} reserved; {0, wait µs} too late for the caller.
 const rate = `
 local R, RM = KEYS[1], KEYS[2]
-for _, kt in ipairs({ {R, 'zset'}, {RM, 'hash'} }) do
-  local got = redis.call('TYPE', kt[1]).ok
-  if got ~= 'none' and got ~= kt[2] then
-    return redis.error_reply('WRONGTYPE sabsync: key ' .. kt[1] .. ' holds a ' .. got .. ', not the ' .. kt[2] .. ' sabsync keeps there')
-  end
-end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local id, rps, unit, uniform, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1', tonumber(ARGV[5])
+-- No TYPE calls: a key of another type fails the first command that
+-- touches it, and the first write (ZREMRANGEBYSCORE on R) comes after the
+-- read of RM, so a call that fails has changed nothing.
 local m = redis.call('HMGET', RM, 'rps', 'unit', 'uniform')
-if m[1] then
-  if tonumber(m[1]) ~= rps or tonumber(m[2]) ~= unit or m[3] ~= ARGV[4] then
-    return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. R .. ' is in use with rps = ' .. m[1] .. ', timeUnit = ' .. (tonumber(m[2]) / 1000) .. ' ms, uniform = ' .. m[3])
-  end
-else
-  redis.call('HSET', RM, 'rps', rps, 'unit', ARGV[3], 'uniform', ARGV[4])
+if m[1] and (tonumber(m[1]) ~= rps or tonumber(m[2]) ~= unit or m[3] ~= ARGV[4]) then
+  return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. R .. ' is in use with rps = ' .. m[1] .. ', timeUnit = ' .. (tonumber(m[2]) / 1000) .. ' ms, uniform = ' .. m[3])
 end
 -- Grants at or before now - unit constrain no grant to come. (Trimming
 -- to the last rps instead would drop one that counts again once a later
 -- reservation is given back.)
 redis.call('ZREMRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit))
+if not m[1] then redis.call('HSET', RM, 'rps', rps, 'unit', ARGV[3], 'uniform', ARGV[4]) end
 local t = now
 local n = redis.call('ZCARD', R)
 if n > 0 then
