@@ -20,7 +20,9 @@ const SLOW = { lease: 30000, heartbeat: 20000 }
 // A forked contender (test/fixtures/redis/contender.js) with a mailbox:
 // next(op) resolves with its next message of that op.
 function contender (t, url) {
-  const proc = fork(path.join(__dirname, 'fixtures', 'redis', 'contender.js'), [url], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  // execArgv: [] — not the test runner's loaders (tap's --import hooks),
+  // which make each process take seconds to start on a loaded machine.
+  const proc = fork(path.join(__dirname, 'fixtures', 'redis', 'contender.js'), [url], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] })
   const box = []
   const wanted = []
   proc.on('message', m => {

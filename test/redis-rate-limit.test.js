@@ -101,7 +101,7 @@ redisSuite(t, async s => {
     const key = keyOf('procs')
     const runs = await Promise.all([0, 1, 2, 3].map(() => new Promise((resolve, reject) => {
       const p = fork(path.join(__dirname, 'fixtures', 'redis', 'limiter.js'), [url, key, String(rps), String(unit), '0', '10'],
-        { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })
+        { stdio: ['ignore', 'pipe', 'inherit', 'ipc'], execArgv: [] })
       let out = ''
       p.stdout.on('data', d => { out += d })
       const guard = setTimeout(() => p.kill('SIGKILL'), 60000)
