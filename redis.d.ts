@@ -67,13 +67,18 @@ export class Mutex {
   /** The lock's fence if it is free right now (and nobody waits), else `false`. */
   tryLock(): Promise<number | false>
   /**
-   * Release: `true`, or `false` if the lease had been lost. Rejects with
-   * `ERR_SABSYNC_NOT_OWNER` when this Mutex holds nothing.
+   * Release: `true`, or `false` if the lease had been lost (`lost` has
+   * aborted then); a lost lease never rejects. Rejects with
+   * `ERR_SABSYNC_NOT_OWNER` when this Mutex holds nothing, with
+   * `ERR_SABSYNC_REDIS` when the server cannot be reached within `commandTimeout`.
    */
   unlock(): Promise<boolean>
   /**
    * Run `fn` holding the lock, unlocking when its result settles; `signal`
-   * aborts if the lease is lost meanwhile. A timeout rejects with `ERR_SABSYNC_TIMEOUT`.
+   * aborts if the lease is lost meanwhile. Resolves with `fn`'s result only
+   * if the lease held until the unlock, else rejects with
+   * `ERR_SABSYNC_LEASE_LOST` once `fn` settles (`fn`'s own error wins). A
+   * timeout rejects with `ERR_SABSYNC_TIMEOUT`.
    */
   runExclusive<T>(fn: (held: { fence: number; signal: AbortSignal }) => T | PromiseLike<T>, options?: RedisWaitOptions): Promise<Awaited<T>>
   /** How many wait for this lock, on every client. */
@@ -103,11 +108,13 @@ export class Sema {
   /** A token if one is free right now (and nobody waits), else `undefined`. */
   tryAcquire(): Promise<number | undefined>
   /**
-   * Give back `token`, or the token this Sema acquired most recently:
-   * `true`, or `false` if its lease had been lost. A token not held here
-   * rejects with `ERR_SABSYNC_BAD_TOKEN`.
+   * Give back `token`, or the token this Sema acquired most recently;
+   * resolves once the server has it back, also when its lease had been
+   * lost (then `lost(token)`, read before, has aborted with
+   * `ERR_SABSYNC_LEASE_LOST`). A token not held here rejects with
+   * `ERR_SABSYNC_BAD_TOKEN`; a server out of reach with `ERR_SABSYNC_REDIS`.
    */
-  release(token?: number): Promise<boolean>
+  release(token?: number): Promise<void>
   /** How many wait for a token, on every client. */
   nrWaiting(): Promise<number>
   /** Aborts with `ERR_SABSYNC_LEASE_LOST` if the lease of `token` (held here) is lost. */

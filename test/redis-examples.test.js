@@ -4,11 +4,10 @@
 const t = require('tap')
 const path = require('path')
 const { spawnSync } = require('child_process')
-const { sharedServer } = require('./fixtures/redis/server')
+const { redisSuite } = require('./fixtures/redis/suite')
 
-async function main () {
-  const url = await sharedServer(t)
-  if (url === null) return
+redisSuite(t, async s => {
+  const { url } = s
   // Each run on a fresh database number, so that keys left by one run or
   // another test file do not meet.
   let db = 1
@@ -16,7 +15,7 @@ async function main () {
   const run = file => spawnSync(process.execPath, [path.join(__dirname, '..', 'examples', file)],
     { encoding: 'utf8', timeout: 60000, env: { ...process.env, REDIS_URL: urlOf(db++) } })
 
-  t.test('redis-quickstart.js', async t => {
+  s.test('redis-quickstart.js', async t => {
     const r = run('redis-quickstart.js')
     t.equal(r.status, 0, r.stderr)
     t.match(r.stdout, /^holding orders:42 with fence \d+$/m)
@@ -26,7 +25,7 @@ async function main () {
     t.ok(times[4] < 1000 && times[5] >= 1000 && times[6] >= 1000, 'five at once, the next two a second after the first ones: ' + times)
   })
 
-  t.test('redis-fencing.js', async t => {
+  s.test('redis-fencing.js', async t => {
     const r = run('redis-fencing.js')
     t.equal(r.status, 0, r.stderr)
     t.match(r.stdout, 'B holds the lock, fence B > fence A: true')
@@ -35,6 +34,4 @@ async function main () {
     t.match(r.stdout, 'A\'s lease was lost: true; A\'s unlock(): false')
     t.match(r.stdout, 'the report says: from B')
   })
-}
-
-main().catch(err => t.fail(err.stack))
+})

@@ -3,44 +3,15 @@
 // (CLIENT PAUSE, DEBUG SLEEP), connections killed (CLIENT KILL). A
 // redis-server of this file's own, so the others' is never disturbed.
 const t = require('tap')
-const Redis = require('ioredis')
-const { privateServer } = require('./fixtures/redis/server')
+const { redisSuite, tick, until, timed } = require('./fixtures/redis/suite')
 const { Mutex, Sema, RateLimit } = require('../lib/redis')
 
-const { sleep } = require('./helpers')
+redisSuite(t, async s => {
+  // Refused connections while the server is down are expected: the
+  // suite's clients of an own server ignore their 'error' events.
+  const { server, client, admin } = s
 
-async function until (cond, what, ms = 30000) {
-  const end = Date.now() + ms
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('timed out waiting for ' + what)
-    await sleep(5)
-  }
-}
-
-// Settles with { value } or { error }, and how long it took.
-async function timed (promise) {
-  const t0 = performance.now()
-  try {
-    return { value: await promise, ms: performance.now() - t0 }
-  } catch (error) {
-    return { error, ms: performance.now() - t0 }
-  }
-}
-
-async function main () {
-  const server = await privateServer(t)
-  if (server === null) return
-  const clients = []
-  const client = options => {
-    const c = new Redis(server.url, options)
-    c.on('error', () => {}) // refused connections while the server is down are expected
-    clients.push(c)
-    return c
-  }
-  t.teardown(() => { for (const c of clients) c.disconnect() })
-  const admin = client()
-
-  t.test('the server restarts mid-wait: the waiter rejects, the holder learns its lease is lost, fences keep growing', async t => {
+  s.test('the server restarts mid-wait: the waiter rejects, the holder learns its lease is lost, fences keep growing', async t => {
     const opts = { lease: 1000, heartbeat: 600 }
     const holder = new Mutex(client(), 'restart', opts)
     const waiter = new Mutex(client(), 'restart', opts)
@@ -60,7 +31,7 @@ async function main () {
     t.equal(await waiter.unlock(), true)
   })
 
-  t.test('the server is down: calls reject with ERR_SABSYNC_REDIS within their timeout', async t => {
+  s.test('the server is down: calls reject with ERR_SABSYNC_REDIS within their timeout', async t => {
     const queued = client()
     const offline = client({ enableOfflineQueue: false, retryStrategy: () => 1000 })
     await until(() => queued.status === 'ready' && offline.status === 'ready', 'the clients to connect')
@@ -91,7 +62,7 @@ async function main () {
     await server.start()
   })
 
-  t.test('CLIENT PAUSE: a timeout answers in time, and nothing is granted twice', async t => {
+  s.test('CLIENT PAUSE: a timeout answers in time, and nothing is granted twice', async t => {
     const [a, b] = [client(), client()]
     const ma = new Mutex(a, 'pause', { lease: 5000 })
     const mb = new Mutex(b, 'pause', { lease: 5000 })
@@ -108,13 +79,13 @@ async function main () {
     t.equal(await mb.unlock(), true)
   })
 
-  t.test('DEBUG SLEEP: a timeout answers in time; without one, commandTimeout bounds the call', async t => {
+  s.test('DEBUG SLEEP: a timeout answers in time; without one, commandTimeout bounds the call', async t => {
     const [a, b] = [client(), client()]
     const ma = new Mutex(a, 'sleep', { lease: 5000 })
     const mb = new Mutex(b, 'sleep', { lease: 5000, commandTimeout: 300 })
     await ma.lockAsync()
     admin.debug('SLEEP', 1.2).catch(() => {})
-    await sleep(50)
+    await tick(50)
     const r = await timed(mb.lockAsync({ timeout: 200 }))
     t.equal(r.value, false)
     t.ok(r.ms < 200 + 2000, `in time (${r.ms.toFixed(0)} ms)`)
@@ -127,7 +98,7 @@ async function main () {
     t.equal(await mb.unlock(), true)
   })
 
-  t.test('CLIENT KILL of a waiter\'s wake connection: the grant still reaches it', async t => {
+  s.test('CLIENT KILL of a waiter\'s wake connection: the grant still reaches it', async t => {
     const [a, b] = [client(), client()]
     const ma = new Mutex(a, 'kill-sub')
     const mb = new Mutex(b, 'kill-sub', { heartbeat: 1500 })
@@ -142,7 +113,7 @@ async function main () {
     t.equal(await mb.unlock(), true)
   })
 
-  t.test('CLIENT KILL of a holder\'s and a waiter\'s connections: they reconnect, the lease holds, the waiter is served', async t => {
+  s.test('CLIENT KILL of a holder\'s and a waiter\'s connections: they reconnect, the lease holds, the waiter is served', async t => {
     const [a, b] = [client(), client()]
     const ma = new Mutex(a, 'kill-main', { lease: 1000 })
     const mb = new Mutex(b, 'kill-main', { lease: 1000 })
@@ -152,12 +123,10 @@ async function main () {
     const [ida, idb] = [await a.client('ID'), await b.client('ID')]
     await admin.client('KILL', 'ID', ida)
     await admin.client('KILL', 'ID', idb)
-    await sleep(2500) // past two leases: renewals go on over the new connection
+    await tick(2500) // past two leases: renewals go on over the new connection
     t.equal(ma.lost.aborted, false, 'the holder kept its lease')
     t.equal(await ma.unlock(), true)
     t.type(await waiting, 'number', 'the waiter is served')
     t.equal(await mb.unlock(), true)
   })
-}
-
-main().catch(err => t.fail(err.stack))
+}, { own: true })

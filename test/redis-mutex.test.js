@@ -5,31 +5,15 @@
 const t = require('tap')
 const path = require('path')
 const { spawnSync } = require('child_process')
-const Redis = require('ioredis')
-const { sharedServer } = require('./fixtures/redis/server')
+const { redisSuite, tick, until } = require('./fixtures/redis/suite')
 const { Mutex } = require('../lib/redis')
 
 const root = path.join(__dirname, '..')
-const prefix = 'test-' + process.pid + '-' + Math.random().toString(36).slice(2, 8)
-const { sleep } = require('./helpers')
 
-async function until (cond, what, ms = 20000) {
-  const end = Date.now() + ms
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('timed out waiting for ' + what)
-    await sleep(5)
-  }
-}
+redisSuite(t, async s => {
+  const { url, client } = s
 
-async function main () {
-  const url = await sharedServer(t)
-  if (url === null) return
-  const clients = []
-  const client = () => { const c = new Redis(url); clients.push(c); return c }
-  t.teardown(() => { for (const c of clients) c.disconnect() })
-  const opts = extra => ({ prefix, ...extra })
-
-  t.test('arguments are checked, and named', async t => {
+  s.test('arguments are checked, and named', async (t, { prefix, opts }) => {
     const r = client()
     t.throws(() => new Mutex(undefined, 'k'), { name: 'TypeError', message: /"redis" argument/ })
     t.throws(() => new Mutex({}, 'k'), { name: 'TypeError', message: /"redis" argument must be an ioredis client/ })
@@ -52,7 +36,7 @@ async function main () {
     t.equal(await m.nrWaiting(), 0)
   })
 
-  t.test('one holder at a time across clients; fences grow with every grant', async t => {
+  s.test('one holder at a time across clients; fences grow with every grant', async (t, { prefix, opts }) => {
     const key = 'exclusive'
     const locks = [client(), client(), client()].map(c => new Mutex(c, key, opts()))
     let inside = 0
@@ -63,7 +47,7 @@ async function main () {
         const fence = await m.lockAsync()
         if (++inside !== 1) overlaps++
         fences.push(fence)
-        await sleep(Math.random() < 0.5 ? 0 : 1)
+        await tick(Math.random() < 0.5 ? 0 : 1)
         inside--
         t.equal(await m.unlock(), true)
       }
@@ -73,7 +57,7 @@ async function main () {
     t.ok(fences.every((f, i) => Number.isSafeInteger(f) && f > 0 && (i === 0 || f > fences[i - 1])), 'fences grow in grant order')
   })
 
-  t.test('waiters are served in arrival order across clients, and calls on one Mutex in turn', async t => {
+  s.test('waiters are served in arrival order across clients, and calls on one Mutex in turn', async (t, { prefix, opts }) => {
     const [a, b, c] = [client(), client(), client()]
     const holder = new Mutex(a, 'fifo', opts())
     const mb = new Mutex(b, 'fifo', opts())
@@ -87,7 +71,7 @@ async function main () {
       const [name, m] = who[i]
       pending.push(m.lockAsync().then(async fence => {
         order.push({ i, name, fence })
-        await sleep(1)
+        await tick(1)
         await m.unlock()
       }))
       await until(async () => (await holder.nrWaiting()) === i + 1, 'waiter ' + i + ' to queue')
@@ -98,7 +82,7 @@ async function main () {
     t.ok(order.every((o, i) => o.fence > (i === 0 ? first : order[i - 1].fence)), 'each grant a larger fence')
   })
 
-  t.test('tryLock, timeout and abort leave nothing behind', async t => {
+  s.test('tryLock, timeout and abort leave nothing behind', async (t, { prefix, opts }) => {
     const [a, b] = [client(), client()]
     const ma = new Mutex(a, 'try', opts())
     const mb = new Mutex(b, 'try', opts())
@@ -120,11 +104,12 @@ async function main () {
     t.equal(await ma.unlock(), true)
     t.type(await next, 'number', 'the live waiter gets it, the gone ones are skipped')
     t.equal(await mb.unlock(), true)
-    t.same(await a.keys(`{${prefix}:mutex:try}:*`), [`{${prefix}:mutex:try}:f`], 'an idle lock keeps only its fence')
-    t.ok(await a.pttl(`{${prefix}:mutex:try}:f`) > 0, 'which expires')
+    t.same(await a.keys(`{${prefix}:mutex:try}:*`), [`{${prefix}:mutex:try}:m`], 'an idle lock keeps one key (its fence)')
+    t.same(await a.hmget(`{${prefix}:mutex:try}:m`, 'held', 'nw', 'h'), ['0', '0', ''], 'holding nothing, with nobody queued')
+    t.ok(await a.pttl(`{${prefix}:mutex:try}:m`) > 0, 'which expires')
   })
 
-  t.test('runExclusive passes { fence, signal } and unlocks', async t => {
+  s.test('runExclusive passes { fence, signal } and unlocks', async (t, { prefix, opts }) => {
     const [a, b] = [client(), client()]
     const ma = new Mutex(a, 'run', opts())
     const mb = new Mutex(b, 'run', opts())
@@ -139,7 +124,7 @@ async function main () {
     await t.rejects(ma.runExclusive(() => { throw new Error('boom') }), { message: 'boom' })
     t.type(await mb.tryLock(), 'number', 'released after a throw too')
     const late = ma.lockAsync({ timeout: 1e12 }) // past setTimeout's reach: no limit, not an early answer
-    await sleep(50)
+    await tick(50)
     t.equal(await mb.unlock(), true)
     t.type(await late, 'number')
     t.equal(await ma.unlock(), true)
@@ -148,7 +133,7 @@ async function main () {
     await mb.unlock()
   })
 
-  t.test('a lease the server lost: lost aborts, unlock resolves false, the next waiter proceeds', async t => {
+  s.test('a lease the server lost: lost aborts, unlock resolves false, the next waiter proceeds', async (t, { prefix, opts }) => {
     const [a, b] = [client(), client()]
     const ma = new Mutex(a, 'lost', opts({ lease: 300 }))
     const mb = new Mutex(b, 'lost', opts({ lease: 300 }))
@@ -156,8 +141,7 @@ async function main () {
     const f1 = await ma.lockAsync()
     const lost = new Promise(resolve => ma.lost.addEventListener('abort', () => resolve(ma.lost.reason)))
     // What a restart without persistence does to the lock's state.
-    const tag = `{${prefix}:mutex:lost}`
-    await a.del(...['m', 'fl', 'l', 'q', 'b'].map(s => `${tag}:${s}`))
+    await a.del(...await a.keys(`{${prefix}:mutex:lost}:*`))
     const reason = await lost
     t.equal(reason.code, 'ERR_SABSYNC_LEASE_LOST')
     const f2 = await mb.lockAsync({ timeout: 5000 })
@@ -166,20 +150,42 @@ async function main () {
     t.equal(await mb.unlock(), true)
   })
 
-  t.test('the lease is renewed while the holder lives', async t => {
+  s.test('runExclusive rejects with ERR_SABSYNC_LEASE_LOST when the lease was lost before the unlock', async (t, { prefix, opts }) => {
+    const a = client()
+    const m = new Mutex(a, 'run-lost', opts({ lease: 300 }))
+    let ran = false
+    const err = await m.runExclusive(async ({ signal }) => {
+      await a.del(...await a.keys(`{${prefix}:mutex:run-lost}:*`))
+      await new Promise(resolve => signal.addEventListener('abort', resolve))
+      ran = true
+      return 'done'
+    }).catch(e => e)
+    t.equal(ran, true, 'fn ran to its end')
+    t.equal(err.code, 'ERR_SABSYNC_LEASE_LOST', 'its result is not passed off as exclusive')
+    t.equal(m.isHeld, false)
+    await t.rejects(m.runExclusive(async ({ signal }) => {
+      await a.del(...await a.keys(`{${prefix}:mutex:run-lost}:*`))
+      await new Promise(resolve => signal.addEventListener('abort', resolve))
+      throw new Error('fn failed')
+    }), { message: 'fn failed' }, 'fn\'s own error wins')
+    t.type(await m.tryLock(), 'number', 'the lock is free after both')
+    t.equal(await m.unlock(), true)
+  })
+
+  s.test('the lease is renewed while the holder lives', async (t, { prefix, opts }) => {
     const [a, b] = [client(), client()]
     // Renewed every 333 ms: only a stall of over 667 ms (this process or
     // the server) would lose it, which even a loaded machine should not see.
     const ma = new Mutex(a, 'renew', opts({ lease: 1000 }))
     const mb = new Mutex(b, 'renew', opts({ lease: 1000 }))
     await ma.lockAsync()
-    await sleep(3500)
+    await tick(3500)
     t.equal(ma.lost.aborted, false, 'held past several leases')
     t.equal(await mb.tryLock(), false)
     t.equal(await ma.unlock(), true)
   })
 
-  t.test('a key holding something else: ERR_SABSYNC_REDIS with the cause, nothing written', async t => {
+  s.test('a key holding something else: ERR_SABSYNC_REDIS with the cause, nothing written', async (t, { prefix, opts }) => {
     const a = client()
     const tag = `{${prefix}:mutex:wrongtype}`
     await a.set(tag + ':q', 'not a queue')
@@ -191,9 +197,23 @@ async function main () {
     await t.rejects(m.lockAsync({ timeout: 1000 }), { code: 'ERR_SABSYNC_REDIS' })
     t.same((await a.keys(tag + ':*')).sort(), [tag + ':q'], 'no other key was written')
     t.equal(await a.get(tag + ':q'), 'not a queue')
+    // Made while the queue key was free, then the key is taken: a call that
+    // would queue fails, and the holder's state is untouched.
+    await a.del(tag + ':q')
+    const fence = await m.tryLock()
+    t.type(fence, 'number')
+    await a.set(tag + ':q', 'not a queue')
+    const before = await a.hgetall(tag + ':m')
+    const other = new Mutex(client(), 'wrongtype', opts())
+    const e2 = await other.lockAsync({ timeout: 1000 }).catch(e => e)
+    t.equal(e2.code, 'ERR_SABSYNC_REDIS', 'a waiter cannot queue')
+    t.match(e2.cause.message, /WRONGTYPE/)
+    t.same(await a.hgetall(tag + ':m'), before, 'the lock\'s state is as it was')
+    t.equal(await other.tryLock(), false, 'a try of the held lock still answers')
+    t.equal(await m.unlock(), true)
   })
 
-  t.test('require("sabsync/redis") loads neither ioredis nor the addon; ESM gives the same', async t => {
+  s.test('require("sabsync/redis") loads neither ioredis nor the addon; ESM gives the same', async (t, { prefix, opts }) => {
     const cjs = spawnSync(process.execPath, ['-e', `
       const r = require('sabsync/redis')
       const loaded = Object.keys(require.cache)
@@ -212,7 +232,7 @@ async function main () {
     t.same(JSON.parse(esm.stdout), { keys, same: true })
   })
 
-  t.test('a process that waited, was served and quit its client exits', async t => {
+  s.test('a process that waited, was served and quit its client exits', async (t, { prefix, opts }) => {
     const r = spawnSync(process.execPath, ['-e', `
       const Redis = require('ioredis')
       const { Mutex } = require('sabsync/redis')
@@ -231,6 +251,4 @@ async function main () {
     t.equal(r.status, 0, r.stderr)
     t.equal(r.stdout.trim(), 'done')
   })
-}
-
-main().catch(err => t.fail(err.stack))
+})

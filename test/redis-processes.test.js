@@ -7,25 +7,22 @@ const fs = require('fs')
 const os = require('os')
 const path = require('path')
 const { fork } = require('child_process')
-const Redis = require('ioredis')
-const { sharedServer } = require('./fixtures/redis/server')
+const { redisSuite, until } = require('./fixtures/redis/suite')
 const { Mutex } = require('../lib/redis')
 
-const prefix = 'test-' + process.pid + '-' + Math.random().toString(36).slice(2, 8)
-const { sleep } = require('./helpers')
-
-async function until (cond, what, ms = 30000) {
-  const end = Date.now() + ms
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('timed out waiting for ' + what)
-    await sleep(5)
-  }
-}
+// Forked processes on a loaded 2-core machine take seconds to start and
+// to be scheduled: a 10-minute limit, as the other multi-process files have.
+t.setTimeout(600000)
+// Leases and heartbeats of the order and exclusion tests: long enough that
+// no process is taken for dead because the machine left it without a CPU.
+const SLOW = { lease: 30000, heartbeat: 20000 }
 
 // A forked contender (test/fixtures/redis/contender.js) with a mailbox:
 // next(op) resolves with its next message of that op.
 function contender (t, url) {
-  const proc = fork(path.join(__dirname, 'fixtures', 'redis', 'contender.js'), [url], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  // execArgv: [] — not the test runner's loaders (tap's --import hooks),
+  // which make each process take seconds to start on a loaded machine.
+  const proc = fork(path.join(__dirname, 'fixtures', 'redis', 'contender.js'), [url], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] })
   const box = []
   const wanted = []
   proc.on('message', m => {
@@ -52,20 +49,16 @@ function contender (t, url) {
   }
 }
 
-async function main () {
-  const url = await sharedServer(t)
-  if (url === null) return
-  const clients = []
-  const client = () => { const c = new Redis(url); clients.push(c); return c }
-  t.teardown(() => { for (const c of clients) c.disconnect() })
+redisSuite(t, async s => {
+  const { url, client } = s
 
-  t.test('4 processes, one Mutex: critical sections never overlap, fences strictly increase', async t => {
+  s.test('4 processes, one Mutex: critical sections never overlap, fences strictly increase', async (t, { key: keyOf }) => {
     const log = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'sabsync-redis-log-')), 'log')
     t.teardown(() => fs.rmSync(path.dirname(log), { recursive: true, force: true }))
     const procs = [0, 1, 2, 3].map(() => contender(t, url))
     await Promise.all(procs.map(p => p.next('ready')))
     const n = 20
-    for (const p of procs) p.send({ op: 'loop', key: prefix + '-loop', n, lease: 5000, log })
+    for (const p of procs) p.send({ op: 'loop', key: keyOf('loop'), n, ...SLOW, log })
     await Promise.all(procs.map(p => p.next('done')))
     for (const p of procs) p.send({ op: 'exit' })
     const events = fs.readFileSync(log, 'utf8').trim().split('\n').map(line => {
@@ -91,9 +84,9 @@ async function main () {
     await Promise.all(procs.map(p => p.exited))
   })
 
-  t.test('waiters in 4 processes are served in the order they arrived', async t => {
-    const key = prefix + '-order'
-    const holder = new Mutex(client(), key)
+  s.test('waiters in 4 processes are served in the order they arrived', async (t, { key: keyOf }) => {
+    const key = keyOf('order')
+    const holder = new Mutex(client(), key, SLOW)
     const procs = [0, 1, 2, 3].map(() => contender(t, url))
     await Promise.all(procs.map(p => p.next('ready')))
     // Grants from any process, in the order they reach this one.
@@ -106,7 +99,7 @@ async function main () {
     for (const round of [[0, 1, 2, 3], [2, 0, 3, 1], [3, 2, 1, 0]]) {
       let last = await holder.lockAsync()
       for (let i = 0; i < round.length; i++) {
-        procs[round[i]].send({ op: 'lock', key, lease: 5000, id: round[i] })
+        procs[round[i]].send({ op: 'lock', key, ...SLOW, id: round[i] })
         await until(async () => (await holder.nrWaiting()) === i + 1, 'process ' + round[i] + ' to queue')
       }
       t.equal(await holder.unlock(), true)
@@ -125,8 +118,8 @@ async function main () {
     await Promise.all(procs.map(p => p.exited))
   })
 
-  t.test('SIGKILL a holder: the next waiter gets the lock once the lease runs out', async t => {
-    const key = prefix + '-kill'
+  s.test('SIGKILL a holder: the next waiter gets the lock once the lease runs out', async (t, { key: keyOf }) => {
+    const key = keyOf('kill')
     const lease = 1000
     const p = contender(t, url)
     await p.next('ready')
@@ -144,9 +137,9 @@ async function main () {
     t.equal(await waiter.unlock(), true)
   })
 
-  t.test('SIGSTOP a holder past its lease: the next holder proceeds, the stale holder\'s write is refused by the fence', async t => {
-    const key = prefix + '-stop'
-    const resource = prefix + '-resource'
+  s.test('SIGSTOP a holder past its lease: the next holder proceeds, the stale holder\'s write is refused by the fence', async (t, { key: keyOf }) => {
+    const key = keyOf('stop')
+    const resource = keyOf('resource')
     const lease = 600
     const p = contender(t, url)
     await p.next('ready')
@@ -179,6 +172,4 @@ async function main () {
     p.send({ op: 'exit' })
     await p.exited
   })
-}
-
-main().catch(err => t.fail(err.stack))
+})

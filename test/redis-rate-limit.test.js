@@ -4,12 +4,9 @@
 const t = require('tap')
 const path = require('path')
 const { fork } = require('child_process')
-const Redis = require('ioredis')
-const { sharedServer } = require('./fixtures/redis/server')
+const { redisSuite, tick } = require('./fixtures/redis/suite')
 const { RateLimit } = require('../lib/redis')
 
-const prefix = 'test-' + process.pid + '-' + Math.random().toString(36).slice(2, 8)
-const { sleep } = require('./helpers')
 const us = ms => Math.round(ms * 1000) // grant times (ms, µs precision) as whole µs
 
 // The most grants in any half-open window [x, x + unit) of sorted times (µs).
@@ -24,14 +21,10 @@ function mostInWindow (times, unitUs) {
   return most
 }
 
-async function main () {
-  const url = await sharedServer(t)
-  if (url === null) return
-  const clients = []
-  const client = () => { const c = new Redis(url); clients.push(c); return c }
-  t.teardown(() => { for (const c of clients) c.disconnect() })
+redisSuite(t, async s => {
+  const { url, client } = s
 
-  t.test('arguments are checked, and named', async t => {
+  s.test('arguments are checked, and named', async (t, { prefix, key: keyOf }) => {
     const r = client()
     t.throws(() => RateLimit(r, 'k'), { name: 'TypeError', message: /"rps" argument/ })
     t.throws(() => RateLimit(r, 'k', 0), { name: 'RangeError', message: /"rps" argument/ })
@@ -46,7 +39,7 @@ async function main () {
     t.equal(limit.timeUnit, 1000)
   })
 
-  t.test('the sliding window: rps at once, then one per grant that leaves the window', async t => {
+  s.test('the sliding window: rps at once, then one per grant that leaves the window', async (t, { prefix, key: keyOf }) => {
     const limit = RateLimit(client(), 'window', 3, { timeUnit: 200, prefix })
     const times = []
     for (let i = 0; i < 9; i++) times.push(us(await limit()))
@@ -55,14 +48,14 @@ async function main () {
     for (let i = 3; i < 9; i++) t.ok(times[i] - times[i - 3] >= 200000, `grant ${i} waits for grant ${i - 3} to leave the window`)
   })
 
-  t.test('uniform spacing: at least timeUnit/rps apart', async t => {
+  s.test('uniform spacing: at least timeUnit/rps apart', async (t, { prefix, key: keyOf }) => {
     const limit = RateLimit(client(), 'uniform', 4, { timeUnit: 200, uniformDistribution: true, prefix })
     const times = await Promise.all(Array.from({ length: 6 }, () => limit()).map(p => p.then(us)))
     times.sort((a, b) => a - b)
     for (let i = 1; i < times.length; i++) t.ok(times[i] - times[i - 1] >= 50000, `grant ${i} is 50 ms after the one before`)
   })
 
-  t.test('a timeout answers undefined; an abort gives its time back', async t => {
+  s.test('a timeout answers undefined; an abort gives its time back', async (t, { prefix, key: keyOf }) => {
     const r = client()
     const limit = RateLimit(r, 'timeout', 1, { timeUnit: 500, prefix })
     const t1 = us(await limit())
@@ -71,7 +64,7 @@ async function main () {
     t.ok(performance.now() - t0 < 500, 'answered without waiting for a grant it cannot have')
     const ac = new AbortController()
     const p = limit({ signal: ac.signal })
-    await sleep(20)
+    await tick(20)
     t.equal(await limit.nrWaiting(), 1, 'one caller sleeps until its time')
     ac.abort(new Error('stop'))
     await t.rejects(p, { message: 'stop' })
@@ -80,20 +73,35 @@ async function main () {
     await t.rejects(limit({ signal: AbortSignal.abort(new Error('before')) }), { message: 'before' })
   })
 
-  t.test('another rps on the same key is refused', async t => {
+  s.test('another rps on the same key is refused', async (t, { prefix, key: keyOf }) => {
     const a = RateLimit(client(), 'mismatch', 2, { prefix })
     const b = RateLimit(client(), 'mismatch', 3, { prefix })
     await a()
     await t.rejects(b(), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /rps = 2/ })
   })
 
-  t.test('4 processes: never more than rps in any window of server time, none early', async t => {
+  s.test('a key holding something else: ERR_SABSYNC_REDIS with the cause, nothing written', async (t, { prefix }) => {
+    const r = client()
+    const tag = `{${prefix}:rate:wrongtype}`
+    for (const [key, other] of [[tag + ':log', tag + ':m'], [tag + ':m', tag + ':log']]) {
+      await r.set(key, 'something else')
+      const err = await RateLimit(r, 'wrongtype', 2, { prefix })().catch(e => e)
+      t.equal(err.code, 'ERR_SABSYNC_REDIS', key)
+      t.match(err.cause.message, /WRONGTYPE/)
+      t.equal(await r.exists(other), 0, 'the other key was not written')
+      t.equal(await r.get(key), 'something else')
+      await r.del(key)
+    }
+    t.type(await RateLimit(r, 'wrongtype', 2, { prefix })(), 'number', 'once the keys are free, it works')
+  })
+
+  s.test('4 processes: never more than rps in any window of server time, none early', async (t, { prefix, key: keyOf }) => {
     const rps = 6
     const unit = 300
-    const key = prefix + '-procs'
+    const key = keyOf('procs')
     const runs = await Promise.all([0, 1, 2, 3].map(() => new Promise((resolve, reject) => {
       const p = fork(path.join(__dirname, 'fixtures', 'redis', 'limiter.js'), [url, key, String(rps), String(unit), '0', '10'],
-        { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })
+        { stdio: ['ignore', 'pipe', 'inherit', 'ipc'], execArgv: [] })
       let out = ''
       p.stdout.on('data', d => { out += d })
       const guard = setTimeout(() => p.kill('SIGKILL'), 60000)
@@ -108,6 +116,4 @@ async function main () {
     t.equal(mostInWindow(grants.map(g => g.t), unit * 1000), rps, `at most ${rps} in any ${unit} ms`)
     t.ok(grants.every(g => g.after >= g.t), 'each caller proceeded at or after its grant time (server clock)')
   })
-}
-
-main().catch(err => t.fail(err.stack))
+})

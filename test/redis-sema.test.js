@@ -2,30 +2,13 @@
 // sabsync/redis Sema against a real redis-server: never more than nr
 // holders across clients, arrival order, tokens, leases.
 const t = require('tap')
-const Redis = require('ioredis')
-const { sharedServer } = require('./fixtures/redis/server')
+const { redisSuite, tick, until } = require('./fixtures/redis/suite')
 const { Sema } = require('../lib/redis')
 
-const prefix = 'test-' + process.pid + '-' + Math.random().toString(36).slice(2, 8)
-const { sleep } = require('./helpers')
+redisSuite(t, async suite => {
+  const { client } = suite
 
-async function until (cond, what, ms = 20000) {
-  const end = Date.now() + ms
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('timed out waiting for ' + what)
-    await sleep(5)
-  }
-}
-
-async function main () {
-  const url = await sharedServer(t)
-  if (url === null) return
-  const clients = []
-  const client = () => { const c = new Redis(url); clients.push(c); return c }
-  t.teardown(() => { for (const c of clients) c.disconnect() })
-  const opts = extra => ({ prefix, ...extra })
-
-  t.test('arguments are checked, and named', async t => {
+  suite.test('arguments are checked, and named', async (t, { opts }) => {
     const r = client()
     t.throws(() => new Sema(r, 'k'), { name: 'TypeError', message: /"nr" argument/ })
     t.throws(() => new Sema(r, 'k', 0), { name: 'RangeError', message: /"nr" argument/ })
@@ -40,22 +23,26 @@ async function main () {
     t.throws(() => s.lost(0), { code: 'ERR_SABSYNC_BAD_TOKEN' })
   })
 
-  t.test('tokens are the slots 0 … nr-1; release() gives back the latest; tryAcquire does not wait', async t => {
+  suite.test('tokens are the slots 0 … nr-1; release() gives back the latest; tryAcquire does not wait', async (t, { opts }) => {
     const s = new Sema(client(), 'tokens', 3, opts())
     const got = [await s.acquire(), await s.acquire(), await s.tryAcquire()]
     t.same([...got].sort(), [0, 1, 2])
     t.equal(await s.tryAcquire(), undefined, 'none left')
     t.equal(await s.acquire({ timeout: 50 }), undefined, 'a timeout is undefined')
     t.equal(s.lost(got[1]).aborted, false)
-    t.equal(await s.release(), true, 'the latest')
+    t.equal(await s.release(), undefined, 'the latest; release resolves nothing (API.md: Promise<void>)')
     t.equal(await s.tryAcquire(), got[2], 'that one is free again')
-    t.equal(await s.release(got[0]), true)
-    t.equal(await s.release(got[1]), true)
-    t.equal(await s.release(), true)
+    await s.release(got[0])
+    t.equal(await s.tryAcquire(), got[0], 'a released token is free at once')
+    await s.release(got[0])
+    const signal = s.lost(got[1])
+    t.equal(await s.release(got[1]), undefined)
+    t.equal(signal.aborted, false, 'a release of a live lease loses nothing')
+    await s.release()
     await t.rejects(s.release(), { code: 'ERR_SABSYNC_BAD_TOKEN' })
   })
 
-  t.test('never more than nr holders across clients, with timeouts and aborts mixed in', async t => {
+  suite.test('never more than nr holders across clients, with timeouts and aborts mixed in', async (t, { opts }) => {
     const nr = 3
     const conns = [client(), client(), client(), client()]
     // Connected first: a late reply from a client still connecting is an
@@ -83,10 +70,10 @@ async function main () {
         held.add(token)
         most = Math.max(most, ++inside)
         served++
-        await sleep(Math.random() < 0.5 ? 0 : 1)
+        await tick(Math.random() < 0.5 ? 0 : 1)
         inside--
         held.delete(token)
-        t.equal(await s.release(token), true)
+        t.equal(await s.release(token), undefined)
       }
     }))
     t.ok(most <= nr, `at most ${nr} at once (saw ${most})`)
@@ -94,7 +81,7 @@ async function main () {
     t.equal(await semas[0].nrWaiting(), 0, 'nobody left waiting')
   })
 
-  t.test('waiters are served in arrival order across clients', async t => {
+  suite.test('waiters are served in arrival order across clients', async (t, { opts }) => {
     const [a, b, c] = [client(), client(), client()]
     const sa = new Sema(a, 'fifo', 2, opts())
     const sb = new Sema(b, 'fifo', 2, opts())
@@ -118,7 +105,7 @@ async function main () {
     for (const [s, token] of held) await s.release(token)
   })
 
-  t.test('a Sema of another nr on the same key is refused', async t => {
+  suite.test('a Sema of another nr on the same key is refused', async (t, { opts }) => {
     const [a, b] = [client(), client()]
     const s2 = new Sema(a, 'mismatch', 2, opts())
     const s3 = new Sema(b, 'mismatch', 3, opts())
@@ -129,7 +116,7 @@ async function main () {
     await s3.release()
   })
 
-  t.test('a dead holder\'s token comes back when its lease runs out', async t => {
+  suite.test('a dead holder\'s token comes back when its lease runs out', async (t, { opts }) => {
     const [a, b] = [client(), client()]
     const sa = new Sema(a, 'lease', 1, opts({ lease: 300 }))
     const sb = new Sema(b, 'lease', 1, opts({ lease: 300 }))
@@ -142,6 +129,45 @@ async function main () {
     t.ok(performance.now() - t0 >= 100, 'not before the lease could run out')
     await sb.release()
   })
-}
 
-main().catch(err => t.fail(err.stack))
+  suite.test('nr = 3: a dead holder\'s token, and only it, goes to the first waiter', async (t, { opts }) => {
+    const [a, b, c] = [client(), client(), client()]
+    const sa = new Sema(a, 'dead3', 3, opts({ lease: 300 }))
+    // The live holders' leases are long: only a's runs out.
+    const sb = new Sema(b, 'dead3', 3, opts({ lease: 10000 }))
+    const sc = new Sema(c, 'dead3', 3, opts({ lease: 10000 }))
+    const tb = [await sb.acquire(), await sb.acquire()]
+    const ta = await sa.acquire()
+    t.same([...tb, ta].sort(), [0, 1, 2], 'three tokens out')
+    const first = sc.acquire({ timeout: 20000 })
+    await until(async () => (await sb.nrWaiting()) === 1, 'the first waiter to queue')
+    const second = sc.acquire({ timeout: 1500 })
+    await until(async () => (await sb.nrWaiting()) === 2, 'the second waiter to queue')
+    a.disconnect() // the holder of ta stops renewing
+    t.equal(await first, ta, 'the first waiter gets the dead holder\'s token')
+    t.equal(await second, undefined, 'the second gets nothing: the live holders keep theirs')
+    t.equal(sb.lost(tb[0]).aborted || sb.lost(tb[1]).aborted, false, 'no live lease was lost')
+    for (const token of tb) await sb.release(token)
+    await sc.release(ta)
+    t.equal(await sb.nrWaiting(), 0)
+  })
+
+  suite.test('a lease the server lost: lost(token) aborts, release() still resolves, the token is free', async (t, { opts, prefix }) => {
+    const [a, b] = [client(), client()]
+    const sa = new Sema(a, 'lost', 1, opts({ lease: 300 }))
+    const sb = new Sema(b, 'lost', 1, opts({ lease: 300 }))
+    const token = await sa.acquire()
+    const signal = sa.lost(token)
+    const lost = new Promise(resolve => signal.addEventListener('abort', () => resolve(signal.reason)))
+    // What a restart without persistence does to the Sema's state.
+    const keys = await a.keys(`{${prefix}:sema:lost}:*`)
+    t.ok(keys.length > 0, 'the Sema has keys while held')
+    await a.del(...keys)
+    t.equal((await lost).code, 'ERR_SABSYNC_LEASE_LOST', 'the renewal finds it gone')
+    t.equal(await sb.acquire({ timeout: 5000 }), 0, 'the token is free for another client')
+    t.equal(await sa.release(token), undefined, 'release of the lost lease resolves, as any release')
+    await t.rejects(sa.release(token), { code: 'ERR_SABSYNC_BAD_TOKEN' }, 'and it is no longer held here')
+    t.equal(await sb.nrWaiting(), 0)
+    await sb.release()
+  })
+})

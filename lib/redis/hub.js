@@ -116,7 +116,7 @@ class Hub {
     const q = g.queue
     const sent = performance.now()
     g.inflight = true
-    const reply = this.redis.sabsync1Beat(...q.keys, this.id, q.heartbeat, ...list.map(w => w.wid))
+    const reply = this.redis.sabsync2Beat(...q.keys, this.id, q.heartbeat, ...list.map(w => w.wid))
     within(reply, q.commandTimeout, 'heartbeat of ' + q.tag, this.redis).then(r => {
       g.lastOk = sent
       list.forEach((w, i) => {

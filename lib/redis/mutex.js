@@ -47,8 +47,12 @@ class Mutex {
   }
 
   /**
-   * Release the lock: true, or false if its lease had been lost. Rejects
-   * with ERR_SABSYNC_NOT_OWNER when this Mutex holds nothing.
+   * Release the lock: true, or false if its lease had been lost (then
+   * `lost` has aborted too). Never rejects for a lost lease. Rejects with
+   * ERR_SABSYNC_NOT_OWNER when this Mutex holds nothing, and with
+   * ERR_SABSYNC_REDIS when the server cannot be reached within
+   * commandTimeout (the lease is no longer renewed then, so the server
+   * frees the lock when it runs out).
    */
   async unlock () {
     const h = this.#holding
@@ -59,22 +63,27 @@ class Mutex {
 
   /**
    * Run fn({ fence, signal }) holding the lock, unlocking when its result
-   * settles. `signal` aborts if the lease is lost meanwhile. A timeout
-   * rejects with ERR_SABSYNC_TIMEOUT.
+   * settles. `signal` aborts if the lease is lost meanwhile. Resolves with
+   * fn's result only if the lease held until the unlock; if it was lost
+   * first, fn did not run alone, and runExclusive rejects with the
+   * ERR_SABSYNC_LEASE_LOST (signal.reason) once fn settles. fn's own error
+   * wins over that. A timeout rejects with ERR_SABSYNC_TIMEOUT.
    */
   async runExclusive (fn, options) {
     if (typeof fn !== 'function') throw invalidType('fn', 'a function', fn)
     const fence = await this.lockAsync(options)
     if (fence === false) throw new SabsyncError('ERR_SABSYNC_TIMEOUT', 'runExclusive: the mutex was not acquired within the timeout')
     const h = this.#holding
+    const signal = h.signal
     let result
     try {
-      result = await fn({ fence, signal: h.signal })
+      result = await fn({ fence, signal })
     } catch (err) {
       if (this.#holding === h) this.unlock().catch(quiet)
       throw err
     }
     if (this.#holding === h) await this.unlock()
+    if (signal.aborted) throw signal.reason
     return result
   }
 

@@ -65,7 +65,7 @@ function RateLimit (redis, key, rps, options) {
   const keys = [tag + ':log', tag + ':m']
   const unitUs = Math.max(1, Math.round(timeUnit * 1000))
   const hub = hubOf(redis)
-  const giveBack = id => { try { redis.sabsync1Unrate(keys[0], id).catch(quiet) } catch {} }
+  const giveBack = id => { try { redis.sabsync2Unrate(keys[0], id).catch(quiet) } catch {} }
 
   async function limit (options) {
     const { timeout, signal } = waitOptions(options)
@@ -81,7 +81,7 @@ function RateLimit (redis, key, rps, options) {
     try {
       let reply
       try {
-        reply = redis.sabsync1Rate(...keys, id, rps, unitUs, uniformDistribution ? 1 : 0, most)
+        reply = redis.sabsync2Rate(...keys, id, rps, unitUs, uniformDistribution ? 1 : 0, most)
       } catch (err) {
         reply = Promise.reject(err)
       }
@@ -110,7 +110,7 @@ function RateLimit (redis, key, rps, options) {
 
   /** How many grants are recorded for times still to come (callers sleeping). */
   function nrWaiting () {
-    return within(redis.sabsync1RateWaiting(keys[0]), commandTimeout, 'nrWaiting on ' + tag, redis).then(Number)
+    return within(redis.sabsync2RateWaiting(keys[0]), commandTimeout, 'nrWaiting on ' + tag, redis).then(Number)
   }
 
   Object.defineProperty(limit, 'nrWaiting', { value: nrWaiting, writable: true, configurable: true })

@@ -10,36 +10,46 @@
 // Redis Cluster; the only thing a script touches outside its keys is the
 // wake channel of a waiting client (PUBLISH takes a channel, not a key).
 //
-// The lease queue (Mutex is nr = 1 with fences, Sema is nr tokens):
+// The lease queue (Mutex is nr = 1 with fences, Sema is nr tokens). The
+// common case, a free Mutex taken and given back, touches one key with
+// three calls a script (TIME, HMGET, HSET): everything it needs is in M.
 //
 //   key   type    holds
-//   M     hash    nr, fence (1: Mutex fences), held (how many hold), seq
-//                 (last ticket), top (slots ever handed out);
-//                 h:<holder id> -> "slot:fence"; w:<waiter id> -> "client-id lease-ms"
-//   FL    list    slots given back, handed out again before new ones (nr > 1)
-//   L     zset    holder id -> lease expiry (server ms)
-//   Q     zset    waiter id -> ticket (arrival order)
-//   B     zset    client id -> heartbeat expiry (server ms): waiters of a
-//                 client whose heartbeat lapsed are skipped
-//   F     string  the last fence: max(INCR, server clock in µs); outlives
-//                 the rest by a day, so that fences keep growing after the
-//                 object goes idle
+//   M     hash    nr, fz (1: fences), fence (the last fence), held (how
+//                 many hold), nw (how many queued: the members of Q), seq
+//                 (last ticket), exp (when every key expires, server ms);
+//                 nr = 1: h (the holder's id, '' when none), hx (its lease
+//                 expiry, server ms), hf (its fence);
+//                 nr > 1: top (slots ever handed out), h:<holder id> -> slot;
+//                 w:<waiter id> -> "client-id lease-ms"
+//   Q     zset    waiter id -> ticket (arrival order); exists while nw > 0
+//   B     zset    client id -> heartbeat expiry (server ms) of the clients
+//                 with waiters; deleted when the last waiter leaves
+//   L     zset    nr > 1: holder id -> lease expiry (server ms)
+//   FL    list    nr > 1: slots given back, handed out again before new ones
 //
-// Invariants after every script: held = the h: fields = the members of L
-// <= nr; for nr > 1, top - LLEN(FL) = held and a slot is in FL or held by
-// exactly one holder; the w: fields are the members of Q; if held < nr
-// then Q holds no waiter of a live client (pump() grants before anything
-// else happens), so held = 0 means idle. When idle, every key but F is
-// deleted. Otherwise every key expires at M's `exp` (server ms), which is
-// at least a minute after every lease or heartbeat expiry recorded: a
-// script that records a later one moves `exp` (and every key's TTL), and
-// one that creates a key gives it the TTL `exp` says. So an object whose
-// clients all died leaves nothing behind for long.
+// Fences: max(last fence + 1, the server's clock in µs). A Mutex's M is
+// kept when it goes idle (held = nw = 0), trimmed to its counters, until
+// `exp`: at least a day after the last lease or heartbeat it recorded, so
+// fences keep growing after the lock goes idle, and across a restart that
+// lost M (by the clock), unless a clock steps back.
 //
-// A script checks the types of its keys before it writes anything: its
-// first reads of M, L and Q fail on a key of another type; B, and F or FL,
-// get a TYPE. A key that holds something else fails the call and changes
-// nothing.
+// Invariants after every script: held = the holders (nr = 1: h ~= '';
+// nr > 1: the h: fields = the members of L) <= nr; for nr > 1, top -
+// LLEN(FL) = held and a slot is in FL or held by exactly one holder; nw =
+// ZCARD(Q) = the w: fields; if held < nr then Q holds no waiter of a live
+// client (pump() grants before anything else happens). An idle Sema has no
+// keys; an idle Mutex only M. Every key expires at M's exp, which is at
+// least a minute after every lease or heartbeat expiry recorded: a script
+// that records a later one moves exp (and every key's TTL), and one that
+// creates a key gives it the TTL exp says. So an object whose clients all
+// died leaves nothing behind for long.
+//
+// A script fails before it writes anything when a key holds another type:
+// its HMGET fails on M; when M does not exist yet (the object is made) or
+// the script may touch Q and B (nw > 0, or it queues), or L and FL (nr >
+// 1), it reads their TYPE first. A key that holds something else fails
+// the call and changes nothing.
 //
 // Replies of take: {1, slot, fence, lease-left-ms} granted; {0} busy (try);
 // {2, ms-to-next-lease-expiry or -1} queued.
@@ -47,78 +57,107 @@
 const WAKE = 'sabsync:wake:' // + client id: where grants to its waiters are published
 
 const prelude = `
-local M, FL, L, Q, B, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local M, Q, B, L, FL = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local nowUs = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local DAY = 86400000
 
--- The object's state, read once; w (optional): also whether w holds.
--- nr, fencing: the caller's, for an object without state (take). st.nr
--- is nil when there is no state and nothing to make it with. Returns
--- st, or nil and a WRONGTYPE message.
-local function open (w, nr, fencing)
-  local v = redis.call('HMGET', M, 'nr', 'fence', 'held', 'exp', 'h:' .. (w or ''))
-  local st = { nr = tonumber(v[1]), fencing = v[2] == '1', held = tonumber(v[3]) or 0, exp = tonumber(v[4]) or 0,
-    mine = v[5], dirty = false, created = {}, latest = 0, granted = {} }
-  local n, fz = st.nr, st.fencing
-  if not n then n, fz = nr, fencing end
-  if not n then return st end
-  local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')
-  st.firstId, st.firstExp = first[1], tonumber(first[2])
-  st.head = redis.call('ZRANGE', Q, 0, 0)[1] or false -- false: none; nil: not known
-  local checks = { {B, 'zset'} }
-  if fz then checks[2] = {F, 'string'} end
-  if n > 1 then checks[#checks + 1] = {FL, 'list'} end
-  for _, kt in ipairs(checks) do
+local function typeCheck (keys)
+  for _, kt in ipairs(keys) do
     local got = redis.call('TYPE', kt[1]).ok
     if got ~= 'none' and got ~= kt[2] then
-      return nil, 'WRONGTYPE sabsync: key ' .. kt[1] .. ' holds a ' .. got .. ', not the ' .. kt[2] .. ' sabsync keeps there'
+      return 'WRONGTYPE sabsync: key ' .. kt[1] .. ' holds a ' .. got .. ', not the ' .. kt[2] .. ' sabsync keeps there'
     end
   end
+  return nil
+end
+
+-- The object's state, read once. w (optional): the caller's id (nr > 1:
+-- st.mine is its slot if it holds one). nr, fencing: the caller's, for an
+-- object without state (take); queue: whether the caller may queue (Q
+-- and B are checked then, for nr > 1; for nr = 1 by queueCheck()). st.nr
+-- is nil when there is no state and nothing to make it with. Returns st,
+-- or nil and a WRONGTYPE message.
+local function open (w, nr, fencing, queue)
+  local v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'held', 'nw', 'seq', 'exp', 'h', 'hx', 'hf', 'top', 'h:' .. (w or ''))
+  local st = { nr = tonumber(v[1]), fencing = v[2] == '1', fence = tonumber(v[3]) or 0, held = tonumber(v[4]) or 0,
+    nw = tonumber(v[5]) or 0, seq = tonumber(v[6]) or 0, exp = tonumber(v[7]) or 0, h = v[8] or '',
+    hx = tonumber(v[9]) or 0, hf = v[10] or '0', top = tonumber(v[11]) or 0, mine = v[12],
+    dirty = false, created = {}, latest = 0, granted = {}, fresh = false }
+  st.nw0 = st.nw
+  if not st.nr then
+    if not nr then return st end
+    st.nr, st.fencing, st.fresh = nr, fencing, true
+  end
+  local checks = {}
+  -- nr = 1 writes nothing before its last HSET: take checks Q and B when
+  -- it is about to queue (queueCheck), not on every call that might.
+  if st.fresh or st.nw > 0 or (queue and st.nr > 1) then
+    checks[#checks + 1] = {Q, 'zset'}
+    checks[#checks + 1] = {B, 'zset'}
+    st.qChecked = true
+  end
+  if st.nr > 1 then checks[#checks + 1] = {L, 'zset'}; checks[#checks + 1] = {FL, 'list'} end
+  local bad = typeCheck(checks)
+  if bad then return nil, bad end
   return st
+end
+
+local function queueCheck (st)
+  if st.qChecked then return nil end
+  st.qChecked = true
+  return typeCheck({ {Q, 'zset'}, {B, 'zset'} })
 end
 
 local function later (st, at)
   if at > st.latest then st.latest = at end
 end
 
--- Remove holder w (v: its h: field, if known) and give its slot back.
+-- Remove holder w (nr > 1: v is its slot) and give its slot back.
 local function drop (st, w, v)
-  v = v or redis.call('HGET', M, 'h:' .. w)
+  if st.nr == 1 then
+    if st.h == w then
+      st.h, st.hx, st.hf = '', 0, '0'
+      st.held = 0
+      st.dirty = true
+    end
+    return
+  end
   if v then
-    if st.nr > 1 and redis.call('RPUSH', FL, string.match(v, '^(%d+)')) == 1 then st.created[FL] = true end
+    if redis.call('RPUSH', FL, v) == 1 then st.created[FL] = true end
     redis.call('HDEL', M, 'h:' .. w)
     st.held = st.held - 1
     st.dirty = true
   end
   redis.call('ZREM', L, w)
-  if st.firstId == w then st.firstId, st.firstExp, st.firstStale = nil, nil, true end
 end
 
 -- Grant a slot to w (the caller checked st.held < st.nr). A waiter's
 -- client (ctx) is told on its wake channel.
 local function grant (st, w, lease, ctx)
   local slot = 0
-  if st.nr > 1 then
-    slot = redis.call('LPOP', FL)
-    if not slot then slot = redis.call('HINCRBY', M, 'top', 1) - 1 end
-  end
   local fence = 0
   if st.fencing then
     -- Never below the server's clock in µs: fences keep growing across a
     -- restart without persistence, or a failover, unless a clock steps back.
-    fence = redis.call('INCR', F)
-    if fence < nowUs then
-      fence = nowUs
-      redis.call('SET', F, string.format('%.0f', fence), 'PX', 86400000)
-    else
-      redis.call('PEXPIRE', F, 86400000)
-    end
+    fence = st.fence + 1
+    if fence < nowUs then fence = nowUs end
+    st.fence = fence
   end
   local f = string.format('%.0f', fence)
-  redis.call('HSET', M, 'h:' .. w, slot .. ':' .. f)
-  if st.held == 0 then st.created[L] = true end
-  redis.call('ZADD', L, now + lease, w)
+  if st.nr == 1 then
+    st.h, st.hx, st.hf = w, now + lease, f
+  else
+    slot = redis.call('LPOP', FL)
+    if not slot then
+      slot = st.top
+      st.top = st.top + 1
+    end
+    redis.call('HSET', M, 'h:' .. w, slot)
+    if st.held == 0 then st.created[L] = true end
+    redis.call('ZADD', L, now + lease, w)
+  end
   later(st, now + lease)
   st.held = st.held + 1
   st.dirty = true
@@ -132,87 +171,104 @@ end
 -- Expire lapsed leases, then grant free slots to the queue in ticket
 -- order, skipping waiters whose client stopped beating.
 local function pump (st)
-  if st.held > 0 then
-    local first = st.firstExp
-    if st.firstStale then first = tonumber(redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')[2]) end
+  if st.nr == 1 then
+    if st.h ~= '' and st.hx <= now then drop(st, st.h) end
+  elseif st.held > 0 then
+    local first = tonumber(redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')[2])
     if first and first <= now then
-      for _, w in ipairs(redis.call('ZRANGEBYSCORE', L, '-inf', now)) do drop(st, w) end
+      for _, w in ipairs(redis.call('ZRANGEBYSCORE', L, '-inf', now)) do drop(st, w, redis.call('HGET', M, 'h:' .. w)) end
     end
   end
-  local pruned = false
-  while st.held < st.nr do
-    local head = st.head
-    if head == nil then head = redis.call('ZRANGE', Q, 0, 0)[1] or false end
-    st.head = nil
+  while st.held < st.nr and st.nw > 0 do
+    local head = redis.call('ZPOPMIN', Q)[1]
     if not head then
-      st.head = false
+      st.nw = 0
       break
     end
-    if not pruned then
-      redis.call('ZREMRANGEBYSCORE', B, '-inf', now)
-      pruned = true
-    end
-    redis.call('ZREM', Q, head)
+    st.nw = st.nw - 1
+    st.dirty = true
     local info = redis.call('HGET', M, 'w:' .. head)
     redis.call('HDEL', M, 'w:' .. head)
     if info then
       local ctx, lease = string.match(info, '^(%S+) (%d+)$')
-      if ctx and redis.call('ZSCORE', B, ctx) then grant(st, head, tonumber(lease), ctx) end
+      local alive = ctx and tonumber(redis.call('ZSCORE', B, ctx))
+      if alive and alive > now then grant(st, head, tonumber(lease), ctx) end
     end
   end
 end
 
 -- Milliseconds until the first lease expires (-1: none held).
-local function nextExpiry ()
-  local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')[2]
+local function nextExpiry (st)
+  if st.held == 0 then return -1 end
+  local first = st.hx
+  if st.nr > 1 then first = tonumber(redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')[2]) end
   if not first then return -1 end
-  return math.max(tonumber(first) - now, 0)
+  return math.max(first - now, 0)
 end
 
--- Delete an idle object's keys (F excepted); else keep every key alive
--- until M's exp (see above), and save the held count.
+-- Save the state: delete an idle Sema's keys; trim an idle Mutex to its
+-- counters; keep every key alive until M's exp (see above).
 local function tidy (st)
-  if st.held == 0 then
-    redis.call('DEL', M, FL, L, Q, B)
+  if st.nw0 > 0 and st.nw == 0 then redis.call('DEL', B) end
+  if st.held == 0 and st.nw == 0 and not st.fencing then
+    if not st.fresh then redis.call('DEL', M, FL) end
     return
   end
-  local keys = st.created
+  local all = false
   if st.exp < st.latest + 60000 then
-    st.exp = st.latest + 120000
+    st.exp = now + math.max(DAY, st.latest - now + 120000)
     st.dirty = true
-    if not st.created[M] then keys = { [M] = true, [FL] = true, [L] = true, [Q] = true, [B] = true } end
+    all = true
   end
-  for k in pairs(keys) do redis.call('PEXPIRE', k, st.exp - now) end
-  if st.dirty then redis.call('HSET', M, 'held', st.held, 'exp', st.exp) end
+  if st.fresh or st.dirty then
+    if st.nr == 1 then
+      redis.call('HSET', M, 'nr', 1, 'fz', st.fencing and 1 or 0, 'fence', string.format('%.0f', st.fence), 'held', st.held,
+        'nw', st.nw, 'seq', st.seq, 'exp', st.exp, 'h', st.h, 'hx', st.hx, 'hf', st.hf)
+    else
+      redis.call('HSET', M, 'nr', st.nr, 'fz', st.fencing and 1 or 0, 'held', st.held, 'nw', st.nw, 'seq', st.seq,
+        'exp', st.exp, 'top', st.top)
+    end
+  end
+  if all then
+    redis.call('PEXPIRE', M, st.exp - now)
+    if st.nw > 0 then
+      redis.call('PEXPIRE', Q, st.exp - now)
+      redis.call('PEXPIRE', B, st.exp - now)
+    end
+    if st.nr > 1 then
+      redis.call('PEXPIRE', L, st.exp - now)
+      redis.call('PEXPIRE', FL, st.exp - now)
+    end
+  else
+    for k in pairs(st.created) do redis.call('PEXPIRE', k, st.exp - now) end
+  end
 end
 
--- {1, slot, fence, lease left} if w holds a slot (v: its h: field), else nil.
-local function holding (w, v)
-  if not v then return nil end
-  local slot, fence = string.match(v, '^(%d+):(%d+)$')
+-- {1, slot, fence, lease left} if w holds a slot, else nil.
+local function holding (st, w)
+  if st.nr == 1 then
+    if st.h ~= w then return nil end
+    return { 1, 0, tonumber(st.hf), math.max(st.hx - now, 0) }
+  end
+  local slot = redis.call('HGET', M, 'h:' .. w)
+  if not slot then return nil end
   local exp = tonumber(redis.call('ZSCORE', L, w))
-  return { 1, tonumber(slot), tonumber(fence), math.max(exp - now, 0) }
+  return { 1, tonumber(slot), 0, math.max(exp - now, 0) }
 end
 `
 
 // ARGV: id, client id, lease ms, heartbeat ms, wait (0 try / 1 queue), nr, fencing (0/1).
 const take = prelude + `
 local w, ctx, lease, beat, queue, nr, fencing = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7] == '1'
-local st, bad = open(w, nr, fencing)
+local st, bad = open(w, nr, fencing, queue)
 if not st then return redis.error_reply(bad) end
-if st.nr then
-  if st.nr ~= nr or st.fencing ~= fencing then
-    return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. M .. ' is in use with nr = ' .. st.nr .. ', not ' .. nr)
-  end
-else
-  redis.call('HSET', M, 'nr', nr, 'fence', ARGV[7])
-  st.nr, st.fencing = nr, fencing
-  st.created[M] = true
+if st.nr ~= nr or st.fencing ~= fencing then
+  return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. M .. ' is in use with nr = ' .. st.nr .. ', not ' .. nr)
 end
 pump(st)
 -- The same id again (a command resent after a reconnect) gets the same answer.
-if st.mine or st.granted[w] then
-  local held = holding(w, redis.call('HGET', M, 'h:' .. w))
+if st.nr == 1 or st.mine or st.granted[w] then
+  local held = holding(st, w)
   if held then tidy(st) return held end
 end
 if st.held < nr then
@@ -221,33 +277,50 @@ if st.held < nr then
   tidy(st)
   return { 1, slot, fence, lease }
 end
-if redis.call('ZSCORE', Q, w) then tidy(st) return { 2, nextExpiry() } end
+if st.nw > 0 and redis.call('ZSCORE', Q, w) then tidy(st) return { 2, nextExpiry(st) } end
 if not queue then tidy(st) return { 0 } end
-redis.call('ZADD', Q, redis.call('HINCRBY', M, 'seq', 1), w)
+bad = queueCheck(st)
+if bad then return redis.error_reply(bad) end
+st.seq = st.seq + 1
+if st.nw == 0 then st.created[Q], st.created[B] = true, true end
+redis.call('ZADD', Q, st.seq, w)
 redis.call('HSET', M, 'w:' .. w, ctx .. ' ' .. lease)
 redis.call('ZADD', B, now + beat, ctx)
-st.created[Q], st.created[B] = true, true
+st.nw = st.nw + 1
+st.dirty = true
 later(st, now + beat)
 tidy(st)
-return { 2, nextExpiry() }
+return { 2, nextExpiry(st) }
 `
 
 // Release holder id, or take waiter id out of the queue. ARGV: id.
 // 1 if it held a lease that had not expired, else 0.
 const leave = prelude + `
 local w = ARGV[1]
-local st, bad = open(w)
+local st, bad = open(w, nil, nil, false)
 if not st then return redis.error_reply(bad) end
 if not st.nr then return 0 end
 local r = 0
-if st.mine then
-  local exp = st.firstExp
-  if st.firstId ~= w then exp = tonumber(redis.call('ZSCORE', L, w)) end
-  if exp and exp > now then r = 1 end
-  drop(st, w, st.mine)
-elseif redis.call('ZREM', Q, w) == 1 then
-  redis.call('HDEL', M, 'w:' .. w)
-  st.head = nil
+if st.nr == 1 then
+  if st.h == w then
+    if st.hx > now then r = 1 end
+    drop(st, w)
+  elseif st.nw > 0 and redis.call('ZREM', Q, w) == 1 then
+    redis.call('HDEL', M, 'w:' .. w)
+    st.nw = st.nw - 1
+    st.dirty = true
+  end
+else
+  local slot = st.mine
+  if slot then
+    local exp = tonumber(redis.call('ZSCORE', L, w))
+    if exp and exp > now then r = 1 end
+    drop(st, w, slot)
+  elseif st.nw > 0 and redis.call('ZREM', Q, w) == 1 then
+    redis.call('HDEL', M, 'w:' .. w)
+    st.nw = st.nw - 1
+    st.dirty = true
+  end
 end
 pump(st)
 tidy(st)
@@ -258,17 +331,26 @@ return r
 // that has not expired. ARGV: id, lease ms. 1 renewed, 0 lost.
 const renew = prelude + `
 local w, lease = ARGV[1], tonumber(ARGV[2])
-local st, bad = open(w)
+local st, bad = open(nil, nil, nil, false)
 if not st then return redis.error_reply(bad) end
-if not st.nr or not st.mine then return 0 end
-local exp = st.firstExp
-if st.firstId ~= w then exp = tonumber(redis.call('ZSCORE', L, w)) end
+if not st.nr then return 0 end
+local exp
+if st.nr == 1 then
+  if st.h == w then exp = st.hx end
+else
+  exp = tonumber(redis.call('ZSCORE', L, w))
+end
 if not exp or exp <= now then
   pump(st)
   tidy(st)
   return 0
 end
-redis.call('ZADD', L, 'XX', now + lease, w)
+if st.nr == 1 then
+  st.hx = now + lease
+  st.dirty = true
+else
+  redis.call('ZADD', L, 'XX', now + lease, w)
+end
 later(st, now + lease)
 tidy(st)
 return 1
@@ -279,25 +361,26 @@ return 1
 // Reply: { ms-to-next-lease-expiry or -1, per id: {1, slot, fence, lease-left} | {2} queued | {0} gone }.
 const beat = prelude + `
 local ctx, hb = ARGV[1], tonumber(ARGV[2])
-local st, bad = open(nil)
+local st, bad = open(nil, nil, nil, false)
 if not st then return redis.error_reply(bad) end
 local out = { -1 }
 if not st.nr then
   for i = 3, #ARGV do out[#out + 1] = { 0 } end
   return out
 end
-redis.call('ZADD', B, now + hb, ctx)
-st.created[B] = true
-later(st, now + hb)
+if st.nw > 0 then
+  redis.call('ZADD', B, now + hb, ctx)
+  later(st, now + hb)
+end
 pump(st)
 for i = 3, #ARGV do
   local w = ARGV[i]
-  local held = holding(w, redis.call('HGET', M, 'h:' .. w))
+  local held = holding(st, w)
   if held then out[#out + 1] = held
-  elseif redis.call('ZSCORE', Q, w) then out[#out + 1] = { 2 }
+  elseif st.nw > 0 and redis.call('ZSCORE', Q, w) then out[#out + 1] = { 2 }
   else out[#out + 1] = { 0 } end
 end
-out[1] = nextExpiry()
+out[1] = nextExpiry(st)
 tidy(st)
 return out
 `
@@ -305,16 +388,18 @@ return out
 // How many wait, on every client (those of clients that stopped beating
 // not counted). No ARGV.
 const count = prelude + `
-local st, bad = open(nil)
+local st, bad = open(nil, nil, nil, false)
 if not st then return redis.error_reply(bad) end
 if not st.nr then return 0 end
 pump(st)
 local n = 0
-for _, w in ipairs(redis.call('ZRANGE', Q, 0, -1)) do
-  local info = redis.call('HGET', M, 'w:' .. w)
-  local ctx = info and string.match(info, '^(%S+) ')
-  local alive = ctx and redis.call('ZSCORE', B, ctx)
-  if alive and tonumber(alive) > now then n = n + 1 end
+if st.nw > 0 then
+  for _, w in ipairs(redis.call('ZRANGE', Q, 0, -1)) do
+    local info = redis.call('HGET', M, 'w:' .. w)
+    local ctx = info and string.match(info, '^(%S+) ')
+    local alive = ctx and redis.call('ZSCORE', B, ctx)
+    if alive and tonumber(alive) > now then n = n + 1 end
+  end
 end
 tidy(st)
 return n
@@ -333,27 +418,21 @@ return n
 // Reply: {1, t µs as a string, wait µs} reserved; {0, wait µs} too late for the caller.
 const rate = `
 local R, RM = KEYS[1], KEYS[2]
-for _, kt in ipairs({ {R, 'zset'}, {RM, 'hash'} }) do
-  local got = redis.call('TYPE', kt[1]).ok
-  if got ~= 'none' and got ~= kt[2] then
-    return redis.error_reply('WRONGTYPE sabsync: key ' .. kt[1] .. ' holds a ' .. got .. ', not the ' .. kt[2] .. ' sabsync keeps there')
-  end
-end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local id, rps, unit, uniform, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1', tonumber(ARGV[5])
+-- No TYPE calls: a key of another type fails the first command that
+-- touches it, and the first write (ZREMRANGEBYSCORE on R) comes after the
+-- read of RM, so a call that fails has changed nothing.
 local m = redis.call('HMGET', RM, 'rps', 'unit', 'uniform')
-if m[1] then
-  if tonumber(m[1]) ~= rps or tonumber(m[2]) ~= unit or m[3] ~= ARGV[4] then
-    return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. R .. ' is in use with rps = ' .. m[1] .. ', timeUnit = ' .. (tonumber(m[2]) / 1000) .. ' ms, uniform = ' .. m[3])
-  end
-else
-  redis.call('HSET', RM, 'rps', rps, 'unit', ARGV[3], 'uniform', ARGV[4])
+if m[1] and (tonumber(m[1]) ~= rps or tonumber(m[2]) ~= unit or m[3] ~= ARGV[4]) then
+  return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. R .. ' is in use with rps = ' .. m[1] .. ', timeUnit = ' .. (tonumber(m[2]) / 1000) .. ' ms, uniform = ' .. m[3])
 end
 -- Grants at or before now - unit constrain no grant to come. (Trimming
 -- to the last rps instead would drop one that counts again once a later
 -- reservation is given back.)
 redis.call('ZREMRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit))
+if not m[1] then redis.call('HSET', RM, 'rps', rps, 'unit', ARGV[3], 'uniform', ARGV[4]) end
 local t = now
 local n = redis.call('ZCARD', R)
 if n > 0 then
@@ -390,14 +469,14 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // Names carry a version: two copies of sabsync in one process never
 // share a command whose script differs.
 const commands = {
-  sabsync1Take: { numberOfKeys: 6, lua: take },
-  sabsync1Leave: { numberOfKeys: 6, lua: leave },
-  sabsync1Renew: { numberOfKeys: 6, lua: renew },
-  sabsync1Beat: { numberOfKeys: 6, lua: beat },
-  sabsync1Count: { numberOfKeys: 6, lua: count },
-  sabsync1Rate: { numberOfKeys: 2, lua: rate },
-  sabsync1Unrate: { numberOfKeys: 1, lua: unrate },
-  sabsync1RateWaiting: { numberOfKeys: 1, lua: rateWaiting }
+  sabsync2Take: { numberOfKeys: 5, lua: take },
+  sabsync2Leave: { numberOfKeys: 5, lua: leave },
+  sabsync2Renew: { numberOfKeys: 5, lua: renew },
+  sabsync2Beat: { numberOfKeys: 5, lua: beat },
+  sabsync2Count: { numberOfKeys: 5, lua: count },
+  sabsync2Rate: { numberOfKeys: 2, lua: rate },
+  sabsync2Unrate: { numberOfKeys: 1, lua: unrate },
+  sabsync2RateWaiting: { numberOfKeys: 1, lua: rateWaiting }
 }
 
 module.exports = { commands, WAKE }

@@ -45,8 +45,13 @@ class Sema {
 
   /**
    * Give back `token`, or without one the token this Sema acquired most
-   * recently: true, or false if its lease had been lost. A token this Sema
-   * does not hold rejects with ERR_SABSYNC_BAD_TOKEN.
+   * recently. Resolves undefined (API.md: Promise<void>) once the server
+   * has it back, also when its lease had been lost meanwhile: then the
+   * token's `lost(token)` signal (read before the release) has aborted with
+   * ERR_SABSYNC_LEASE_LOST by the time this resolves. A token this Sema
+   * does not hold rejects with ERR_SABSYNC_BAD_TOKEN; a server that cannot
+   * be reached with ERR_SABSYNC_REDIS (the token is no longer renewed, so
+   * the server takes it back when its lease runs out).
    */
   async release (token) {
     if (token === undefined) {
@@ -59,7 +64,7 @@ class Sema {
     if (h === undefined) throw new SabsyncError('ERR_SABSYNC_BAD_TOKEN', `sabsync: release(${token}): this Sema does not hold that token`)
     this.#held.delete(token)
     this.#order.splice(this.#order.lastIndexOf(token), 1)
-    return h.release()
+    await h.release()
   }
 
   /** How many wait for a token, on every client. */

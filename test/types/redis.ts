@@ -25,7 +25,9 @@ async function main (): Promise<void> {
   const other: number | undefined = await pool.tryAcquire()
   if (token !== undefined) {
     const signal: AbortSignal = pool.lost(token)
-    const released: boolean = await pool.release(token)
+    const released: void = await pool.release(token)
+    // @ts-expect-error: release() resolves nothing (API.md: Promise<void>)
+    const flag: boolean = await pool.release(token)
   }
   await pool.release()
   const nr: number = pool.nr + (await pool.nrWaiting())
