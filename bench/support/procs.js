@@ -105,6 +105,9 @@ async function contended () {
 
 // A rate limit check by each of 4 cluster workers, N times each, with a
 // limit never reached: microseconds per check, the mean of the workers'.
+// At most this many warm-up calls a worker (the limit never reached).
+const WARM_MAX = 20000
+
 async function rate () {
   const WORKERS = 4
   if (cluster.isPrimary) {
@@ -114,24 +117,39 @@ async function rate () {
       new RateLimiterClusterMaster() // eslint-disable-line no-new
     }
     const ws = Array.from({ length: WORKERS }, () => cluster.fork({ BENCH_SPACE: name }))
-    const results = await Promise.all(ws.map(w => new Promise(resolve => w.on('message', m => { if (m.us !== undefined) resolve(m) }))))
+    // The timed loops start together, once every worker has started and
+    // warmed up: a process takes tens of milliseconds to start, and a
+    // worker timed while the others still start would have a CPU of its
+    // own and no contention.
+    const ready = ws.map(w => new Promise(resolve => w.on('message', m => { if (m === 'ready') resolve() })))
+    const results = ws.map(w => new Promise(resolve => w.on('message', m => { if (m.us !== undefined) resolve(m) })))
+    await Promise.all(ready)
+    for (const w of ws) w.send('go')
+    const done = await Promise.all(results)
     for (const w of ws) w.kill()
     sabsync.openShared.unlink(name)
-    const us = results.reduce((s, r) => s + r.us, 0) / results.length
-    out({ value: us, check: results.every(r => r.ok === n) })
+    const us = done.reduce((s, r) => s + r.us, 0) / done.length
+    out({ value: us, check: done.every(r => r.ok === n) })
     return
   }
   let check
   if (impl === 'sabsync') {
     const space = sabsync.openShared(process.env.BENCH_SPACE, { size: 4 << 20 })
-    const limit = space.rateLimit('api', 4 * n + 1000, { timeUnit: 60000 })
+    const limit = space.rateLimit('api', 4 * (n + WARM_MAX) + 1000, { timeUnit: 60000 })
     check = () => limit()
   } else {
     const { RateLimiterCluster } = require('rate-limiter-flexible')
-    const limiter = new RateLimiterCluster({ keyPrefix: 'api', points: 4 * n + 1000, duration: 60, timeoutMs: 60000 })
+    const limiter = new RateLimiterCluster({ keyPrefix: 'api', points: 4 * (n + WARM_MAX) + 1000, duration: 60, timeoutMs: 60000 })
     check = () => limiter.consume('key')
   }
-  for (let i = 0; i < Math.min(200, n); i++) await check() // warm up
+  // Warm up for 300 ms (and at least 200 calls): 200 calls alone left the
+  // JIT still compiling sabsync's loop, four processes at once on two CPUs,
+  // well into the timed part (10-13 us a call over 10,000 calls against
+  // 0.8 us past them).
+  for (let i = 0, end = Date.now() + 300; i < 200 || (i < WARM_MAX && Date.now() < end); i++) await check()
+  const go = new Promise(resolve => process.on('message', m => { if (m === 'go') resolve() }))
+  process.send('ready')
+  await go
   let ok = 0
   const t0 = process.hrtime.bigint()
   for (let i = 0; i < n; i++) { await check(); ok++ }
