@@ -17,7 +17,7 @@ function run (...args) {
   let out
   try { out = JSON.parse(line) } catch { out = null }
   if (r.status !== 0 || out === null) {
-    throw new Error(`bench/support/procs.js ${args.join(' ')} failed: ${r.stderr || r.stdout}`)
+    throw new Error(`bench/support/procs.js ${args.join(' ')} failed (status ${r.status}, signal ${r.signal}${r.error ? ', ' + r.error.message : ''}): ${r.stderr || r.stdout}`)
   }
   return out
 }
