@@ -223,6 +223,10 @@ enum {
 #define SAB_SEMA_W_MAGIC      0
 #define SAB_SEMA_W_AVAIL      1
 #define SAB_SEMA_W_NR         2
+#define SAB_SEMA_W_NEXT       3 /* where a search for a free slot starts (a hint) */
+/* The holder words follow the header and nr reserved words (JS's fast path
+ * takes and gives slots there); a free slot's holder is 0 or this. */
+#define SAB_SEMA_HELD_RECOVERED 0x40000000u
 #define SAB_SEMA_HEADER_BYTES 32
 #define SAB_SEMA_MAX          0x100000u /* the most slots */
 #define SAB_SEMA_NO_TOKEN     0xFFFFFFFFu
@@ -273,6 +277,10 @@ void sab_sema_give_back(const sab_sema_t *s, uint32_t owner, uint32_t token);
 uint32_t sab_sema_waiting(const sab_sema_t *s);
 /* Slots in the pool, after reclaiming those of dead holders. */
 int sab_sema_available(const sab_sema_t *s);
+/* After a give-back outside the lock (JS's fast path) that saw waiters:
+ * reclaim when deaths moved the epoch, hand free slots to the oldest
+ * waiters, wake refill watchers. Answers how many slots came back. */
+int sab_sema_kick(const sab_sema_t *s);
 
 /* Blocking acquire in one call (C callers and tests): SAB_OK with *token,
  * or SAB_TIMED_OUT after timeout_ns (UINT64_MAX: forever). */

@@ -95,6 +95,8 @@ static int set_constants(napi_env env, napi_value exports) {
       {"SEMA_MAX", SAB_SEMA_MAX},
       {"SEMA_W_AVAIL", SAB_SEMA_W_AVAIL},
       {"SEMA_W_NR", SAB_SEMA_W_NR},
+      {"SEMA_W_NEXT", SAB_SEMA_W_NEXT},
+      {"SEMA_HELD_RECOVERED", SAB_SEMA_HELD_RECOVERED},
       {"SEMA_HEADER_BYTES", SAB_SEMA_HEADER_BYTES},
       {"SEMA_RECOVERED", SAB_SEMA_RECOVERED},
       {"SEMA_HANDED_SELF", SAB_SEMA_HANDED_SELF},
