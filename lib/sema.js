@@ -43,7 +43,8 @@ const {
   SEMA_HANDED_SELF: HANDED_SELF, // semaRelease's info bits
   SEMA_POOLED: POOLED,
   SEMA_MAGIC: MAGIC,
-  SEMA_W_AVAIL: W_AVAIL, // the pool's size; its address keys refill watchers
+  SEMA_W_AVAIL: W_FREES, // native frees so far: refill watchers park on it
+  SEMA_KEY_OFFSET: KEY_OFFSET, // the waiters' lot key, in the bucket of W_FREES
   SEMA_W_NR: W_NR,
   SEMA_W_NEXT: W_NEXT, // where a search for a free slot starts (a hint)
   SEMA_HELD_RECOVERED: FREE_RECOVERED, // a free slot's holder word after a death
@@ -135,6 +136,18 @@ function badToken (message) {
 //   pausers:   objects with pauseFn/resumeFn
 const locals = new WeakMap() // SharedArrayBuffer -> Map(byteOffset -> local)
 
+// A slot given back: off this thread's list (the newest first; pop
+// allocates nothing, splice does) and its mark.
+function forget (local, slot) {
+  const held = local.held
+  if (held.length !== 0 && held[held.length - 1] === slot) held.pop()
+  else {
+    const i = held.lastIndexOf(slot)
+    if (i >= 0) held.splice(i, 1)
+  }
+  if (local.recovered.size !== 0) local.recovered.delete(slot)
+}
+
 function localOf (buffer, byteOffset) {
   let byOffset = locals.get(buffer)
   if (byOffset === undefined) locals.set(buffer, byOffset = new Map())
@@ -168,8 +181,7 @@ class Sema {
   #resumeFn
   #paused = false
   #fast = false // the fast path applies (in-process memory, counters readable)
-  #bucket = 0 // index in `counts` of the waiters' bucket (key base + 1)
-  #availBucket = 0 // ... of avail's bucket (refill watchers)
+  #bucket = 0 // index in `counts` of the bucket of the waiters and the refill watchers
   #self = 0 // this thread's owner id, as a holder word holds it
   #hold = 0 // the index of holder[0]
 
@@ -232,8 +244,7 @@ class Sema {
     if (this.#ops === LOCAL_OPS && counts !== null) {
       const addr = addressOf(mem.i32, mem.buffer, 0, 4)
       this.#fast = true
-      this.#bucket = bucketOf(addr) // base + 1 hashes as base (lib/lot.js)
-      this.#availBucket = bucketOf(addr + 4 * W_AVAIL)
+      this.#bucket = bucketOf(addr + KEY_OFFSET) // = bucketOf(addr + 4 * W_FREES)
       this.#self = this.#local.own.self & OWNER
       this.#hold = HOLDERS + nr
     }
@@ -269,23 +280,22 @@ class Sema {
     return this.#values === null ? slot : this.#values[slot]
   }
 
-  // The fast take: a token (slot | RECOVERED), or -1 (go native). Reads
-  // shared words as hints only: the slot is a loop index below this
-  // object's own nr, never a value read from the memory.
+  // The fast take: a token (slot | RECOVERED), or -1 (go native). The
+  // words read before the CAS are plain reads (cheaper than Atomics.load,
+  // a builtin call): a stale counter only lets this take overtake a waiter
+  // that queued while it ran (K3 allows that), a stale header or holder
+  // only sends it native or makes its CAS fail. The slot is a loop index
+  // below this object's own nr, never a value read from the memory.
   #take () {
     const i32 = this.#i32
     const nr = this.#nr
-    if (!this.#fast || Atomics.load(counts, this.#bucket) !== 0 ||
-        Atomics.load(i32, W_AVAIL) <= 0 || Atomics.load(i32, 0) !== MAGIC ||
-        Atomics.load(i32, W_NR) !== nr) return -1
+    if (!this.#fast || counts[this.#bucket] !== 0 || i32[0] !== MAGIC || i32[W_NR] !== nr) return -1
     let i = i32[W_NEXT]
     if (!(i >= 0 && i < nr)) i = 0
     const hold = this.#hold
-    const self = this.#self
     for (let k = nr < SCAN ? nr : SCAN; k > 0; k--) {
-      const h = Atomics.load(i32, hold + i)
-      if ((h === 0 || h === FREE_RECOVERED) && Atomics.compareExchange(i32, hold + i, h, self) === h) {
-        Atomics.sub(i32, W_AVAIL, 1)
+      const h = i32[hold + i]
+      if ((h === 0 || h === FREE_RECOVERED) && Atomics.compareExchange(i32, hold + i, h, this.#self) === h) {
         i32[W_NEXT] = i + 1 === nr ? 0 : i + 1
         return h === 0 ? i : i + RECOVERED
       }
@@ -298,15 +308,13 @@ class Sema {
   // true, or false (go native: someone waits, or the word is not ours).
   #give (slot) {
     const i32 = this.#i32
-    if (!this.#fast || Atomics.load(counts, this.#bucket) !== 0 ||
-        Atomics.load(i32, 0) !== MAGIC || Atomics.load(i32, W_NR) !== this.#nr ||
-        Atomics.compareExchange(i32, this.#hold + slot, this.#self, 0) !== this.#self) return false
-    Atomics.add(i32, W_AVAIL, 1)
-    // K2: the counters read after the CAS. A waiter that queued since, or
-    // a refill watcher, is served natively.
-    if (Atomics.load(counts, this.#bucket) !== 0 || Atomics.load(counts, this.#availBucket) !== 0) {
-      native.semaKick(this.#view)
-    }
+    const self = this.#self
+    if (!this.#fast || counts[this.#bucket] !== 0 || i32[0] !== MAGIC || i32[W_NR] !== this.#nr ||
+        Atomics.compareExchange(i32, this.#hold + slot, self, 0) !== self) return false
+    // K2: the counter read after the CAS (seq-cst both): a waiter that
+    // queued since, or a refill watcher (both in this bucket), is served
+    // natively.
+    if (Atomics.load(counts, this.#bucket) !== 0) native.semaKick(this.#view)
     return true
   }
 
@@ -403,16 +411,12 @@ class Sema {
       return this.#released(r)
     }
     if (this.#values === null && Number.isInteger(token) && token >= 0 && token < this.#nr && this.#give(token)) {
-      const i = local.held.lastIndexOf(token)
-      if (i >= 0) local.held.splice(i, 1)
-      if (local.recovered.size !== 0) local.recovered.delete(token)
+      forget(local, token)
       return this.#released(POOLED)
     }
     for (const slot of this.#slotsOf(token)) {
       if (this.#values !== null && this.#give(slot)) {
-        const i = local.held.lastIndexOf(slot)
-        if (i >= 0) local.held.splice(i, 1)
-        local.recovered.delete(slot)
+        forget(local, slot)
         return this.#released(POOLED)
       }
       r = this.#ops.release(this.#view, slot)
@@ -503,18 +507,28 @@ function resumeCheck (i32, local) {
   let anyPaused = false
   for (const s of local.pausers) if (pausedOf(s)) anyPaused = true
   if (!anyPaused) return
-  const epoch = local.own.deathEpoch()
-  // avail's value before we look: every give-back changes it (+1) before
-  // it reads the watchers' counter, so a park on this value misses none.
-  const seen = Atomics.load(i32, W_AVAIL)
+  // Park first, then look (src/core/sema.c K2): the park raises the
+  // bucket's counter before this look, so a give-back after the look reads
+  // it and wakes us (a fast give-back changes no word we could park on),
+  // and one before the look is seen by it.
+  let r = null
+  let ac = null
+  if (!local.watching) {
+    ac = new AbortController()
+    const epoch = local.own.deathEpoch()
+    r = parkAsync(i32, W_FREES, Atomics.load(i32, W_FREES), Infinity, ac.signal, false, WATCH_ANY, epoch)
+  }
   if (local.ops.available(local.view, i32) > 0) {
+    if (r !== null && typeof r !== 'number') {
+      r.catch(() => {})
+      ac.abort()
+    }
     for (const s of local.pausers) resume(s)
     return
   }
-  if (local.watching) return
-  const r = parkAsync(i32, W_AVAIL, seen, Infinity, undefined, false, WATCH_ANY, epoch)
+  if (r === null) return // a watch is pending already
   if (typeof r === 'number') {
-    // Refilled, or a death, since we looked: look again.
+    // A native free, or a death, since we read frees: look again.
     queueMicrotask(() => resumeCheck(i32, local))
     return
   }

@@ -1,6 +1,6 @@
 /*
  * The token semaphore: a pool of nr slots in shared memory, its waiters in
- * the lot's queue of the key base + 1 (see "The queue" below). A slot is
+ * the lot's queue of the key &base[1] + 1 (see "The queue" below). A slot is
  * free or held according to its holder word alone, and a slot changes hands
  * by one compare-and-swap of that word: so JS (lib/sema.js) can take and
  * give back a slot with Atomics while nobody waits, with no native call and
@@ -11,10 +11,10 @@
  *
  *   word          name    written              meaning
  *   0             magic   init                 SAB_SEMA_MAGIC
- *   1             avail   anyone, +1 / -1      a hint: free slots, counted up after each
- *                         after a holder CAS   free and down after each take; &base[1]
- *                                              keys those waiting for a refill (JS's
- *                                              resumeFn), who park on its value
+ *   1             frees   bucket lock, +1      native frees so far, mod 2^32 (not a
+ *                         after each free      count of free slots); those waiting for a
+ *                                              refill (JS's resumeFn) park on it, in the
+ *                                              bucket of the queue's key
  *   2             nr      init                 number of slots
  *   3             next    anyone (hint)        where the next search for a free slot
  *                                              starts: the slot after the last taken
@@ -50,24 +50,24 @@
  *
  * Only the holder gives a slot back or hands it on, so the CASes by id
  * fail only on scribbled memory. Takes race each other (JS against JS, JS
- * against a grant): the loser looks further or goes native. `avail` and
- * `next` are hints: a thread that dies between its CAS and the hint's
- * update leaves avail one off; nothing that decides whether to queue or to
- * hand on trusts them (the native side counts holders), and a grant that
- * sees avail below 0 counts again.
+ * against a grant): the loser looks further or goes native. `next` is a
+ * hint, and `frees` a value to park on: nothing that decides whether to
+ * queue or to hand on reads them (the native side counts holders), so a
+ * thread that dies between its CAS and its update of `next` leaves nothing
+ * wrong.
  *
  * Invariants:
  *  K1 A slot is held by at most one owner: the holder word names it.
  *  K2 No lost wake. A native acquirer raises the bucket's waiter counter
  *     (seq-cst), then searches the holders; a JS give-back frees the holder
- *     (seq-cst CAS), then reads the counter. Either the acquirer finds the
- *     slot free, or the give-back sees the counter raised and calls kick,
- *     which under the lock hands free slots to the oldest records. A thread
- *     that dies between the two (its give-back's CAS and its kick) is
- *     covered by its death: the death hook (R2) hands free slots out too.
- *  K3 FIFO. A native grant (try, acquire, hand_out) serves the oldest
- *     queued record first: free slots go to queued records before any
- *     newcomer. A JS take happens only after it read the counter 0, so it
+ *     (seq-cst CAS), then reads the counter (seq-cst). A refill watcher
+ *     (JS's resumeFn) parks in the same bucket first (raising the counter)
+ *     and looks for a free slot after, so the one counter read covers it. Either the acquirer finds
+ * the slot free, or the give-back sees the counter raised and calls kick, which under the lock
+ * hands free slots to the oldest records. A thread that dies between the two (its give-back's CAS
+ * and its kick) is covered by its death: the death hook (R2) hands free slots out too. K3 FIFO. A
+ * native grant (try, acquire, hand_out) serves the oldest queued record first: free slots go to
+ * queued records before any newcomer. A JS take happens only after it read the counter 0, so it
  *     overtakes no record that was queued when it began; a try that began
  *     later goes native (K3's first sentence). Released slots go straight to
  *     the oldest record when the releaser saw the counter raised (hand).
@@ -90,7 +90,7 @@
  *   nr        open, check              1 .. SAB_SEMA_MAX and fits the bytes (open);
  *                                      == the view's nr (check); never an index
  *   next      find_free                < nr, else 0; an index
- *   avail     grant, count_free        any value: only added to, compared with 0
+ *   frees     -                        never read by C: only added to (JS parks on it)
  *   stamp     grant, hand              any value: only stored back, + 1
  *   epoch     reclaim                  only compared with sab_death_epoch()
  *   holder[i] find_free, reclaim,      compared with 0, RECOVERED and owner ids
@@ -104,11 +104,12 @@
  * outside the 8 + 3 nr words, or a token >= nr. A CAS that keeps failing
  * (a word flipped under it) gives up after a bounded number of tries.
  *
- * The queue. Waiters queue in the lot under the key base + 1 (KEY below):
+ * The queue. Waiters queue in the lot under the key &base[1] + 1 (key_of):
  * no Int32Array or BigInt64Array cell has that address, so a plain wait on
- * the first word is never served by a release, and a plain notify never
- * wakes an acquirer. base + 1 is in the bucket of base (the lot hashes
- * addr >> 2): its counter is the one JS reads (K2, K3).
+ * a word is never served by a release, and a plain notify never wakes an
+ * acquirer. The key is in the bucket of &base[1] (the lot hashes
+ * addr >> 2), where the refill watchers park too: that bucket's counter is
+ * the one JS reads (K2, K3).
  *
  * Holders that die. A thread that ends cannot go through the semaphores it
  * held slots of: nothing tells its teardown which they are, and it may no
@@ -158,7 +159,7 @@ enum {
 #define WR(p, v) __atomic_store_n((p), (int32_t)(v), __ATOMIC_RELAXED)
 
 /* The lot key of the semaphore's waiters (see "The queue" above). */
-static uintptr_t key_of(const sab_sema_t *s) { return (uintptr_t)s->base + 1; }
+static uintptr_t key_of(const sab_sema_t *s) { return (uintptr_t)s->base + SAB_SEMA_KEY_OFFSET; }
 
 static int32_t *holder_of(const sab_sema_t *s) { return s->base + HEADER + s->nr; }
 static int32_t *stamp_of(const sab_sema_t *s) { return s->base + HEADER + 2 * (size_t)s->nr; }
@@ -173,7 +174,7 @@ static int holder_cas(const sab_sema_t *s, uint64_t slot, uint32_t from, uint32_
                                      __ATOMIC_SEQ_CST);
 }
 
-static void avail_add(const sab_sema_t *s, int32_t d) {
+static void frees_add(const sab_sema_t *s, int32_t d) {
   __atomic_fetch_add(&s->base[W_AVAIL], d, __ATOMIC_SEQ_CST);
 }
 
@@ -200,7 +201,7 @@ int sab_sema_init(sab_sema_t *s, void *mem, size_t bytes, uint32_t nr) {
   WR(&s->base[W_EPOCH], sab_death_epoch());
   WR(&s->base[6], 0);
   WR(&s->base[7], 0);
-  __atomic_store_n(&s->base[W_AVAIL], (int32_t)nr, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&s->base[W_AVAIL], 0, __ATOMIC_SEQ_CST);
   /* Last: a view opened elsewhere sees the magic only with the rest. */
   __atomic_store_n(&s->base[W_MAGIC], SAB_SEMA_MAGIC, __ATOMIC_RELEASE);
   return 0;
@@ -223,7 +224,7 @@ int sab_sema_check(const sab_sema_t *s) {
   return RD(&s->base[W_NR]) == s->nr ? 0 : SAB_E_CORRUPT;
 }
 
-/* The free slots, counted from the holders (the truth; avail is a hint). */
+/* The free slots, counted from the holder words. */
 uint32_t sab__sema_count_free(const sab_sema_t *s) {
   int32_t *holder = holder_of(s);
   uint32_t n = 0;
@@ -244,7 +245,7 @@ int sab__sema_reclaim(const sab_sema_t *s, const sab__owners_t *o) {
     if (is_free(h) || (h & OWNER_MASK) == 0 || o->alive(o->ctx, h & OWNER_MASK)) continue;
     if (holder_cas(s, i, h, HELD_RECOVERED)) back++;
   }
-  if (back > 0) avail_add(s, back);
+  if (back > 0) frees_add(s, back);
   WR(&s->base[W_EPOCH], epoch);
   return back;
 }
@@ -270,7 +271,7 @@ int sab__sema_pool_checked(const sab_sema_t *s, pool_t *p) {
   p->head = start;
   p->avail = 0;
   for (uint32_t k = 0, i = start; k < s->nr; k++) {
-    uint32_t h = RD(&holder[i]);
+    uint32_t h = sab__rd32_sc(&holder[i]); /* K2: after the counter's raise */
     if (is_free(h)) {
       p->slot = i;
       p->held = h;
@@ -291,10 +292,6 @@ uint32_t sab__sema_grant(const sab_sema_t *s, uint32_t owner, const pool_t *p) {
   WR(&s->base[W_STAMP], stamp_now);
   __atomic_store_n(&s->base[W_NEXT], (int32_t)(p->slot + 1 == s->nr ? 0 : p->slot + 1),
                    __ATOMIC_RELAXED);
-  /* The hint drifted (a thread died between a CAS and its hint update):
-   * count again. Racing JS updates may leave it off by a few; still a hint. */
-  if (__atomic_sub_fetch(&s->base[W_AVAIL], 1, __ATOMIC_SEQ_CST) < 0)
-    __atomic_store_n(&s->base[W_AVAIL], (int32_t)sab__sema_count_free(s), __ATOMIC_SEQ_CST);
   return p->slot | (p->held == HELD_RECOVERED ? SAB_SEMA_RECOVERED : 0);
 }
 
@@ -326,8 +323,8 @@ static void hand_out(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l)
 }
 
 /* After unlocking, when a slot may have become free: wake those who wait
- * for a refill (JS's resumeFn, lib/sema.js), if any. The address is only a
- * key; they park on avail's value, which every free changed first. */
+ * for a refill (JS's resumeFn, lib/sema.js), if any. They park on frees,
+ * then look for a free slot (K2). */
 static void refilled(const sab_sema_t *s) {
   uintptr_t addr = (uintptr_t)&s->base[W_AVAIL];
   if (__atomic_load_n(&sab_bucket_counts()[sab_bucket_of(addr) * SAB_COUNT_STRIDE],
@@ -364,9 +361,9 @@ int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint3
   int r, back;
   sab__wake_list_init(&l);
   sab__bucket_t *b = sab__lock(key);
-  /* R3 and K2: raise the counter before the epoch and the holders are read. */
+  /* R3 and K2: raise the counter before the epoch and the holders are read
+   * (the search reads holders seq-cst). */
   __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
   back = sync_deaths(b, s, &l);
   /* K3: no grant while an older record waits. */
   if (sab__oldest_locked(b, key) == NULL) t = sab__sema_take(s, owner);
@@ -423,7 +420,7 @@ int sab__sema_hand(const sab_sema_t *s, int64_t slot, uint32_t from, uint32_t to
 
 int sab__sema_pool_put(const sab_sema_t *s, int64_t slot, uint32_t owner) {
   if (!holder_cas(s, (uint64_t)slot, owner & OWNER_MASK, 0)) return SAB_E_CORRUPT;
-  avail_add(s, 1);
+  frees_add(s, 1);
   return 0;
 }
 

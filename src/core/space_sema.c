@@ -7,8 +7,8 @@
  * the space's bucket lock of `off`; its waiters are records of the space
  * queued with the key off | 1 (in the same bucket: the hash ignores the low
  * two bits), so a plain notify of the first word never meets them. The
- * invariants K1-K4 of sema.c hold as written (no JS fast path runs here: lib/sema.js takes it only for in-process memory), with "the lot" read as "the
- * space's queue" and owners as the space's.
+ * invariants K1-K4 of sema.c hold as written (no JS fast path runs here: lib/sema.js takes it only
+ * for in-process memory), with "the lot" read as "the space's queue" and owners as the space's.
  *
  * Holders that die. A process killed with SIGKILL tells nobody; its death
  * is found by probing lifelines (lifeline.c). So:

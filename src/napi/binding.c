@@ -96,6 +96,7 @@ static int set_constants(napi_env env, napi_value exports) {
       {"SEMA_W_AVAIL", SAB_SEMA_W_AVAIL},
       {"SEMA_W_NR", SAB_SEMA_W_NR},
       {"SEMA_W_NEXT", SAB_SEMA_W_NEXT},
+      {"SEMA_KEY_OFFSET", SAB_SEMA_KEY_OFFSET},
       {"SEMA_HELD_RECOVERED", SAB_SEMA_HELD_RECOVERED},
       {"SEMA_HEADER_BYTES", SAB_SEMA_HEADER_BYTES},
       {"SEMA_RECOVERED", SAB_SEMA_RECOVERED},

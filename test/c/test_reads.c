@@ -14,7 +14,7 @@
 
 #include <string.h>
 
-#define NR 4
+#define NR         4
 #define SLOT_OF(t) ((t) & ~SAB_SEMA_RECOVERED)
 static int64_t mem[64]; /* room for a semaphore of NR and guards after it */
 static int32_t *const base = (int32_t *)&mem[0];
