@@ -342,6 +342,11 @@ class Sema {
    * undefined after options.timeout ms; rejects with signal.reason on abort.
    */
   acquire (options) {
+    if (options === undefined) {
+      // The common call: no options to parse, and a free slot taken fast.
+      const t = this.#take()
+      if (t >= 0) return Promise.resolve(this.#got(t))
+    }
     let opts
     try {
       opts = parseAsyncOptions(options)
