@@ -226,7 +226,15 @@ class Sema {
     }
     const mem = memoryOf('Sema', native.semaBytes(nr), { buffer, byteOffset }, 'handle')
     // #setup's semaView checks it all again, natively.
-    return new Sema(ATTACH, { mem, nr, opts })
+    const sema = new Sema(ATTACH, { mem, nr, opts })
+    // The size is taken from the memory once, here, and kept: a size that
+    // a racing write made up (with room for it in the buffer) would make
+    // this object bigger than the one made. Look again after the native
+    // look: a scribble must then hold across both to get through.
+    if (Atomics.load(mem.i32, W_NR) !== nr || Atomics.load(mem.i32, 0) !== MAGIC) {
+      throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `sabsync: the Sema at byteOffset ${head.byteOffset} changed while it was attached to`)
+    }
+    return sema
   }
 
   #setup (mem, nr, { initFn, pauseFn, resumeFn }) {

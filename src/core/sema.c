@@ -21,8 +21,9 @@
  *   4             stamp   bucket lock          grants so far, mod 2^32
  *   5             epoch   bucket lock          sab_death_epoch() at the last reclaim scan
  *   6, 7          -       init                 0
- *   8 ..          -       init                 nr words, 0 (a ring before the JS fast
- *                                              path; kept so that sizes do not change)
+ *   8 ..          -       init                 nr words, FILLER (a ring before the JS
+ *                                              fast path; kept so that sizes do not
+ *                                              change)
  *   8 + nr ..     holder  CAS, see below       nr words, one per slot:
  *                                                0            free
  *                                                RECOVERED    free; its last holder died
@@ -32,7 +33,8 @@
  *                                              any other value: neither free nor
  *                                              anyone's (scribbled): skipped
  *   8 + 2nr ..    stamps  bucket lock          nr words: `stamp` at the slot's last
- *                                              native grant (JS's takes leave it)
+ *                                              native grant (JS's takes leave it);
+ *                                              FILLER until then
  *
  * The protocol of a holder word. Every change is one seq-cst CAS from the
  * value read; the CAS is the operation's linearization point.
@@ -153,6 +155,7 @@ enum {
 };
 
 #define OWNER_MASK     0x3FFFFFFFu
+#define FILLER         ((int32_t)0x80000001u) /* neither free nor an owner id */
 #define HELD_RECOVERED SAB_SEMA_HELD_RECOVERED
 
 #define RD(p)    sab__rd32(p)
@@ -190,11 +193,17 @@ int sab_sema_init(sab_sema_t *s, void *mem, size_t bytes, uint32_t nr) {
   s->base = mem;
   s->nr = nr;
   int32_t *holder = holder_of(s), *stamp = stamp_of(s);
+  /* Stamps, the reserved words and the padding start as FILLER, which no
+   * holder word's search takes for free: a view attached with a size that
+   * a racing write made up (bigger than this one, with room for it in the
+   * buffer) reads them as holder words and finds no phantom free slot to
+   * grant, and so writes no stamp past these bytes. */
   for (uint32_t i = 0; i < nr; i++) {
-    WR(&s->base[HEADER + i], 0);
+    WR(&s->base[HEADER + i], FILLER);
     WR(&holder[i], 0);
-    WR(&stamp[i], 0);
+    WR(&stamp[i], FILLER);
   }
+  if ((HEADER + 3 * (size_t)nr) % 2 != 0) WR(&s->base[HEADER + 3 * (size_t)nr], FILLER);
   WR(&s->base[W_NR], nr);
   WR(&s->base[W_NEXT], 0);
   WR(&s->base[W_STAMP], 0);
