@@ -164,6 +164,9 @@ export interface SemaCreateOptions<T> extends SemaOptions<T> {
  * `nr` tokens are out at once across all threads; a released token goes
  * straight to the longest waiter, whichever thread it is on. Tokens held by
  * a thread that ends go back to the pool, marked {@link Sema.recovered}.
+ * While nobody waits, taking and giving a token is one compare-and-swap in
+ * JS, with no native call (in-process memory; in a shared space every call
+ * is native).
  *
  * @example
  * const { Sema } = require('sabsync')

@@ -33,6 +33,7 @@ const os = require('os')
 const path = require('path')
 const { spawnSync } = require('child_process')
 const { renderSvg } = require('./chart')
+const { sample, otherCpus } = require('./support/other-load')
 
 const args = process.argv.slice(2)
 const quick = args.includes('--quick')
@@ -179,14 +180,23 @@ function summarize (c, runs) {
 const fmt = v => v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)
 const fmtUnit = (v, unit) => unit === 'ops/s' ? (v / 1e6).toFixed(2) + ' M' : fmt(v)
 
+// The "other CPU" cell: CPUs' worth of other work during the case (the
+// whole case, every subject and run), marked when it took half the
+// machine or more.
+function otherCell (other, cpus) {
+  if (other == null) return ''
+  return other.toFixed(1) + (other >= cpus / 2 ? ' **noisy**' : '')
+}
+
 function table (results) {
   const lines = [
-    '| case | subject | min | median | max | unit | ratio vs comparison | goal | notes |',
-    '|---|---|---:|---:|---:|---|---:|---|---|'
+    '| case | subject | min | median | max | unit | ratio vs comparison | goal | other CPU | notes |',
+    '|---|---|---:|---:|---:|---|---:|---|---:|---|'
   ]
+  const cpus = os.cpus().length
   for (const r of results) {
     if (r.skipped) {
-      lines.push(`| ${r.name} | (skipped) | | | | ${r.unit} | | | ${r.skipped} |`)
+      lines.push(`| ${r.name} | (skipped) | | | | ${r.unit} | | | | ${r.skipped} |`)
       continue
     }
     for (const row of r.rows) {
@@ -196,7 +206,7 @@ function table (results) {
       const notes = row.notes
       const unitLabel = r.unit === 'ops/s' ? 'ops/s' : r.unit
       lines.push(`| ${r.name} | ${row.name} | ${fmtUnit(row.min, r.unit)} | ${fmtUnit(row.median, r.unit)} | ` +
-        `${fmtUnit(row.max, r.unit)} | ${unitLabel} | ${ratio} | ${goal} | ${notes} |`)
+        `${fmtUnit(row.max, r.unit)} | ${unitLabel} | ${ratio} | ${goal} | ${otherCell(r.other, cpus)} | ${notes} |`)
     }
   }
   return lines.join('\n')
@@ -225,8 +235,11 @@ async function main () {
       continue
     }
     process.stderr.write(`bench: ${c.name} ...\n`)
+    const before = sample()
     const runs = c.taskset || c.node ? runInChild(c) : await runCase(c)
-    results.push(summarize(c, runs))
+    const summary = summarize(c, runs)
+    summary.other = otherCpus(before, sample())
+    results.push(summary)
   }
   const cpus = os.cpus()
   const load = os.loadavg().map(x => x.toFixed(1)).join(' / ')
@@ -234,6 +247,7 @@ async function main () {
     `Machine: ${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, ${os.type()} ${os.release()}`,
     `Node ${process.version}; ${new Date().toISOString().slice(0, 10)}; \`npm run bench${quick ? ' -- --quick' : ''}\`; ${repeats} runs per subject, interleaved.`,
     `Load average at the end (1 / 5 / 15 min): ${load}; on a shared 2-CPU machine, cases that spin or pin threads suffer most from other load.`,
+    `Other CPU: CPUs' worth of time that work other than this benchmark took during each case (/proc/stat less this process and its children), of ${cpus.length}; **noisy** from half the machine: such a row measures the machine's load as much as the code.`,
     'Ratio: the comparison\'s median over sabsync\'s (for times; the inverse for ops/s): above 1 means sabsync is faster.'
   ].join('\n')
   const md = table(results)

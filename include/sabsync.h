@@ -204,29 +204,35 @@ enum {
 
 /*
  * The token semaphore (src/core/sema.c). Its state lives in caller-provided
- * shared memory (the layout is in sema.c); its waiters queue in the lot
- * under the key base + 1, an address no Int32Array or BigInt64Array cell
- * has (cells are 4-byte aligned), so a plain wait or notify on the first
- * word never meets them; base + 1 is in the bucket of base (the lot hashes
- * addr >> 2), so every change to the pool and the queue happens under that
- * bucket's lock. Tokens are slot numbers 0 .. nr-1; each
- * slot out of the pool records the owner id of its holder, so that slots
- * held by a thread that died come back (reclaimed lazily, see sema.c).
+ * shared memory (the layout and the protocol of its words are in sema.c);
+ * its waiters queue in the lot under the key base + SAB_SEMA_KEY_OFFSET,
+ * an address no Int32Array or BigInt64Array cell has (cells are 4-byte
+ * aligned), so a plain wait or notify never meets them; the key is in the
+ * bucket of word 1 (the lot hashes addr >> 2), whose counter JS's fast
+ * path reads. Tokens are slot numbers 0 .. nr-1; each slot's holder word
+ * records the owner id of its holder, so that slots held by a thread that
+ * died come back (reclaimed lazily, see sema.c).
  *
  * A sab_sema_t is a checked view of the memory, made per call or kept by a
  * queued record (w->ctx): nr comes from the view, never again from the
  * shared memory, so a corrupted word cannot send an index out of bounds.
  */
 #define SAB_SEMA_MAGIC 0x53454D31 /* "SEM1" */
-/* Header words that JS reads too (Sema.from, resumeFn's watch): the
- * magic, the pool's size, nr; the header's bytes. Layout: sema.c. */
-#define SAB_SEMA_W_MAGIC      0
-#define SAB_SEMA_W_AVAIL      1
-#define SAB_SEMA_W_NR         2
-#define SAB_SEMA_HEADER_BYTES 32
-#define SAB_SEMA_MAX          0x100000u /* the most slots */
-#define SAB_SEMA_NO_TOKEN     0xFFFFFFFFu
-#define SAB_SEMA_RECOVERED    0x80000000u /* in a token: its last holder died */
+/* Header words that JS reads too (Sema.from, resumeFn's watch, the fast
+ * path): the magic, the count of frees (a value that changes with every
+ * free), nr; the header's bytes. Layout: sema.c. */
+#define SAB_SEMA_W_MAGIC    0
+#define SAB_SEMA_W_AVAIL    1
+#define SAB_SEMA_W_NR       2
+#define SAB_SEMA_W_NEXT     3 /* where a search for a free slot starts (a hint) */
+#define SAB_SEMA_KEY_OFFSET 5 /* the waiters' lot key: base + 5, in word 1's bucket */
+/* The holder words follow the header and nr reserved words (JS's fast path
+ * takes and gives slots there); a free slot's holder is 0 or this. */
+#define SAB_SEMA_HELD_RECOVERED 0x40000000u
+#define SAB_SEMA_HEADER_BYTES   32
+#define SAB_SEMA_MAX            0x100000u /* the most slots */
+#define SAB_SEMA_NO_TOKEN       0xFFFFFFFFu
+#define SAB_SEMA_RECOVERED      0x80000000u /* in a token: its last holder died */
 /* sab_sema_release's *info bits. */
 #define SAB_SEMA_HANDED_SELF 1u /* the slot went to a waiter of the same owner */
 #define SAB_SEMA_POOLED      2u /* the slot went to the pool (no waiter) */
@@ -273,6 +279,10 @@ void sab_sema_give_back(const sab_sema_t *s, uint32_t owner, uint32_t token);
 uint32_t sab_sema_waiting(const sab_sema_t *s);
 /* Slots in the pool, after reclaiming those of dead holders. */
 int sab_sema_available(const sab_sema_t *s);
+/* After a give-back outside the lock (JS's fast path) that saw waiters:
+ * reclaim when deaths moved the epoch, hand free slots to the oldest
+ * waiters, wake refill watchers. Answers how many slots came back. */
+int sab_sema_kick(const sab_sema_t *s);
 
 /* Blocking acquire in one call (C callers and tests): SAB_OK with *token,
  * or SAB_TIMED_OUT after timeout_ns (UINT64_MAX: forever). */

@@ -1,10 +1,30 @@
 'use strict'
 // Sema: a token semaphore shared by every thread, with async-sema's
-// meanings. The pool and the queue are native (src/core/sema.c); this file
-// validates, maps slots to this thread's token values, and keeps this
-// thread's bookkeeping: which slots it got (for release() without a token
-// and for `recovered`), how many of its acquires are queued, and pauseFn /
-// resumeFn.
+// meanings. The queue is native (src/core/sema.c), and so is every call
+// that may wait or hand a slot to a waiter; this file validates, maps slots
+// to this thread's token values, keeps this thread's bookkeeping (which
+// slots it got, for release() without a token and for `recovered`; how
+// many of its acquires are queued; pauseFn / resumeFn), and takes the fast
+// path.
+//
+// The fast path (the protocol is the table atop src/core/sema.c). A slot
+// is free or held according to its holder word alone, and changes hands by
+// one compare-and-swap of that word. While the waiters' bucket counter of
+// the native lot reads 0 (nobody queued; lib/lot.js), tryAcquire, acquire
+// and acquireSync take a free slot with one CAS (free -> this thread's
+// owner id), and release gives one back with one CAS (id -> 0), then reads
+// the counter again and, if a waiter came meanwhile, calls semaKick, which
+// hands free slots to the oldest waiters (K2: no lost wake). A thread torn
+// down between its CAS and the rest leaves only the hints (avail, next) off,
+// which nothing trusts. Anything else (the counter raised, no free slot
+// among the first SCAN searched, a header that does not match, a CAS that
+// fails) goes native, which answers as before: FIFO (K3), death recovery
+// (the holder word names the owner, so a dead thread's slots are
+// reclaimed), `recovered` (a free slot whose holder died is RECOVERED, and
+// the CAS that takes it reports it), exact nrWaiting() (the lot's count).
+//
+// Not in a shared space (openShared): its waiters queue in the space's own
+// queues, whose counters JS cannot read, so there every call is native.
 
 const native = require('./native')
 const {
@@ -15,6 +35,7 @@ const { attachTo } = require('./kind')
 const { describe } = require('./errors')
 const { guard } = require('./abort')
 const { spaceOf } = require('./space-registry')
+const { counts, bucketOf, addressOf } = require('./lot')
 
 const {
   SEMA_MAX: MAX,
@@ -22,14 +43,20 @@ const {
   SEMA_HANDED_SELF: HANDED_SELF, // semaRelease's info bits
   SEMA_POOLED: POOLED,
   SEMA_MAGIC: MAGIC,
-  SEMA_W_AVAIL: W_AVAIL, // the pool's size; its address keys refill watchers
+  SEMA_W_AVAIL: W_FREES, // native frees so far: refill watchers park on it
+  SEMA_KEY_OFFSET: KEY_OFFSET, // the waiters' lot key, in the bucket of W_FREES
   SEMA_W_NR: W_NR,
+  SEMA_W_NEXT: W_NEXT, // where a search for a free slot starts (a hint)
+  SEMA_HELD_RECOVERED: FREE_RECOVERED, // a free slot's holder word after a death
   SEMA_HEADER_BYTES: HEADER_BYTES,
   SEMA_NO_TOKEN: NO_TOKEN, // an async acquire woken without a token
   ASYNC_REF,
   ASYNC_HANDLE
 } = native.constants
 const DEFAULT_NR = 64 // the tokens that Sema.byteLength holds
+const HOLDERS = HEADER_BYTES / 4 // holder[i] is word HOLDERS + nr + i
+const OWNER = 0x3FFFFFFF // a holder word's owner bits
+const SCAN = 16 // holder words the fast path looks at before it goes native
 const ATTACH = Symbol('attach') // Sema.from's way through the constructor
 
 let pausedOf, resume // set in Sema's static block
@@ -109,6 +136,18 @@ function badToken (message) {
 //   pausers:   objects with pauseFn/resumeFn
 const locals = new WeakMap() // SharedArrayBuffer -> Map(byteOffset -> local)
 
+// A slot given back: off this thread's list (the newest first; pop
+// allocates nothing, splice does) and its mark.
+function forget (local, slot) {
+  const held = local.held
+  if (held.length !== 0 && held[held.length - 1] === slot) held.pop()
+  else {
+    const i = held.lastIndexOf(slot)
+    if (i >= 0) held.splice(i, 1)
+  }
+  if (local.recovered.size !== 0) local.recovered.delete(slot)
+}
+
 function localOf (buffer, byteOffset) {
   let byOffset = locals.get(buffer)
   if (byOffset === undefined) locals.set(buffer, byOffset = new Map())
@@ -141,6 +180,10 @@ class Sema {
   #pauseFn
   #resumeFn
   #paused = false
+  #fast = false // the fast path applies (in-process memory, counters readable)
+  #bucket = 0 // index in `counts` of the bucket of the waiters and the refill watchers
+  #self = 0 // this thread's owner id, as a holder word holds it
+  #hold = 0 // the index of holder[0]
 
   /**
    * @param {number} nr tokens (slots 0 … nr-1)
@@ -183,7 +226,15 @@ class Sema {
     }
     const mem = memoryOf('Sema', native.semaBytes(nr), { buffer, byteOffset }, 'handle')
     // #setup's semaView checks it all again, natively.
-    return new Sema(ATTACH, { mem, nr, opts })
+    const sema = new Sema(ATTACH, { mem, nr, opts })
+    // The size is taken from the memory once, here, and kept: a size that
+    // a racing write made up (with room for it in the buffer) would make
+    // this object bigger than the one made. Look again after the native
+    // look: a scribble must then hold across both to get through.
+    if (Atomics.load(mem.i32, W_NR) !== nr || Atomics.load(mem.i32, 0) !== MAGIC) {
+      throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `sabsync: the Sema at byteOffset ${head.byteOffset} changed while it was attached to`)
+    }
+    return sema
   }
 
   #setup (mem, nr, { initFn, pauseFn, resumeFn }) {
@@ -198,6 +249,13 @@ class Sema {
     this.#local.view = this.#view
     this.#nr = nr
     this.#values = null
+    if (this.#ops === LOCAL_OPS && counts !== null) {
+      const addr = addressOf(mem.i32, mem.buffer, 0, 4)
+      this.#fast = true
+      this.#bucket = bucketOf(addr + KEY_OFFSET) // = bucketOf(addr + 4 * W_FREES)
+      this.#self = this.#local.own.self & OWNER
+      this.#hold = HOLDERS + nr
+    }
     if (initFn !== undefined) {
       this.#values = new Array(nr)
       this.#slots = new Map()
@@ -226,13 +284,52 @@ class Sema {
     const local = this.#local
     local.held.push(slot)
     if (recovered) local.recovered.add(slot)
-    else local.recovered.delete(slot)
+    else if (local.recovered.size !== 0) local.recovered.delete(slot)
     return this.#values === null ? slot : this.#values[slot]
+  }
+
+  // The fast take: a token (slot | RECOVERED), or -1 (go native). The
+  // words read before the CAS are plain reads (cheaper than Atomics.load,
+  // a builtin call): a stale counter only lets this take overtake a waiter
+  // that queued while it ran (K3 allows that), a stale header or holder
+  // only sends it native or makes its CAS fail. The slot is a loop index
+  // below this object's own nr, never a value read from the memory.
+  #take () {
+    const i32 = this.#i32
+    const nr = this.#nr
+    if (!this.#fast || counts[this.#bucket] !== 0 || i32[0] !== MAGIC || i32[W_NR] !== nr) return -1
+    let i = i32[W_NEXT]
+    if (!(i >= 0 && i < nr)) i = 0
+    const hold = this.#hold
+    for (let k = nr < SCAN ? nr : SCAN; k > 0; k--) {
+      const h = i32[hold + i]
+      if ((h === 0 || h === FREE_RECOVERED) && Atomics.compareExchange(i32, hold + i, h, this.#self) === h) {
+        i32[W_NEXT] = i + 1 === nr ? 0 : i + 1
+        return h === 0 ? i : i + RECOVERED
+      }
+      if (++i === nr) i = 0
+    }
+    return -1
+  }
+
+  // The fast give-back of slot (0 <= slot < nr, checked by the caller):
+  // true, or false (go native: someone waits, or the word is not ours).
+  #give (slot) {
+    const i32 = this.#i32
+    const self = this.#self
+    if (!this.#fast || counts[this.#bucket] !== 0 || i32[0] !== MAGIC || i32[W_NR] !== this.#nr ||
+        Atomics.compareExchange(i32, this.#hold + slot, self, 0) !== self) return false
+    // K2: the counter read after the CAS (seq-cst both): a waiter that
+    // queued since, or a refill watcher (both in this bucket), is served
+    // natively.
+    if (Atomics.load(counts, this.#bucket) !== 0) native.semaKick(this.#view)
+    return true
   }
 
   /** A token if one is free and nobody waits for one, else undefined. */
   tryAcquire () {
-    const t = this.#ops.try(this.#view)
+    let t = this.#take()
+    if (t < 0) t = this.#ops.try(this.#view)
     return t < 0 ? undefined : this.#got(t)
   }
 
@@ -242,7 +339,8 @@ class Sema {
    */
   acquireSync (timeout) {
     const ms = parseTimeout(timeout)
-    const t = ms === 0 ? this.#ops.try(this.#view) : this.#ops.acquire(this.#view, ms)
+    let t = this.#take()
+    if (t < 0) t = ms === 0 ? this.#ops.try(this.#view) : this.#ops.acquire(this.#view, ms)
     return t < 0 ? undefined : this.#got(t)
   }
 
@@ -252,6 +350,11 @@ class Sema {
    * undefined after options.timeout ms; rejects with signal.reason on abort.
    */
   acquire (options) {
+    if (options === undefined) {
+      // The common call: no options to parse, and a free slot taken fast.
+      const t = this.#take()
+      if (t >= 0) return Promise.resolve(this.#got(t))
+    }
     let opts
     try {
       opts = parseAsyncOptions(options)
@@ -263,9 +366,10 @@ class Sema {
 
   #acquire ({ timeout, signal, ref }) {
     if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
-    // A free slot needs no native record; semaTry refuses while others
-    // wait, so this overtakes nobody.
-    const now = this.#ops.try(this.#view)
+    // A free slot needs no native record; the fast take and semaTry
+    // refuse while others wait, so this overtakes nobody.
+    let now = this.#take()
+    if (now < 0) now = this.#ops.try(this.#view)
     if (now >= 0 || timeout === 0) return Promise.resolve(now < 0 ? undefined : this.#got(now))
     const r = this.#ops.acquireAsync(this.#view, this.#i32, timeout, signal, ref)
     if (typeof r === 'number') return Promise.resolve(this.#got(r))
@@ -299,6 +403,11 @@ class Sema {
     let r
     if (token === undefined) {
       const held = local.held
+      if (held.length > 0 && this.#give(held[held.length - 1])) {
+        const slot = held.pop()
+        if (local.recovered.size !== 0) local.recovered.delete(slot)
+        return this.#released(POOLED)
+      }
       while (held.length > 0) {
         const slot = held.pop()
         local.recovered.delete(slot)
@@ -314,7 +423,15 @@ class Sema {
       if (r < 0) throw badToken('release() without a token, but this thread holds no token of this Sema')
       return this.#released(r)
     }
+    if (this.#values === null && Number.isInteger(token) && token >= 0 && token < this.#nr && this.#give(token)) {
+      forget(local, token)
+      return this.#released(POOLED)
+    }
     for (const slot of this.#slotsOf(token)) {
+      if (this.#values !== null && this.#give(slot)) {
+        forget(local, slot)
+        return this.#released(POOLED)
+      }
       r = this.#ops.release(this.#view, slot)
       if (r >= 0) {
         const i = local.held.lastIndexOf(slot)
@@ -403,15 +520,28 @@ function resumeCheck (i32, local) {
   let anyPaused = false
   for (const s of local.pausers) if (pausedOf(s)) anyPaused = true
   if (!anyPaused) return
-  const epoch = local.own.deathEpoch()
+  // Park first, then look (src/core/sema.c K2): the park raises the
+  // bucket's counter before this look, so a give-back after the look reads
+  // it and wakes us (a fast give-back changes no word we could park on),
+  // and one before the look is seen by it.
+  let r = null
+  let ac = null
+  if (!local.watching) {
+    ac = new AbortController()
+    const epoch = local.own.deathEpoch()
+    r = parkAsync(i32, W_FREES, Atomics.load(i32, W_FREES), Infinity, ac.signal, false, WATCH_ANY, epoch)
+  }
   if (local.ops.available(local.view, i32) > 0) {
+    if (r !== null && typeof r !== 'number') {
+      r.catch(() => {})
+      ac.abort()
+    }
     for (const s of local.pausers) resume(s)
     return
   }
-  if (local.watching) return
-  const r = parkAsync(i32, W_AVAIL, 0, Infinity, undefined, false, WATCH_ANY, epoch)
+  if (r === null) return // a watch is pending already
   if (typeof r === 'number') {
-    // Refilled, or a death, since we looked: look again.
+    // A native free, or a death, since we read frees: look again.
     queueMicrotask(() => resumeCheck(i32, local))
     return
   }

@@ -95,7 +95,7 @@ async function terminateWhileHammered (t, raw) {
   const hammer = worker(`
     const native = require(${JSON.stringify(require.resolve('../lib/native'))})
     const i32 = new Int32Array(workerData.buffer, workerData.byteOffset, 1)
-    const key = native.base(i32) + workerData.byteOffset + 1
+    const key = native.base(i32) + workerData.byteOffset + native.constants.SEMA_KEY_OFFSET
     const control = workerData.control
     let n = 0
     let woken = 0

@@ -34,6 +34,13 @@ static inline uint32_t sab__rd32(const int32_t *p) {
   sab__fuzz_after_read(p);
   return v;
 }
+/* The same, seq-cst: a read that must be ordered after a seq-cst write of
+ * another word (the semaphore's holder words, sema.c K2). */
+static inline uint32_t sab__rd32_sc(const int32_t *p) {
+  uint32_t v = (uint32_t)__atomic_load_n(p, __ATOMIC_SEQ_CST);
+  sab__fuzz_after_read(p);
+  return v;
+}
 static inline int64_t sab__rd64(const int64_t *p) {
   int64_t v = __atomic_load_n(p, __ATOMIC_RELAXED);
   sab__fuzz_after_read(p);

@@ -1,31 +1,85 @@
 /*
  * The token semaphore: a pool of nr slots in shared memory, its waiters in
- * the lot's queue of the key base + 1 (see "The queue" below).
+ * the lot's queue of the key &base[1] + 1 (see "The queue" below). A slot is
+ * free or held according to its holder word alone, and a slot changes hands
+ * by one compare-and-swap of that word: so JS (lib/sema.js) can take and
+ * give back a slot with Atomics while nobody waits, with no native call and
+ * without the bucket lock, and a thread torn down between two of its
+ * stores leaves nothing half-made that a later caller cannot read right.
  *
  * Layout: int32 words from an 8-byte aligned base.
  *
- *   word          name    written            meaning
- *   0             magic   init               SAB_SEMA_MAGIC; its bucket lock guards the rest
- *   1             avail   bucket lock        slots in the pool, 0 .. nr; &base[1] keys
- *                                            those waiting for the pool to refill
- *   2             nr      init               number of slots
- *   3             head    bucket lock        ring index of the oldest pooled slot
- *   4             stamp   bucket lock        grants so far, mod 2^32
- *   5             epoch   bucket lock        sab_death_epoch() at the last reclaim scan
- *   6, 7          -       init               0
- *   8 ..          ring    bucket lock        nr words: the pooled slots are
- *                                            ring[(head + i) % nr], i < avail
- *   8 + nr ..     holder  bucket lock        nr words, one per slot:
- *                                              bit 31     0
- *                                              bit 30     RECOVERED: pooled after its
- *                                                         holder died; cleared at the next
- *                                                         grant, which reports it
- *                                              bits 0-29  the holder's owner id,
- *                                                         0 while pooled
- *   8 + 2nr ..    stamps  bucket lock        nr words: `stamp` at the slot's last grant
+ *   word          name    written              meaning
+ *   0             magic   init                 SAB_SEMA_MAGIC
+ *   1             frees   bucket lock, +1      native frees so far, mod 2^32 (not a
+ *                         after each free      count of free slots); those waiting for a
+ *                                              refill (JS's resumeFn) park on it, in the
+ *                                              bucket of the queue's key
+ *   2             nr      init                 number of slots
+ *   3             next    anyone (hint)        where the next search for a free slot
+ *                                              starts: the slot after the last taken
+ *   4             stamp   bucket lock          grants so far, mod 2^32
+ *   5             epoch   bucket lock          sab_death_epoch() at the last reclaim scan
+ *   6, 7          -       init                 0
+ *   8 ..          -       init                 nr words, FILLER (a ring before the JS
+ *                                              fast path; kept so that sizes do not
+ *                                              change)
+ *   8 + nr ..     holder  CAS, see below       nr words, one per slot:
+ *                                                0            free
+ *                                                RECOVERED    free; its last holder died
+ *                                                             (bit 30); the next take
+ *                                                             reports it
+ *                                                id           held by owner id (bits 0-29)
+ *                                              any other value: neither free nor
+ *                                              anyone's (scribbled): skipped
+ *   8 + 2nr ..    stamps  bucket lock          nr words: `stamp` at the slot's last
+ *                                              native grant (JS's takes leave it);
+ *                                              FILLER until then
  *
- * Every word is read and written with atomics (relaxed under the lock,
- * avail seq-cst), as JS may read avail without the lock.
+ * The protocol of a holder word. Every change is one seq-cst CAS from the
+ * value read; the CAS is the operation's linearization point.
+ *
+ *   from        to          by                       when
+ *   free        id          JS take (lib/sema.js)    the waiters' bucket counter
+ *                                                    read 0 just before
+ *   free        id          grant, under the lock    no record queued (or it is the
+ *                                                    oldest record's, hand_out)
+ *   id          0           JS give-back             the counter read 0 before; the
+ *                                                    counter read again after (K2)
+ *   id          0           pool_put, under the lock no record queued
+ *   id          id'         hand, under the lock     the oldest record's owner id'
+ *   dead id     RECOVERED   reclaim, under the lock  the death epoch moved
+ *
+ * Only the holder gives a slot back or hands it on, so the CASes by id
+ * fail only on scribbled memory. Takes race each other (JS against JS, JS
+ * against a grant): the loser looks further or goes native. `next` is a
+ * hint, and `frees` a value to park on: nothing that decides whether to
+ * queue or to hand on reads them (the native side counts holders), so a
+ * thread that dies between its CAS and its update of `next` leaves nothing
+ * wrong.
+ *
+ * Invariants:
+ *  K1 A slot is held by at most one owner: the holder word names it.
+ *  K2 No lost wake. A native acquirer raises the bucket's waiter counter
+ *     (seq-cst), then searches the holders; a JS give-back frees the holder
+ *     (seq-cst CAS), then reads the counter (seq-cst). A refill watcher
+ *     (JS's resumeFn) parks in the same bucket first (raising the counter)
+ *     and looks for a free slot after, so the one counter read covers it. Either the acquirer finds
+ * the slot free, or the give-back sees the counter raised and calls kick, which under the lock
+ * hands free slots to the oldest records. A thread that dies between the two (its give-back's CAS
+ * and its kick) is covered by its death: the death hook (R2) hands free slots out too. K3 FIFO. A
+ * native grant (try, acquire, hand_out) serves the oldest queued record first: free slots go to
+ * queued records before any newcomer. A JS take happens only after it read the counter 0, so it
+ *     overtakes no record that was queued when it began; a try that began
+ *     later goes native (K3's first sentence). Released slots go straight to
+ *     the oldest record when the releaser saw the counter raised (hand).
+ *     The counter is the bucket's: other keys in the bucket make JS go
+ *     native more often, never less.
+ *  K4 A queued record's token is SAB_SEMA_NO_TOKEN. A handoff writes the
+ *     slot's holder (the record's owner) and stamp, sets the record's token,
+ *     then dequeues it: from that moment the slot is the record's owner's,
+ *     delivered or not. A record that will never deliver it (its thread
+ *     ends, its blocking wait gives up) gives it back: sab_sema_give_back.
  *
  * Untrusted memory. Any thread's JS can write any of these words at any
  * moment, lock or no lock. So every word is read once into a local, the
@@ -37,61 +91,49 @@
  *   magic     open, check              == SAB_SEMA_MAGIC, else SAB_E_CORRUPT
  *   nr        open, check              1 .. SAB_SEMA_MAX and fits the bytes (open);
  *                                      == the view's nr (check); never an index
- *   head      pool_of                  < nr, else SAB_E_CORRUPT; an index
- *   avail     pool_of, acquire,        <= nr, else SAB_E_CORRUPT (pool_of); the
- *             available                others only compare it with 0
- *   stamp     grant, release           any value: only stored back, + 1
+ *   next      find_free                < nr, else 0; an index
+ *   frees     -                        never read by C: only added to (JS parks on it)
+ *   stamp     grant, hand              any value: only stored back, + 1
  *   epoch     reclaim                  only compared with sab_death_epoch()
- *   ring[i]   pool_checked             < nr and its holder's owner bits 0, else
- *                                      SAB_E_CORRUPT; grant takes that local,
- *                                      it never reads the ring again
- *   holder[i] pool_checked, reclaim,   masked; compared with owner ids, or the
- *             latest_of, release       RECOVERED bit tested; never an index
+ *   holder[i] find_free, reclaim,      compared with 0, RECOVERED and owner ids
+ *             latest_of, held, CAS     (masked); never an index
  *   stamps[i] latest_of                any value: only ages compared
  *
- * Indexes into ring, holder and stamps are the loop counters below nr, the
- * checked head and avail (mod nr), the checked ring local, or a slot that
- * the caller passed and release checked against nr. So a scribbled word
- * earns SAB_E_CORRUPT, a wrong answer or a wait that times out; never an
- * access outside the 8 + 3 nr words, or a token >= nr.
+ * Indexes into holder and stamps are the loop counters below nr, the
+ * checked next hint, or a slot that the caller passed and release checked
+ * against nr. A token is always such an index. So a scribbled word earns
+ * SAB_E_CORRUPT, a wrong answer or a wait that times out; never an access
+ * outside the 8 + 3 nr words, or a token >= nr. A CAS that keeps failing
+ * (a word flipped under it) gives up after a bounded number of tries.
  *
- * The queue. Waiters queue in the lot under the key base + 1 (KEY below):
+ * The queue. Waiters queue in the lot under the key &base[1] + 1 (key_of):
  * no Int32Array or BigInt64Array cell has that address, so a plain wait on
- * the first word is never served by a release, and a plain notify never
- * wakes an acquirer. base + 1 is in the bucket of base (the lot hashes
- * addr >> 2).
- *
- * Invariants, under the bucket lock of &base[0]:
- *  I1 A slot is in the ring iff its holder bits are 0; avail slots are.
- *  I2 avail > 0 implies no record is queued on &base[0]: an acquirer queues
- *     only when avail is 0, and a release hands its slot to the oldest
- *     record instead of pooling it. So a try that finds a pooled slot never
- *     overtakes a waiter (no barging), and FIFO order is the lot's.
- *  I3 A queued record's token is SAB_SEMA_NO_TOKEN. A handoff writes the
- *     slot's holder (the record's owner) and stamp, sets the record's token,
- *     then dequeues it: from that moment the slot is the record's owner's,
- *     delivered or not. A record that will never deliver it (its thread
- *     ends, its blocking wait gives up) gives it back: sab_sema_give_back.
+ * a word is never served by a release, and a plain notify never wakes an
+ * acquirer. The key is in the bucket of &base[1] (the lot hashes
+ * addr >> 2), where the refill watchers park too: that bucket's counter is
+ * the one JS reads (K2, K3).
  *
  * Holders that die. A thread that ends cannot go through the semaphores it
  * held slots of: nothing tells its teardown which they are, and it may no
  * longer reference their memory. Slots of dead holders are reclaimed under
- * the bucket lock by whoever comes next, and the process's death epoch says
- * when to look:
- *  R1 acquire, try and release compare sab_death_epoch() with the epoch word
- *     and, when it moved, scan the holders: a slot whose holder is dead goes
- *     back to the pool, RECOVERED. The epoch is read before the scan, so a
- *     death during the scan moves it again and the next caller scans again.
+ * the bucket lock by whoever comes next natively (JS goes native when it
+ * finds no free slot), and the process's death epoch says when to look:
+ *  R1 acquire, try, release and kick compare sab_death_epoch() with the epoch
+ *     word and, when it moved, scan the holders: a slot whose holder is dead
+ *     goes back to the pool, RECOVERED. The epoch is read before the scan,
+ *     so a death during the scan moves it again and the next caller scans
+ *     again.
  *  R2 Queued records carry a death hook (on_death). A death visits every
  *     bucket with records (sab__wake_watchers) and, under this bucket's lock,
- *     runs the scan and hands what came back to the oldest waiters.
+ *     runs the scan and hands free slots (come back, or freed by a JS
+ *     give-back that died before its kick) to the oldest waiters.
  *     Touching the memory there is safe: a queued record keeps it alive (an
  *     async record holds a reference to its buffer; a blocking record's
  *     thread is inside the call that was given it), and the visit reads
  *     the memory only while a record is queued: the last dequeue is its last
  *     access.
- *  R3 An acquirer that finds the pool empty raises the bucket's counter
- *     before it reads the epoch (both seq-cst) and queues under the same
+ *  R3 An acquirer that finds no free slot raised the bucket's counter
+ *     before it read the epoch (both seq-cst) and queues under the same
  *     lock. A death marks its owner, raises the epoch, then reads counters.
  *     Either the acquirer reads the new epoch and scans (R1), or the death
  *     reads the raised counter, takes the lock after the acquirer, and finds
@@ -106,24 +148,38 @@ enum {
   W_MAGIC = SAB_SEMA_W_MAGIC,
   W_AVAIL = SAB_SEMA_W_AVAIL,
   W_NR = SAB_SEMA_W_NR,
-  W_HEAD = 3,
+  W_NEXT = SAB_SEMA_W_NEXT,
   W_STAMP = 4,
   W_EPOCH = 5,
   HEADER = SAB_SEMA_HEADER_BYTES / 4
 };
 
 #define OWNER_MASK     0x3FFFFFFFu
-#define HELD_RECOVERED 0x40000000u
+#define FILLER         ((int32_t)0x80000001u) /* neither free nor an owner id */
+#define HELD_RECOVERED SAB_SEMA_HELD_RECOVERED
 
 #define RD(p)    sab__rd32(p)
 #define WR(p, v) __atomic_store_n((p), (int32_t)(v), __ATOMIC_RELAXED)
 
 /* The lot key of the semaphore's waiters (see "The queue" above). */
-static uintptr_t key_of(const sab_sema_t *s) { return (uintptr_t)s->base + 1; }
+static uintptr_t key_of(const sab_sema_t *s) { return (uintptr_t)s->base + SAB_SEMA_KEY_OFFSET; }
 
-static int32_t *ring_of(const sab_sema_t *s) { return s->base + HEADER; }
 static int32_t *holder_of(const sab_sema_t *s) { return s->base + HEADER + s->nr; }
 static int32_t *stamp_of(const sab_sema_t *s) { return s->base + HEADER + 2 * (size_t)s->nr; }
+
+/* A holder word's value: free (0, or RECOVERED) or not. */
+static int is_free(uint32_t h) { return h == 0 || h == HELD_RECOVERED; }
+
+/* One CAS of a holder word from `from` to `to` (the protocol's only move). */
+static int holder_cas(const sab_sema_t *s, uint64_t slot, uint32_t from, uint32_t to) {
+  int32_t expect = (int32_t)from;
+  return __atomic_compare_exchange_n(&holder_of(s)[slot], &expect, (int32_t)to, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST);
+}
+
+static void frees_add(const sab_sema_t *s, int32_t d) {
+  __atomic_fetch_add(&s->base[W_AVAIL], d, __ATOMIC_SEQ_CST);
+}
 
 size_t sab_sema_bytes(uint32_t nr) {
   if (nr == 0 || nr > SAB_SEMA_MAX) return 0;
@@ -136,19 +192,25 @@ int sab_sema_init(sab_sema_t *s, void *mem, size_t bytes, uint32_t nr) {
   if (need == 0 || bytes < need || mem == NULL || ((uintptr_t)mem & 7) != 0) return SAB_E_INVAL;
   s->base = mem;
   s->nr = nr;
-  int32_t *ring = ring_of(s), *holder = holder_of(s), *stamp = stamp_of(s);
+  int32_t *holder = holder_of(s), *stamp = stamp_of(s);
+  /* Stamps, the reserved words and the padding start as FILLER, which no
+   * holder word's search takes for free: a view attached with a size that
+   * a racing write made up (bigger than this one, with room for it in the
+   * buffer) reads them as holder words and finds no phantom free slot to
+   * grant, and so writes no stamp past these bytes. */
   for (uint32_t i = 0; i < nr; i++) {
-    WR(&ring[i], i);
+    WR(&s->base[HEADER + i], FILLER);
     WR(&holder[i], 0);
-    WR(&stamp[i], 0);
+    WR(&stamp[i], FILLER);
   }
+  if ((HEADER + 3 * (size_t)nr) % 2 != 0) WR(&s->base[HEADER + 3 * (size_t)nr], FILLER);
   WR(&s->base[W_NR], nr);
-  WR(&s->base[W_HEAD], 0);
+  WR(&s->base[W_NEXT], 0);
   WR(&s->base[W_STAMP], 0);
   WR(&s->base[W_EPOCH], sab_death_epoch());
   WR(&s->base[6], 0);
   WR(&s->base[7], 0);
-  __atomic_store_n(&s->base[W_AVAIL], (int32_t)nr, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&s->base[W_AVAIL], 0, __ATOMIC_SEQ_CST);
   /* Last: a view opened elsewhere sees the magic only with the rest. */
   __atomic_store_n(&s->base[W_MAGIC], SAB_SEMA_MAGIC, __ATOMIC_RELEASE);
   return 0;
@@ -171,39 +233,28 @@ int sab_sema_check(const sab_sema_t *s) {
   return RD(&s->base[W_NR]) == s->nr ? 0 : SAB_E_CORRUPT;
 }
 
-/* Under the lock: the pool's head and size, checked against nr. */
-int sab__sema_pool_of(const sab_sema_t *s, uint32_t *head, uint32_t *avail) {
-  *head = RD(&s->base[W_HEAD]);
-  *avail = RD(&s->base[W_AVAIL]);
-  return *head < s->nr && *avail <= s->nr ? 0 : SAB_E_CORRUPT;
+/* The free slots, counted from the holder words. */
+uint32_t sab__sema_count_free(const sab_sema_t *s) {
+  int32_t *holder = holder_of(s);
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < s->nr; i++) n += is_free(RD(&holder[i]));
+  return n;
 }
 
-static void set_avail(const sab_sema_t *s, uint32_t avail) {
-  /* seq-cst: a resume watcher raises its bucket counter, then compares
-   * avail (lot.c); the refiller stores avail, then reads that counter. */
-  __atomic_store_n(&s->base[W_AVAIL], (int32_t)avail, __ATOMIC_SEQ_CST);
-}
-
-/* Under the lock: R1's scan, when the death epoch moved. Answers how many
- * slots came back, or SAB_E_CORRUPT. The owners are this process's threads
- * (reclaim) or a shared space's (space_sema.c). */
+/* R1's scan, when the death epoch moved (under the lock). Answers how many
+ * slots came back. The owners are this process's threads (reclaim) or a
+ * shared space's (space_sema.c). */
 int sab__sema_reclaim(const sab_sema_t *s, const sab__owners_t *o) {
   uint32_t epoch = o->epoch;
   if (!o->force && RD(&s->base[W_EPOCH]) == epoch) return 0;
-  uint32_t head, avail;
-  if (sab__sema_pool_of(s, &head, &avail) != 0) return SAB_E_CORRUPT;
-  int32_t *ring = ring_of(s), *holder = holder_of(s);
+  int32_t *holder = holder_of(s);
   int back = 0;
   for (uint32_t i = 0; i < s->nr; i++) {
-    uint32_t h = RD(&holder[i]) & OWNER_MASK;
-    if (h == 0 || o->alive(o->ctx, h)) continue;
-    if (avail == s->nr) return SAB_E_CORRUPT; /* I1 broken: more out than fit */
-    WR(&ring[(head + avail) % s->nr], i);
-    WR(&holder[i], HELD_RECOVERED);
-    avail++;
-    back++;
+    uint32_t h = RD(&holder[i]);
+    if (is_free(h) || (h & OWNER_MASK) == 0 || o->alive(o->ctx, h & OWNER_MASK)) continue;
+    if (holder_cas(s, i, h, HELD_RECOVERED)) back++;
   }
-  if (back > 0) set_avail(s, avail);
+  if (back > 0) frees_add(s, back);
   WR(&s->base[W_EPOCH], epoch);
   return back;
 }
@@ -218,48 +269,71 @@ static int reclaim(const sab_sema_t *s) {
   return sab__sema_reclaim(s, &o);
 }
 
-/* Under the lock: the pool, checked (pool_of), and when it is not empty its
- * oldest slot, read once and checked: below nr and not held. *held gets
- * that slot's holder word (its RECOVERED bit). */
 typedef sab__pool_t pool_t;
 
+/* A free slot, searched from the next hint: p->avail 1 with p->slot and its
+ * holder word p->held (read once), or p->avail 0 when every slot is out. */
 int sab__sema_pool_checked(const sab_sema_t *s, pool_t *p) {
-  if (sab__sema_pool_of(s, &p->head, &p->avail) != 0) return SAB_E_CORRUPT;
-  if (p->avail == 0) return 0;
-  p->slot = RD(&ring_of(s)[p->head]);
-  if (p->slot >= s->nr) return SAB_E_CORRUPT;
-  p->held = RD(&holder_of(s)[p->slot]);
-  return (p->held & OWNER_MASK) == 0 ? 0 : SAB_E_CORRUPT;
+  int32_t *holder = holder_of(s);
+  uint32_t start = RD(&s->base[W_NEXT]);
+  if (start >= s->nr) start = 0;
+  p->head = start;
+  p->avail = 0;
+  for (uint32_t k = 0, i = start; k < s->nr; k++) {
+    uint32_t h = sab__rd32_sc(&holder[i]); /* K2: after the counter's raise */
+    if (is_free(h)) {
+      p->slot = i;
+      p->held = h;
+      p->avail = 1;
+      return 0;
+    }
+    if (++i == s->nr) i = 0;
+  }
+  return 0;
 }
 
-/* Under the lock, with p checked by pool_checked and p->avail > 0: take the
- * oldest pooled slot (p->slot, never read again) for `owner`. Answers the
- * token. */
+/* Take the free slot p found for `owner` (one CAS): the token, or
+ * SAB_SEMA_NO_TOKEN when a racing take (JS's) got it first. */
 uint32_t sab__sema_grant(const sab_sema_t *s, uint32_t owner, const pool_t *p) {
+  if (!holder_cas(s, p->slot, p->held, owner & OWNER_MASK)) return SAB_SEMA_NO_TOKEN;
   uint32_t stamp_now = RD(&s->base[W_STAMP]) + 1;
-  WR(&s->base[W_HEAD], (p->head + 1) % s->nr);
-  set_avail(s, p->avail - 1);
-  WR(&holder_of(s)[p->slot], owner & OWNER_MASK);
   WR(&stamp_of(s)[p->slot], stamp_now);
   WR(&s->base[W_STAMP], stamp_now);
-  return p->slot | ((p->held & HELD_RECOVERED) ? SAB_SEMA_RECOVERED : 0);
+  __atomic_store_n(&s->base[W_NEXT], (int32_t)(p->slot + 1 == s->nr ? 0 : p->slot + 1),
+                   __ATOMIC_RELAXED);
+  return p->slot | (p->held == HELD_RECOVERED ? SAB_SEMA_RECOVERED : 0);
 }
 
-/* Under the lock: hand pooled slots to the oldest waiters while both last.
- * Reads the memory only while a record is queued (see R2). */
+/* Search and grant until one CAS wins: the token, or SAB_SEMA_NO_TOKEN when
+ * no slot is free. Each lost CAS is a take that won (or a flipped word);
+ * the bound stops a scribbler from keeping us here. */
+uint32_t sab__sema_take(const sab_sema_t *s, uint32_t owner) {
+  for (uint32_t tries = 0; tries < 64 + 4 * s->nr; tries++) {
+    pool_t p;
+    sab__sema_pool_checked(s, &p);
+    if (p.avail == 0) return SAB_SEMA_NO_TOKEN;
+    uint32_t t = sab__sema_grant(s, owner, &p);
+    if (t != SAB_SEMA_NO_TOKEN) return t;
+  }
+  return SAB_SEMA_NO_TOKEN;
+}
+
+/* Under the lock: hand free slots to the oldest waiters while both last
+ * (K3). Reads the memory only while a record is queued (see R2). */
 static void hand_out(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l) {
   for (;;) {
     sab_waiter_t *w = sab__oldest_locked(b, key_of(s));
     if (w == NULL) return;
-    pool_t p;
-    if (sab__sema_pool_checked(s, &p) != 0 || p.avail == 0) return;
-    w->token = sab__sema_grant(s, w->owner, &p);
+    uint32_t t = sab__sema_take(s, w->owner);
+    if (t == SAB_SEMA_NO_TOKEN) return;
+    w->token = t;
     sab__wake_list_add(l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
   }
 }
 
-/* After unlocking: the pool went from empty to not, so wake those who wait
- * for that (JS's resumeFn, lib/sema.js). The address is only a key. */
+/* After unlocking, when a slot may have become free: wake those who wait
+ * for a refill (JS's resumeFn, lib/sema.js), if any. They park on frees,
+ * then look for a free slot (K2). */
 static void refilled(const sab_sema_t *s) {
   uintptr_t addr = (uintptr_t)&s->base[W_AVAIL];
   if (__atomic_load_n(&sab_bucket_counts()[sab_bucket_of(addr) * SAB_COUNT_STRIDE],
@@ -268,11 +342,11 @@ static void refilled(const sab_sema_t *s) {
   }
 }
 
-/* Under the lock: R1, then the slots that came back go to the queued
- * waiters first (I2). Answers how many came back, or SAB_E_CORRUPT. */
+/* Under the lock: R1, then free slots go to the queued waiters first (K3).
+ * Answers how many came back. */
 static int sync_deaths(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l) {
   int back = reclaim(s);
-  if (back > 0) hand_out(b, s, l);
+  hand_out(b, s, l);
   return back;
 }
 
@@ -292,18 +366,18 @@ int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint3
   uintptr_t key = key_of(s);
   int32_t *count = &sab_bucket_counts()[sab_bucket_of(key) * SAB_COUNT_STRIDE];
   sab__wake_list_t l;
-  pool_t p;
-  uint32_t before;
-  int r;
+  uint32_t t = SAB_SEMA_NO_TOKEN;
+  int r, back;
   sab__wake_list_init(&l);
   sab__bucket_t *b = sab__lock(key);
-  /* R3: raise the counter before the epoch is read. */
+  /* R3 and K2: raise the counter before the epoch and the holders are read
+   * (the search reads holders seq-cst). */
   __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
-  before = RD(&s->base[W_AVAIL]);
-  if (sync_deaths(b, s, &l) < 0 || sab__sema_pool_checked(s, &p) != 0) {
-    r = SAB_E_CORRUPT;
-  } else if (p.avail > 0) {
-    *token = sab__sema_grant(s, owner, &p);
+  back = sync_deaths(b, s, &l);
+  /* K3: no grant while an older record waits. */
+  if (sab__oldest_locked(b, key) == NULL) t = sab__sema_take(s, owner);
+  if (t != SAB_SEMA_NO_TOKEN) {
+    *token = t;
     r = SAB_OK;
   } else if (w == NULL) {
     r = SAB_TIMED_OUT;
@@ -315,11 +389,10 @@ int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint3
     sab__enqueue_locked(b, w, key);
     r = SAB_PENDING;
   }
-  uint32_t after = RD(&s->base[W_AVAIL]);
   __atomic_fetch_sub(count, 1, __ATOMIC_SEQ_CST); /* the enqueue counted it again */
   sab__unlock(b);
   sab__wake_list_run(&l);
-  if (before == 0 && after > 0) refilled(s);
+  if (back > 0) refilled(s);
   return r;
 }
 
@@ -342,36 +415,33 @@ static int64_t latest_of(const sab_sema_t *s, uint32_t owner) {
 int64_t sab__sema_held(const sab_sema_t *s, uint32_t owner, int64_t slot) {
   if (slot < 0) slot = latest_of(s, owner);
   if (slot < 0 || slot >= (int64_t)s->nr) return -1;
-  return (RD(&holder_of(s)[slot]) & OWNER_MASK) == (owner & OWNER_MASK) ? slot : -1;
+  uint32_t h = RD(&holder_of(s)[slot]);
+  return !is_free(h) && (h & OWNER_MASK) == (owner & OWNER_MASK) ? slot : -1;
 }
 
-void sab__sema_hand(const sab_sema_t *s, int64_t slot, uint32_t owner) {
+int sab__sema_hand(const sab_sema_t *s, int64_t slot, uint32_t from, uint32_t to) {
+  if (!holder_cas(s, (uint64_t)slot, from & OWNER_MASK, to & OWNER_MASK)) return SAB_E_CORRUPT;
   uint32_t stamp_now = RD(&s->base[W_STAMP]) + 1;
-  WR(&holder_of(s)[slot], owner & OWNER_MASK);
   WR(&stamp_of(s)[slot], stamp_now);
   WR(&s->base[W_STAMP], stamp_now);
+  return 0;
 }
 
-int sab__sema_pool_put(const sab_sema_t *s, int64_t slot, uint32_t head, uint32_t avail) {
-  if (avail >= s->nr) return SAB_E_CORRUPT;
-  WR(&ring_of(s)[(head + avail) % s->nr], slot);
-  WR(&holder_of(s)[slot], 0);
-  set_avail(s, avail + 1);
+int sab__sema_pool_put(const sab_sema_t *s, int64_t slot, uint32_t owner) {
+  if (!holder_cas(s, (uint64_t)slot, owner & OWNER_MASK, 0)) return SAB_E_CORRUPT;
+  frees_add(s, 1);
   return 0;
 }
 
 int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t *info) {
   uintptr_t key = key_of(s);
   sab__wake_list_t l;
-  uint32_t head = 0, avail = 0, flags = 0;
-  int r;
+  uint32_t flags = 0;
+  int r, back;
   if (owner == 0 || (owner & ~OWNER_MASK) != 0) return SAB_E_BAD_TOKEN;
   sab__wake_list_init(&l);
   sab__bucket_t *b = sab__lock(key);
-  if (sync_deaths(b, s, &l) < 0 || sab__sema_pool_of(s, &head, &avail) != 0) {
-    r = SAB_E_CORRUPT;
-    goto out;
-  }
+  back = sync_deaths(b, s, &l);
   slot = sab__sema_held(s, owner, slot);
   if (slot < 0) {
     r = SAB_E_BAD_TOKEN;
@@ -380,13 +450,16 @@ int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t
   r = (int)slot;
   sab_waiter_t *w = sab__oldest_locked(b, key);
   if (w != NULL) {
-    /* I2 and I3: straight to the oldest waiter. */
-    sab__sema_hand(s, slot, w->owner);
+    /* K3, K4: straight to the oldest waiter. */
+    if (sab__sema_hand(s, slot, owner, w->owner) != 0) {
+      r = SAB_E_CORRUPT;
+      goto out;
+    }
     w->token = (uint32_t)slot;
     if (w->owner == owner) flags |= SAB_SEMA_HANDED_SELF;
     sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
   } else {
-    if (sab__sema_pool_put(s, slot, head, avail) != 0) {
+    if (sab__sema_pool_put(s, slot, owner) != 0) {
       r = SAB_E_CORRUPT;
       goto out;
     }
@@ -395,8 +468,7 @@ int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t
 out:
   sab__unlock(b);
   sab__wake_list_run(&l);
-  /* avail: the pool's size after any reclaim, before this slot. */
-  if ((flags & SAB_SEMA_POOLED) && avail == 0) refilled(s);
+  if ((flags & SAB_SEMA_POOLED) || back > 0) refilled(s);
   if (info != NULL) *info = flags;
   return r;
 }
@@ -409,18 +481,27 @@ void sab_sema_give_back(const sab_sema_t *s, uint32_t owner, uint32_t token) {
 
 uint32_t sab_sema_waiting(const sab_sema_t *s) { return sab_waiters(key_of(s)); }
 
+int sab_sema_kick(const sab_sema_t *s) {
+  sab__wake_list_t l;
+  sab__wake_list_init(&l);
+  sab__bucket_t *b = sab__lock(key_of(s));
+  int back = sync_deaths(b, s, &l);
+  sab__unlock(b);
+  sab__wake_list_run(&l);
+  refilled(s);
+  return back;
+}
+
 int sab_sema_available(const sab_sema_t *s) {
   sab__wake_list_t l;
-  uint32_t head, avail;
   int r;
   sab__wake_list_init(&l);
   sab__bucket_t *b = sab__lock(key_of(s));
-  uint32_t before = RD(&s->base[W_AVAIL]);
-  r = sync_deaths(b, s, &l) < 0 || sab__sema_pool_of(s, &head, &avail) != 0 ? SAB_E_CORRUPT
-                                                                            : (int)avail;
+  int back = sync_deaths(b, s, &l);
+  r = (int)sab__sema_count_free(s);
   sab__unlock(b);
   sab__wake_list_run(&l);
-  if (before == 0 && r > 0) refilled(s);
+  if (back > 0) refilled(s);
   return r;
 }
 

@@ -19,25 +19,29 @@ typedef struct {
   int force; /* scan even if the epoch did not move (holders found dead only by probing) */
 } sab__owners_t;
 
-/* The pool's head and size, and its oldest slot (read once, checked). */
+/* What a search for a free slot found: avail 1 with the slot and its holder
+ * word (read once), or avail 0. head: where the search began. */
 typedef struct {
   uint32_t head, avail, slot, held;
 } sab__pool_t;
 
-/* 0, or SAB_E_CORRUPT: head < nr and avail <= nr. */
-int sab__sema_pool_of(const sab_sema_t *s, uint32_t *head, uint32_t *avail);
-/* pool_of, and the oldest pooled slot when avail > 0. */
+/* Free slots, counted from the holder words. */
+uint32_t sab__sema_count_free(const sab_sema_t *s);
+/* Search for a free slot from the next hint (always 0). */
 int sab__sema_pool_checked(const sab_sema_t *s, sab__pool_t *p);
 /* Slots of dead holders back to the pool (RECOVERED) when the epoch moved:
- * how many, or SAB_E_CORRUPT. */
+ * how many. */
 int sab__sema_reclaim(const sab_sema_t *s, const sab__owners_t *o);
-/* Take the oldest pooled slot (p checked, p->avail > 0) for `owner`: the token. */
+/* Take the free slot p found for `owner` (one CAS): the token, or
+ * SAB_SEMA_NO_TOKEN when a racing take won it. */
 uint32_t sab__sema_grant(const sab_sema_t *s, uint32_t owner, const sab__pool_t *p);
+/* Search and grant until a CAS wins (bounded): the token, or SAB_SEMA_NO_TOKEN. */
+uint32_t sab__sema_take(const sab_sema_t *s, uint32_t owner);
 /* The slot `owner` holds: `slot` itself (< 0: its latest), or -1. */
 int64_t sab__sema_held(const sab_sema_t *s, uint32_t owner, int64_t slot);
-/* Hand a held slot over to `owner`. */
-void sab__sema_hand(const sab_sema_t *s, int64_t slot, uint32_t owner);
-/* Put a held slot back in the pool (head, avail from pool_of): 0 or SAB_E_CORRUPT. */
-int sab__sema_pool_put(const sab_sema_t *s, int64_t slot, uint32_t head, uint32_t avail);
+/* Hand a slot held by `from` to `to`: 0, or SAB_E_CORRUPT (the word moved). */
+int sab__sema_hand(const sab_sema_t *s, int64_t slot, uint32_t from, uint32_t to);
+/* Put a slot held by `owner` back in the pool: 0 or SAB_E_CORRUPT. */
+int sab__sema_pool_put(const sab_sema_t *s, int64_t slot, uint32_t owner);
 
 #endif /* SAB_SEMA_POOL_H */

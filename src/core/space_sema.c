@@ -7,8 +7,8 @@
  * the space's bucket lock of `off`; its waiters are records of the space
  * queued with the key off | 1 (in the same bucket: the hash ignores the low
  * two bits), so a plain notify of the first word never meets them. The
- * invariants I1-I3 of sema.c hold as written, with "the lot" read as "the
- * space's queue" and owners as the space's.
+ * invariants K1-K4 of sema.c hold as written (no JS fast path runs here: lib/sema.js takes it only
+ * for in-process memory), with "the lot" read as "the space's queue" and owners as the space's.
  *
  * Holders that die. A process killed with SIGKILL tells nobody; its death
  * is found by probing lifelines (lifeline.c). So:
@@ -57,7 +57,7 @@ static int alive_in_space(void *ctx, uint32_t id) {
 }
 
 /* Under the lock: S1, then the slots that came back go to the queued
- * waiters first (I2). Answers how many came back, or SAB_E_CORRUPT. */
+ * waiters first (K3). Answers how many came back, or SAB_E_CORRUPT. */
 static int sync_deaths(sab_space_t *sp, uint32_t b, const sab_sema_t *s, int force, sab__wakes_t *w,
                        sab__deaths_t *dead) {
   alive_ctx_t a = {sp, dead};
@@ -67,9 +67,10 @@ static int sync_deaths(sab_space_t *sp, uint32_t b, const sab_sema_t *s, int for
   uint32_t key = KEY((uint32_t)((char *)s->base - sp->base));
   for (;;) {
     uint32_t i = sab__space_oldest(sp, b, key, dead);
-    sab__pool_t p;
-    if (i == 0 || sab__sema_pool_checked(s, &p) != 0 || p.avail == 0) break;
-    sab__space_notify_token(sp, b, i, sab__sema_grant(s, sab__space_owner(sp, i), &p), w);
+    if (i == 0) break;
+    uint32_t t = sab__sema_take(s, sab__space_owner(sp, i));
+    if (t == SAB_SEMA_NO_TOKEN) break;
+    sab__space_notify_token(sp, b, i, t, w);
   }
   return back;
 }
@@ -80,10 +81,7 @@ void sab__space_sema_died(sab_space_t *sp, uint32_t b, uint32_t off, sab__wakes_
   if (view_of(sp, off, &s) == 0) sync_deaths(sp, b, &s, 0, w, dead);
 }
 
-static int avail_of(const sab_sema_t *s) {
-  uint32_t head, avail;
-  return sab__sema_pool_of(s, &head, &avail) == 0 ? (int)avail : -1;
-}
+static int avail_of(const sab_sema_t *s) { return (int)sab__sema_count_free(s); }
 
 /* After unlocking: the pool went from empty to not; wake those who watch
  * it (JS's resumeFn parks on the avail word, a plain cell). */
@@ -95,8 +93,7 @@ int sab__sema_in_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t fl
                          uint32_t *token, uint32_t *rec, sab__deaths_t *dead) {
   sab_sema_t s;
   sab__wakes_t w = {{0}, 0};
-  sab__pool_t p;
-  uint32_t b = sab__sbucket_of(off), i = 0;
+  uint32_t b = sab__sbucket_of(off), i = 0, t = SAB_SEMA_NO_TOKEN;
   int32_t *count = sab__count(sp, b);
   int r;
   if (view_of(sp, off, &s) != 0) return SAB_E_CORRUPT;
@@ -109,10 +106,10 @@ int sab__sema_in_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t fl
   /* sema.c R3: raise the counter before the epoch is read. */
   __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
   int before = avail_of(&s);
-  if (sync_deaths(sp, b, &s, before == 0, &w, dead) < 0 || sab__sema_pool_checked(&s, &p) != 0) {
+  if (sync_deaths(sp, b, &s, before == 0, &w, dead) < 0) {
     r = SAB_E_CORRUPT;
-  } else if (p.avail > 0) {
-    *token = sab__sema_grant(&s, id, &p);
+  } else if ((t = sab__sema_take(&s, id)) != SAB_SEMA_NO_TOKEN) {
+    *token = t;
     r = SAB_OK;
   } else if (rec == NULL) {
     r = SAB_TIMED_OUT;
@@ -134,13 +131,13 @@ int sab__sema_in_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t slo
                          sab__deaths_t *dead) {
   sab_sema_t s;
   sab__wakes_t w = {{0}, 0};
-  uint32_t b = sab__sbucket_of(off), head = 0, avail = 0, flags = 0;
+  uint32_t b = sab__sbucket_of(off), avail = 0, flags = 0;
   int r;
   if (info != NULL) *info = 0;
   if (view_of(sp, off, &s) != 0) return SAB_E_CORRUPT;
   sab__sbucket_t *bk = sab__space_lock(sp, b);
   if (bk == NULL) return SAB_E_CORRUPT;
-  if (sync_deaths(sp, b, &s, 0, &w, dead) < 0 || sab__sema_pool_of(&s, &head, &avail) != 0) {
+  if (sync_deaths(sp, b, &s, 0, &w, dead) < 0) {
     r = SAB_E_CORRUPT;
   } else if ((slot = sab__sema_held(&s, id, slot)) < 0) {
     r = SAB_E_BAD_TOKEN;
@@ -148,12 +145,15 @@ int sab__sema_in_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t slo
     r = (int)slot;
     uint32_t i = sab__space_oldest(sp, b, KEY(off), dead);
     if (i != 0) {
-      /* I2, I3: straight to the oldest waiter. */
+      /* K3, K4: straight to the oldest waiter. */
       uint32_t owner = sab__space_owner(sp, i);
-      sab__sema_hand(&s, slot, owner);
-      sab__space_notify_token(sp, b, i, (uint32_t)slot, &w);
-      if (owner == id) flags |= SAB_SEMA_HANDED_SELF;
-    } else if (sab__sema_pool_put(&s, slot, head, avail) != 0) {
+      if (sab__sema_hand(&s, slot, id, owner) != 0) {
+        r = SAB_E_CORRUPT;
+      } else {
+        sab__space_notify_token(sp, b, i, (uint32_t)slot, &w);
+        if (owner == id) flags |= SAB_SEMA_HANDED_SELF;
+      }
+    } else if ((avail = sab__sema_count_free(&s), sab__sema_pool_put(&s, slot, id)) != 0) {
       r = SAB_E_CORRUPT;
     } else {
       flags |= SAB_SEMA_POOLED;

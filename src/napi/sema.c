@@ -253,13 +253,23 @@ static napi_value sema_available(napi_env env, napi_callback_info info) {
   return sab_napi_number(env, r);
 }
 
+/* semaKick(view) -> slots that came back from dead holders. lib/sema.js
+ * calls it after a give-back of its own (the fast path) that found the
+ * waiters' counter raised: free slots go to the oldest waiters (sema.c K2). */
+static napi_value sema_kick(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 1, NULL);
+  sab_sema_t s;
+  if (get_sema(env, argv[0], &s, NULL) != 0) return NULL;
+  return sab_napi_number(env, sab_sema_kick(&s));
+}
+
 int sab_napi_sema_register(napi_env env, napi_value exports) {
   static const sab_napi_fn_t fns[] = {
       {"semaBytes", sema_bytes},         {"semaInit", sema_init},
       {"semaView", sema_view},           {"semaTry", sema_try},
       {"semaAcquire", sema_acquire},     {"semaAcquireAsync", sema_acquire_async},
       {"semaRelease", sema_release},     {"semaWaiting", sema_waiting},
-      {"semaAvailable", sema_available},
+      {"semaAvailable", sema_available}, {"semaKick", sema_kick},
   };
   return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
 }
