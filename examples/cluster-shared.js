@@ -43,12 +43,16 @@ if (cluster.isPrimary) {
   for (let i = 0; i < WORKERS; i++) {
     cluster.fork({ SABSYNC_DEMO_SPACE: name }).on('message', function (m) {
       if (m.event === 'rebuilding' && !killed) {
+        // The first rebuild waits for a word from here that never comes:
+        // it is killed while it holds the lock, however slow the machine.
         killed = true
         console.log(`${at()} worker ${m.pid} holds "cache-rebuild" and is rebuilding the cache`)
         setTimeout(() => {
           console.log(`${at()} the primary kills worker ${m.pid} with SIGKILL, in the middle of the rebuild`)
           this.process.kill('SIGKILL')
         }, 30)
+      } else if (m.event === 'rebuilding') {
+        this.send('carry on')
       } else if (m.event === 'rebuilt') {
         console.log(`${at()} worker ${m.pid} rebuilt the cache (version ${m.version})${m.ownerDied ? ': it took the lock over from the killed worker, ownerDied = true' : ''}`)
       }
@@ -113,7 +117,9 @@ if (cluster.isPrimary) {
     await lock.runExclusive(async () => {
       if (Atomics.load(cache, 1) === 0) return // another worker rebuilt it meanwhile
       const ownerDied = lock.ownerDied
+      const told = new Promise(resolve => process.once('message', resolve))
       process.send({ event: 'rebuilding', pid: process.pid })
+      await told // the primary's go-ahead (the first rebuild never gets one)
       for (let i = 0; i < 3; i++) await upstream()
       const version = Atomics.add(cache, 0, 1) + 1
       Atomics.store(cache, 1, 0)
