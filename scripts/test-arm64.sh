@@ -27,7 +27,7 @@ export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
 # emulation, 10-50 times slower, stretches past; its C core is plain
 # loads and stores under the bucket lock); packaging, examples and types.
 default_files="wait-atomics wait-cells wait-fifo wait-timeout wait-abort wait-teardown wait-loop
-  atomic-flag mutex once latch condvar rwlock barrier sema"
+  atomic-flag mutex once latch condvar rwlock barrier sema sema-fast"
 
 fail_early () { echo "arm64: $1"; echo "arm64 node: 0 passed, 1 failed"; exit 1; }
 for tool in aarch64-linux-gnu-gcc qemu-aarch64; do
@@ -72,8 +72,12 @@ t0=$(date +%s)
 
 # The core's C tests (futex parker), cross-compiled.
 clog="$cache/ctest.log"
+# Not test_space: qemu-user does not implement robust futexes
+# (set_robust_list), on which the space's recovery from a killed process
+# rests (an arm64 kernel has them; here the test hung), and its exec of
+# /proc/self/exe would find qemu, not the test.
 QEMU_LD_PREFIX=$QEMU_LD_PREFIX make -s -C "$root/test/c" plain CC=aarch64-linux-gnu-gcc \
-  BUILD="$cache/ctest" RUN=qemu-aarch64 >"$clog" 2>&1
+  BUILD="$cache/ctest" RUN=qemu-aarch64 TESTS="test_lot test_sema test_reads test_nudge" >"$clog" 2>&1
 crc=$?
 cpass=$(grep -c 'all checks passed' "$clog"); cfail=$(grep -c 'check(s) failed' "$clog")
 pass=$((pass + cpass)); fail=$((fail + cfail))
