@@ -10,7 +10,7 @@ const { Worker } = require('worker_threads')
 const sabsync = require('..')
 const native = require('../lib/native')
 const { Sema, RateLimit, SabsyncError } = sabsync
-const { worker, exited, until } = require('./helpers')
+const { fixture, exited, until } = require('./helpers')
 
 const GUARD = 64 // bytes of guard on each side of the object
 const PATTERN = 0xA5
@@ -84,26 +84,11 @@ async function terminateWhileHammered (t, raw) {
   const s = new Sema(1)
   const held = s.tryAcquire()
   t.equal(held, 0)
-  const blocked = worker(`
-    const s = sabsync.Sema.from(workerData)
-    parentPort.postMessage('waiting')
-    s.acquireSync()
-    parentPort.postMessage('got one')`, { buffer: s.buffer, byteOffset: s.byteOffset })
+  const blocked = fixture('memory-safety/blocked-acquirer', { buffer: s.buffer, byteOffset: s.byteOffset })
   await new Promise(resolve => blocked.once('message', resolve))
   await until(() => s.nrWaiting() === 1, 60000, 'the worker queued')
   const control = new Int32Array(new SharedArrayBuffer(4))
-  const hammer = worker(`
-    const native = require(${JSON.stringify(require.resolve('../lib/native'))})
-    const i32 = new Int32Array(workerData.buffer, workerData.byteOffset, 1)
-    const key = native.base(i32) + workerData.byteOffset + native.constants.SEMA_KEY_OFFSET
-    const control = workerData.control
-    let n = 0
-    let woken = 0
-    while (Atomics.load(control, 0) === 0) {
-      woken += workerData.raw ? native.notify(key, 1) : sabsync.notify(i32, 0)
-      if (++n === 1000) parentPort.postMessage('hammering')
-    }
-    parentPort.postMessage({ n, woken })`, { buffer: s.buffer, byteOffset: s.byteOffset, control, raw })
+  const hammer = fixture('memory-safety/notify-hammer', { buffer: s.buffer, byteOffset: s.byteOffset, control, raw })
   const hammered = new Promise(resolve => hammer.on('message', m => { if (m !== 'hammering') resolve(m) }))
   await new Promise(resolve => hammer.once('message', resolve)) // 'hammering'
   if (raw) await until(() => s.nrWaiting() === 1, 60000, 'the acquirer to be queued (it requeues after each wake)')
@@ -147,9 +132,7 @@ t.test('a plain wait on a Sema\'s first word is not served by release() (no toke
 t.test('a plain blocking wait on a Sema\'s first word is not served by release() either', async t => {
   const s = new Sema(1)
   const tok = s.tryAcquire()
-  const w = worker(`
-    const i32 = new Int32Array(workerData.buffer, workerData.byteOffset, 1)
-    parentPort.postMessage(sabsync.wait(i32, 0, Atomics.load(i32, 0), 60000))`, { buffer: s.buffer, byteOffset: s.byteOffset })
+  const w = fixture('memory-safety/plain-waiter', { buffer: s.buffer, byteOffset: s.byteOffset })
   const i32 = new Int32Array(s.buffer, s.byteOffset, 1)
   await until(() => sabsync.waiters(i32, 0) === 1, 60000, 'the worker queued')
   s.release(tok)

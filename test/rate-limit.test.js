@@ -4,26 +4,11 @@
 // never on how fast the machine is.
 const t = require('tap')
 const { RateLimit, Sema } = require('..')
-const { worker, exited, until } = require('./helpers')
+const { fixture, exited, until } = require('./helpers')
 
 const message = w => new Promise(resolve => w.once('message', resolve))
 const now = () => Number(process.hrtime.bigint()) / 1e6
 const handleOf = limit => ({ buffer: limit.buffer, byteOffset: limit.byteOffset })
-
-// Take grants until `until` (a time on the hrtime clock, ms); post them.
-const TAKER = `
-const limit = sabsync.RateLimit.from(workerData.handle)
-const times = []
-if (workerData.sync) {
-  while (Number(process.hrtime.bigint()) / 1e6 < workerData.until) times.push(limit.sync())
-  parentPort.postMessage(times)
-} else {
-  (async () => {
-    while (Number(process.hrtime.bigint()) / 1e6 < workerData.until) times.push(await limit())
-    parentPort.postMessage(times)
-  })()
-}
-`
 
 // Most grants in any half-open window of `unit` ms, and whether any rps+1
 // consecutive grants fall within less than `unit`.
@@ -40,7 +25,7 @@ async function hammer (rps, timeUnit, uniformDistribution, ms) {
   const limit = RateLimit(rps, { timeUnit, uniformDistribution })
   const until = now() + ms
   const handle = { buffer: limit.buffer, byteOffset: limit.byteOffset }
-  const ws = [0, 1, 2].map(i => worker(TAKER, { handle, until, sync: i !== 1 }))
+  const ws = [0, 1, 2].map(i => fixture('rate-limit/taker', { handle, until, sync: i !== 1 }))
   const got = ws.map(message)
   const mine = []
   while (now() < until) mine.push(await limit())
@@ -77,13 +62,7 @@ t.test('a thread that dies leaks nothing', async t => {
   const rps = 5
   const unit = 150
   const limit = RateLimit(rps, { timeUnit: unit })
-  const w = worker(`
-    const limit = sabsync.RateLimit.from(workerData)
-    const times = []
-    for (let i = 0; i < 5; i++) times.push(limit.sync())
-    parentPort.postMessage(times)
-    limit.sync() // blocks: the window is full
-    parentPort.postMessage('never')`, { buffer: limit.buffer, byteOffset: limit.byteOffset })
+  const w = fixture('rate-limit/dies-holding-grants', { buffer: limit.buffer, byteOffset: limit.byteOffset })
   const times = await message(w)
   t.equal(times.length, rps)
   await w.terminate()
@@ -139,11 +118,7 @@ t.test('callers are served in arrival order across threads', async t => {
     if (k % 2 === 0) {
       mine.push(limit().then(() => { order[1 + Atomics.add(order, 0, 1)] = k }))
     } else {
-      ws.push(worker(`
-        const limit = sabsync.RateLimit.from(workerData.limit)
-        const order = new Int32Array(workerData.order)
-        const record = () => { order[1 + Atomics.add(order, 0, 1)] = workerData.k }
-        if (workerData.sync) { limit.sync(); record() } else limit().then(record)`, { limit: handleOf(limit), order: order.buffer, k, sync: k === 3 }))
+      ws.push(fixture('rate-limit/queued-caller', { limit: handleOf(limit), order: order.buffer, k, sync: k === 3 }))
     }
     await until(() => limit.nrWaiting() === k + 1, 60000, `caller ${k} queued`)
   }
@@ -178,9 +153,7 @@ t.test('the turn is given up on abort and timeout, and comes back from a dead th
   const slow = RateLimit(1, { timeUnit: 400 })
   await slow()
   const sleeping = slow()
-  const w = worker(`
-    const slow = sabsync.RateLimit.from(workerData)
-    parentPort.postMessage(slow.sync(20) === undefined)`, handleOf(slow))
+  const w = fixture('rate-limit/sync-times-out', handleOf(slow))
   t.equal(await message(w), true, 'sync(20) timed out while another held the turn')
   await exited(w)
   await sleeping
@@ -189,10 +162,7 @@ t.test('the turn is given up on abort and timeout, and comes back from a dead th
   // comes back, and the main thread, queued behind it, takes it.
   const held = RateLimit(1, { timeUnit: 60000 })
   await held()
-  const dying = worker(`
-    const held = sabsync.RateLimit.from(workerData)
-    held().then(() => {})
-    parentPort.postMessage(held.nrWaiting())`, handleOf(held))
+  const dying = fixture('rate-limit/dies-holding-turn', handleOf(held))
   t.equal(await message(dying), 0, 'the worker took the turn')
   const ac3 = new AbortController()
   const after = held({ signal: ac3.signal })

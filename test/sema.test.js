@@ -4,7 +4,7 @@
 const t = require('tap')
 const sabsync = require('..')
 const { Sema } = sabsync
-const { until, worker, exited, child, root } = require('./helpers')
+const { until, fixture, fixtureSource, exited, child } = require('./helpers')
 
 const message = w => new Promise(resolve => w.once('message', resolve))
 
@@ -99,24 +99,6 @@ t.test('async-sema style: acquire / try { } finally { release() }', async t => {
 
 // ---- across threads
 
-// Acquire/release `iters` times, counting holders in cells 0 (now) and 1
-// (most ever), 2 (served).
-const HOLDER = `
-const s = sabsync.Sema.from(workerData.handle)
-const c = new Int32Array(workerData.counters)
-for (let i = 0; i < workerData.iters; i++) {
-  const tok = i % 4 === 3 ? s.tryAcquire() : s.acquireSync()
-  if (tok === undefined) continue
-  const n = Atomics.add(c, 0, 1) + 1
-  let m
-  while (n > (m = Atomics.load(c, 1)) && Atomics.compareExchange(c, 1, m, n) !== m);
-  for (let k = 0; k < 3000; k++) Atomics.load(c, 0)
-  Atomics.sub(c, 0, 1)
-  Atomics.add(c, 2, 1)
-  if (i % 2) s.release(tok); else s.release()
-}
-`
-
 t.test('never more than nr holders across workers and the main thread', async t => {
   const nr = 3
   const s = new Sema(nr)
@@ -124,7 +106,7 @@ t.test('never more than nr holders across workers and the main thread', async t 
   const c = new Int32Array(counters)
   const iters = 1500
   const ws = []
-  for (let i = 0; i < 4; i++) ws.push(worker(HOLDER, { handle: { buffer: s.buffer, byteOffset: s.byteOffset }, counters, iters }))
+  for (let i = 0; i < 4; i++) ws.push(fixture('sema/holder', { handle: { buffer: s.buffer, byteOffset: s.byteOffset }, counters, iters }))
   let mine = 0
   for (let i = 0; i < 300; i++) {
     const tok = await s.acquire()
@@ -146,8 +128,7 @@ t.test('never more than nr holders across workers and the main thread', async t 
 t.test('nrWaiting() counts every thread, blocking and async', async t => {
   const s = new Sema(1)
   t.equal(s.tryAcquire(), 0)
-  const code = 'const s = sabsync.Sema.from(workerData); s.acquireSync(); s.release()'
-  const ws = [worker(code, s), worker(code, s)]
+  const ws = [fixture('sema/acquire-release', s), fixture('sema/acquire-release', s)]
   await until(() => s.nrWaiting() === 2)
   const p = s.acquire()
   t.equal(s.nrWaiting(), 3)
@@ -167,12 +148,7 @@ t.test('a released token goes to the longest waiter, whichever thread', async t 
     const ps = []
     for (let id = 1; id <= pattern.length; id++) {
       if (pattern[id - 1] === 'b') {
-        ws.push(worker(`
-          const s = sabsync.Sema.from(workerData.s)
-          const log = new Int32Array(workerData.log)
-          const tok = s.acquireSync()
-          Atomics.store(log, 1 + Atomics.add(log, 0, 1), workerData.id)
-          s.release(tok)`, { s: { buffer: s.buffer, byteOffset: s.byteOffset }, log: log.buffer, id }))
+        ws.push(fixture('sema/fifo-waiter', { s: { buffer: s.buffer, byteOffset: s.byteOffset }, log: log.buffer, id }))
       } else {
         ps.push(s.acquire().then(tok => {
           Atomics.store(log, 1 + Atomics.add(log, 0, 1), id)
@@ -206,7 +182,7 @@ t.test('timeouts and aborts leave the queue clean and lose no token', async t =>
   await t.rejects(aborted, reason)
   t.equal(s.nrWaiting(), 1)
   await t.rejects(s.acquire({ signal: ac.signal }), reason, 'an aborted signal rejects at once')
-  const w = worker('const s = sabsync.Sema.from(workerData); parentPort.postMessage(s.acquireSync(20))', s)
+  const w = fixture('sema/times-out', s)
   t.equal(await message(w), undefined, 'a worker times out too')
   await exited(w)
   t.equal(s.nrWaiting(), 1)
@@ -218,10 +194,7 @@ t.test('timeouts and aborts leave the queue clean and lose no token', async t =>
 
 t.test('tokens of a terminated worker come back, marked recovered', async t => {
   const s = new Sema(2)
-  const w = worker(`
-    const s = sabsync.Sema.from(workerData)
-    parentPort.postMessage([s.acquireSync(), s.acquireSync()])
-    sabsync.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0)`, s)
+  const w = fixture('sema/holds-two-then-sleeps', s)
   t.same(await message(w), [0, 1])
   const waiting = s.acquire()
   t.equal(s.nrWaiting(), 1)
@@ -237,7 +210,7 @@ t.test('tokens of a terminated worker come back, marked recovered', async t => {
   s.release(0)
 
   // Nobody waiting at the death: the next caller reclaims.
-  const w2 = worker('const s = sabsync.Sema.from(workerData); s.acquireSync(); s.acquireSync(); parentPort.postMessage(1)', s)
+  const w2 = fixture('sema/takes-two-and-ends', s)
   await message(w2)
   await exited(w2)
   t.same([s.tryAcquire(), s.tryAcquire()].sort(), [0, 1])
@@ -249,10 +222,7 @@ t.test('a worker terminated while it waits leaves the queue; a token handed to i
   const s = new Sema(1)
   for (let round = 0; round < 6; round++) {
     t.equal(s.tryAcquire(), 0)
-    const code = round % 2
-      ? 'const s = sabsync.Sema.from(workerData); s.acquireSync(); sabsync.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0)'
-      : 'const s = sabsync.Sema.from(workerData); s.acquire(); parentPort.postMessage(1)'
-    const dying = worker(code, s)
+    const dying = round % 2 ? fixture('sema/dies-waiting-sync', s) : fixture('sema/dies-waiting-async', s)
     await until(() => s.nrWaiting() === 1)
     const next = s.acquire()
     t.equal(s.nrWaiting(), 2)
@@ -272,12 +242,7 @@ t.test('initFn runs per thread and per slot; tokens are that thread\'s values', 
   t.same(made, [0, 1])
   const first = await s.acquire()
   t.same(first, { conn: 'main-0' })
-  const w = worker(`
-    const made = []
-    const s = sabsync.Sema.from(workerData, { initFn: slot => { made.push(slot); return 'worker-' + slot } })
-    const tok = s.acquireSync()
-    parentPort.postMessage([made, tok])
-    s.release(tok)`, { buffer: s.buffer, byteOffset: s.byteOffset })
+  const w = fixture('sema/init-fn', { buffer: s.buffer, byteOffset: s.byteOffset })
   t.same(await message(w), [[0, 1], 'worker-1'])
   await exited(w)
   t.throws(() => s.release({ conn: 'main-0' }), { code: 'ERR_SABSYNC_BAD_TOKEN' }, 'an equal object is not the token')
@@ -287,7 +252,7 @@ t.test('initFn runs per thread and per slot; tokens are that thread\'s values', 
 
 t.test('a token held by another thread cannot be released here', async t => {
   const s = new Sema(1)
-  const w = worker('const s = sabsync.Sema.from(workerData); parentPort.postMessage(s.acquireSync()); parentPort.once("message", () => s.release())', s)
+  const w = fixture('sema/holds-until-told', s)
   t.equal(await message(w), 0)
   t.throws(() => s.release(0), { code: 'ERR_SABSYNC_BAD_TOKEN' })
   t.throws(() => s.release(), { code: 'ERR_SABSYNC_BAD_TOKEN', message: /holds no token/ })
@@ -299,11 +264,7 @@ t.test('a token held by another thread cannot be released here', async t => {
 t.test('pauseFn / resumeFn follow this thread\'s waiters and tokens freed anywhere', async t => {
   const events = []
   const s = new Sema(1, { pauseFn: () => events.push('pause'), resumeFn: () => events.push('resume') })
-  const w = worker(`
-    const s = sabsync.Sema.from(workerData)
-    s.acquireSync()
-    parentPort.postMessage('held')
-    parentPort.once('message', () => { s.release(); parentPort.postMessage('released') })`, s)
+  const w = fixture('sema/pause-resume-holder', s)
   t.equal(await message(w), 'held')
   t.equal(await s.acquire({ timeout: 10 }), undefined)
   t.same(events, ['pause'], 'paused while it waited; no token free yet, so no resume')
@@ -357,7 +318,7 @@ t.test('a Sema travels by postMessage and lives at an offset of a bigger buffer'
   t.same(Object.keys(s), ['buffer', 'byteOffset'])
   t.equal(s.byteOffset, 8)
   t.equal(s.nr, 3)
-  const w = worker('parentPort.once("message", m => { const s = sabsync.Sema.from(m); parentPort.postMessage([s.nr, s.acquireSync()]) })', null)
+  const w = fixture('sema/attach-by-message', null)
   w.postMessage(s)
   t.same(await message(w), [3, 0])
   await exited(w)
@@ -369,7 +330,7 @@ t.test('process exit with an unref\'d worker parked in acquireSync does not hang
     const { Worker } = require('worker_threads')
     const s = new sabsync.Sema(1)
     s.tryAcquire()
-    const w = new Worker('const { workerData } = require("worker_threads"); require(' + ${JSON.stringify(JSON.stringify(root))} + ').Sema.from(workerData).acquireSync()', { eval: true, workerData: s })
+    const w = new Worker(${JSON.stringify(fixtureSource('sema/parked-acquire'))}, { eval: true, workerData: s })
     w.unref()
     const poll = setInterval(() => { if (s.nrWaiting() === 1) { clearInterval(poll); console.log('parked') } }, 2)`)
   t.equal(r.code, 0, r.stderr)
