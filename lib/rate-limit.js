@@ -51,18 +51,21 @@ const sleeper = new Int32Array(new SharedArrayBuffer(4))
 
 function limiterOver (mem, turn) {
   const i32 = mem.i32
-  // grant(turnFreeOnly): a grant's time (> 0), or minus the ms to wait.
-  // In-process, the turn's holder takes grants under the lot's lock of the
-  // ring, and a caller without the turn never does (0: take the turn). In
-  // a shared space, grants are ordered by the turn's lock in every process,
+  // grant(false), by the turn's holder: a grant's time (> 0), or minus the
+  // ms to wait. In-process, the turn's holder takes grants under the lot's
+  // lock of the ring, and a caller without the turn never does. In a
+  // shared space, grants are ordered by the turn's lock in every process,
   // and a caller that finds the turn free with nobody queued for it is
-  // granted without taking the turn: it is first in line, and a turn taken
-  // and given back across processes costs hand-offs to processes that may
-  // not be running (a convoy when there are more processes than CPUs).
+  // granted without taking the turn (grantIfTurnFree: 0 when it is not):
+  // it is first in line, and a turn taken and given back across processes
+  // costs hand-offs to processes that may not be running (a convoy when
+  // there are more processes than CPUs). In-process there is no such
+  // function, so the hot path makes no call that could only say "no".
   const space = spaceOf(mem.buffer)
   const grant = space === undefined
-    ? turnFreeOnly => turnFreeOnly ? 0 : native.rateTake(i32)
+    ? () => native.rateTake(i32)
     : space.rateTaker(i32, turn.byteOffset)
+  const grantIfTurnFree = space === undefined ? undefined : grant
 
   /**
    * Resolves when a call may proceed, with the grant's time (ms on the
@@ -78,8 +81,10 @@ function limiterOver (mem, turn) {
       if (signal !== undefined) signal = ownSignal(signal)
     }
     if (signal !== undefined && signal.aborted) throw signal.reason
-    const now = grant(true)
-    if (now > 0) return now
+    if (grantIfTurnFree !== undefined) {
+      const now = grantIfTurnFree(true)
+      if (now > 0) return now
+    }
     // undefined while others wait: no barging
     const token = turn.tryAcquire() ?? await turn.acquire(signal === undefined ? undefined : { signal })
     // Every path out, a throw from rateTake included (memory that is not a
@@ -102,8 +107,10 @@ function limiterOver (mem, turn) {
   function sync (timeout) {
     const ms = parseTimeout(timeout)
     const end = ms === Infinity ? Infinity : native.now() + ms
-    const now = grant(true)
-    if (now > 0) return now
+    if (grantIfTurnFree !== undefined) {
+      const now = grantIfTurnFree(true)
+      if (now > 0) return now
+    }
     const token = turn.acquireSync(ms)
     if (token === undefined) return undefined
     try {

@@ -385,6 +385,29 @@ if (env.rnd() < 0.5) {
   for (let i = 0; i < 2; i++) (async () => { while (!env.stopping()) { await L2.asyncOp(); if (env.rnd() < 0.1) await env.tick() } })()
 }`
 
+// The calm after a scenario's chaos: n fresh workers run `body` (sabsync,
+// workerData in scope) with nobody killed; resolves with the errors they
+// threw or exited with. A scenario's check uses it to show that the
+// primitive still does its whole job after every death and abort of the
+// run, however little the run itself completed on a loaded machine (the
+// chaos's own progress measures the machine as much as the code).
+function calmWorkers (n, body, workerData) {
+  const src = `'use strict'
+const sabsync = require(${root})
+const { workerData } = require('worker_threads')
+${body}`
+  const runs = []
+  for (let i = 0; i < n; i++) {
+    runs.push(new Promise(resolve => {
+      const w = new Worker(src, { eval: true, workerData: { ...workerData, index: i } })
+      let error
+      w.once('error', err => { error = `calm worker ${i}: ${err && err.stack}` })
+      w.once('exit', code => resolve(error || (code !== 0 ? `calm worker ${i} exited with ${code}` : undefined)))
+    }))
+  }
+  return Promise.all(runs).then(errs => errs.filter(e => e !== undefined))
+}
+
 function mainTasks (env, n, op) {
   const tasks = []
   for (let i = 0; i < n; i++) {
@@ -411,5 +434,6 @@ module.exports = {
   cells,
   waitersOn,
   asyncOrSync,
-  mainTasks
+  mainTasks,
+  calmWorkers
 }

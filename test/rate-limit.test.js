@@ -66,11 +66,19 @@ t.test('a thread that dies leaks nothing', async t => {
   const times = await message(w)
   t.equal(times.length, rps)
   await w.terminate()
-  t.equal(limit.sync(0), undefined, 'its grants still count in their window')
-  const last = Math.max(...times)
+  // Granted now only if the dead worker's window has passed (a loaded
+  // machine can take longer than `unit` to get here), never inside it.
+  const early = limit.sync(0)
+  t.ok(early === undefined || early >= Math.min(...times) + unit, 'its grants still count in their window')
+  const last = Math.max(...times, early === undefined ? 0 : early)
   while (now() < last + unit) await new Promise(resolve => setTimeout(resolve, 5))
-  for (let i = 0; i < rps; i++) t.ok(limit.sync(0) > 0, `grant ${i + 1} of ${rps} at once: nothing was lost to the dead worker`)
-  t.equal(limit.sync(0), undefined, 'and no more than rps')
+  const again = []
+  for (let i = 0; i < rps; i++) {
+    again.push(limit.sync(0))
+    t.ok(again[i] > 0, `grant ${i + 1} of ${rps} at once: nothing was lost to the dead worker`)
+  }
+  const more = limit.sync(0)
+  t.ok(more === undefined || more >= again[0] + unit, 'and no more than rps in a window')
 })
 
 t.test('async-sema style: await lim() in a loop; sync, abort, handles', async t => {
