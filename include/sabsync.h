@@ -80,11 +80,13 @@ enum {
 };
 
 struct sab_waiter_s {
-  /* Guarded by the bucket lock. */
+  /* Guarded by the bucket lock while the record is queued. Once a notify
+   * has dequeued an async record, `next` links the notifier's list of
+   * records to wake after unlocking, and from the moment its wake callback
+   * is called it is the callback's (async.c queues the record with it);
+   * the lot never touches either again. */
   sab_waiter_t *next;
   sab_waiter_t *prev;
-  /* Notify's list of records to wake after unlocking; notifier-private. */
-  sab_waiter_t *wake_next;
   uintptr_t addr;
   /*
    * WAITING/PARKED -> NOTIFIED | TIMED_OUT | CANCELLED only under the bucket
@@ -97,6 +99,12 @@ struct sab_waiter_s {
    * cleared when sab_wait_park returns. Blocking records only. */
   uint32_t nudged;
   uint8_t kind;
+  /* The record's owner's: the lot never reads or writes them, and
+   * sab_waiter_init_* leave them as they are (the binding keeps flags and
+   * where the record lies in its pool there: src/napi/pool.h). They fill
+   * what would be padding. */
+  uint8_t user8;
+  uint16_t user16;
   /* An owner whose death wakes this record (SAB_WATCH_ANY: any death;
    * 0: none). Set by sab_wait_enqueue_watch. */
   uint32_t watch;

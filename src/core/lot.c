@@ -64,7 +64,7 @@ static void unlink_record(sab__bucket_t *b, sab_waiter_t *w) {
 }
 
 void sab_waiter_init_blocking(sab_waiter_t *w) {
-  w->next = w->prev = w->wake_next = NULL;
+  w->next = w->prev = NULL;
   w->addr = 0;
   w->state = SAB_W_WAITING;
   w->nudged = 0;
@@ -79,7 +79,7 @@ void sab_waiter_init_blocking(sab_waiter_t *w) {
 }
 
 void sab_waiter_init_async(sab_waiter_t *w, sab_wake_cb wake) {
-  w->next = w->prev = w->wake_next = NULL;
+  w->next = w->prev = NULL;
   w->addr = 0;
   w->state = SAB_W_WAITING;
   w->nudged = 0;
@@ -222,9 +222,10 @@ void sab__wake_list_init(sab__wake_list_t *l) {
 
 void sab__wake_list_add(sab__wake_list_t *l, sab__wake_t wk) {
   if (wk.async != NULL) {
-    wk.async->wake_next = NULL;
+    /* Dequeued: its `next` is free for this list (sabsync.h). */
+    wk.async->next = NULL;
     *l->async_tail = wk.async;
-    l->async_tail = &wk.async->wake_next;
+    l->async_tail = &wk.async->next;
   }
   if (wk.futex != NULL) {
     if (l->nfutex == sizeof l->futex / sizeof l->futex[0]) {
@@ -241,7 +242,7 @@ void sab__wake_list_run(sab__wake_list_t *l) {
   for (unsigned i = 0; i < l->nfutex; i++) sab__unpark(l->futex[i]);
   while (l->async_head != NULL) {
     sab_waiter_t *a = l->async_head;
-    l->async_head = a->wake_next; /* read before the record is handed on */
+    l->async_head = a->next; /* read before the record is handed on */
     a->wake(a);
   }
 }
