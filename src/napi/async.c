@@ -46,6 +46,19 @@ static sab_async_full_t *full_of(sab_async_t *a) {
   return kind_of(a) != SAB_ASYNC_PLAIN ? (sab_async_full_t *)a : NULL;
 }
 
+/* Where the record's promise's deferred is (async.h). */
+static napi_deferred deferred_of(const sab_async_t *a) {
+  if (kind_of(a) == SAB_ASYNC_SEMA) return ((const sab_async_sema_t *)a)->deferred;
+  return (napi_deferred)(uintptr_t)a->w.ctx;
+}
+
+static void set_deferred(sab_async_t *a, napi_deferred d) {
+  if (kind_of(a) == SAB_ASYNC_SEMA)
+    ((sab_async_sema_t *)a)->deferred = d;
+  else
+    a->w.ctx = d;
+}
+
 /* ---- the deadline heap (a binary min-heap on `at`) ---- */
 
 static void heap_put(sab_env_t *e, uint32_t i, sab_async_deadline_t d) {
@@ -191,7 +204,7 @@ static void settle(sab_env_t *e, sab_async_t *a, int result) {
   } else {
     st = napi_create_string_utf8(e->env, sab_napi_result_name(result), NAPI_AUTO_LENGTH, &v);
   }
-  if (st == napi_ok) st = napi_resolve_deferred(e->env, a->deferred, v);
+  if (st == napi_ok) st = napi_resolve_deferred(e->env, deferred_of(a), v);
   if (st != napi_ok) {
     if (result == SAB_OK) hand_on(a);
     loop_failure(e, st);
@@ -241,7 +254,7 @@ int sab_napi_async_cancel(napi_env env, sab_env_t *e, napi_value handle, napi_va
   sab_async_t *a = &f->a;
   if (sab_wait_cancel(&a->w, SAB_CANCELLED) != SAB_CANCELLED) return 0;
   untrack(e, a);
-  napi_status st = napi_reject_deferred(env, a->deferred, reason);
+  napi_status st = napi_reject_deferred(env, deferred_of(a), reason);
   async_free(e, a);
   if (st != napi_ok) {
     sab_napi_throw_last(env, "napi_reject_deferred");
@@ -275,12 +288,14 @@ sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, int kind, napi_value
     sab_pool_free(&a->w);
     return NULL;
   }
-  if (napi_create_promise(env, &a->deferred, &promise) != napi_ok) {
+  napi_deferred deferred;
+  if (napi_create_promise(env, &deferred, &promise) != napi_ok) {
     sab_napi_throw_last(env, what);
     sab_napi_unkeep(env, &e->keep, key);
     sab_pool_free(&a->w);
     return NULL;
   }
+  set_deferred(a, deferred);
   if (f != NULL && deadline != UINT64_MAX && heap_push(e, f, deadline) != 0) {
     sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
     sab_napi_async_discard(e, a);
@@ -306,7 +321,7 @@ sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, int kind, napi_value
 void sab_napi_async_discard(sab_env_t *e, sab_async_t *a) {
   napi_value undef;
   napi_status st = napi_get_undefined(e->env, &undef);
-  if (st == napi_ok) st = napi_resolve_deferred(e->env, a->deferred, undef);
+  if (st == napi_ok) st = napi_resolve_deferred(e->env, deferred_of(a), undef);
   sab_napi_note_failure(st);
   async_free(e, a);
 }

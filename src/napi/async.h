@@ -5,9 +5,10 @@
  *
  * A pending waitAsync costs its promise, its napi_deferred and its record,
  * and little else: records come from the env's pools (pool.h), three kinds
- * of them, each no bigger than it must be; the memory they wait on is kept
- * alive by one reference per address (keep.h); a JS handle (for an abort)
- * is a number, not an object.
+ * of them, each no bigger than it must be (a plain wait's record is its
+ * sab_waiter_t alone, 64 bytes on 64-bit Linux); the memory they wait on
+ * is kept alive by one reference per address (keep.h); a JS handle (for an
+ * abort) is a number, not an object.
  */
 #ifndef SAB_NAPI_ASYNC_H
 #define SAB_NAPI_ASYNC_H
@@ -27,10 +28,12 @@ enum {
  * notifier (see sab_wake_cb). Its env is its pool's owner. In w.user8: its
  * kind (SAB_ASYNC_KIND_MASK) and flags; w.user16 is the pool's. Once
  * NOTIFIED, w.next links the env's delivery queue (guarded by env->mu).
+ * A wait's promise's deferred is in w.ctx, which the lot leaves to records
+ * without a death hook (sabsync.h); a semaphore's needs its ctx, and keeps
+ * its deferred in its own field.
  */
 struct sab_async_s {
   sab_waiter_t w; /* first: the core hands us &w */
-  napi_deferred deferred;
 };
 #define SAB_ASYNC_KIND_MASK  3
 #define SAB_ASYNC_KEEPS_LOOP 4 /* counted in env->nref */
@@ -49,6 +52,7 @@ typedef struct {
  * back to the semaphore. `sema` is the view its w.ctx points to. */
 typedef struct {
   sab_async_full_t full;
+  napi_deferred deferred;
   sab_sema_t sema;
 } sab_async_sema_t;
 
