@@ -18,6 +18,8 @@
         "src/napi/values.c",
         "src/napi/env.c",
         "src/napi/lifecycle.c",
+        "src/napi/pool.c",
+        "src/napi/keep.c",
         "src/napi/async.c",
         "src/napi/park.c",
         "src/napi/wait.c",

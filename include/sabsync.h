@@ -43,6 +43,9 @@ typedef enum {
   SAB_OWNER_DEAD = 5 /* not queued: an owner died since the caller looked */
 } sab_result_t;
 
+/* A record's kind: blocking, or async; an async record's kind also says
+ * which wake callback it has (SAB_WAITER_ASYNC + its index in the lot's
+ * table of callbacks, lot.c), so that no record carries a pointer to it. */
 typedef enum { SAB_WAITER_BLOCKING = 0, SAB_WAITER_ASYNC = 1 } sab_waiter_kind_t;
 
 typedef struct sab_waiter_s sab_waiter_t;
@@ -80,11 +83,13 @@ enum {
 };
 
 struct sab_waiter_s {
-  /* Guarded by the bucket lock. */
+  /* Guarded by the bucket lock while the record is queued. Once a notify
+   * has dequeued an async record, `next` links the notifier's list of
+   * records to wake after unlocking, and from the moment its wake callback
+   * is called it is the callback's (async.c queues the record with it);
+   * the lot never touches either again. */
   sab_waiter_t *next;
   sab_waiter_t *prev;
-  /* Notify's list of records to wake after unlocking; notifier-private. */
-  sab_waiter_t *wake_next;
   uintptr_t addr;
   /*
    * WAITING/PARKED -> NOTIFIED | TIMED_OUT | CANCELLED only under the bucket
@@ -96,7 +101,13 @@ struct sab_waiter_s {
   /* Set by sab_nudge_all under the bucket lock; read by the parker;
    * cleared when sab_wait_park returns. Blocking records only. */
   uint32_t nudged;
-  uint8_t kind;
+  uint8_t kind; /* SAB_WAITER_BLOCKING, or SAB_WAITER_ASYNC + callback index */
+  /* The record's owner's: the lot never reads or writes them, and
+   * sab_waiter_init_* leave them as they are (the binding keeps flags and
+   * where the record lies in its pool there: src/napi/pool.h). They fill
+   * what would be padding. */
+  uint8_t user8;
+  uint16_t user16;
   /* An owner whose death wakes this record (SAB_WATCH_ANY: any death;
    * 0: none). Set by sab_wait_enqueue_watch. */
   uint32_t watch;
@@ -104,10 +115,11 @@ struct sab_waiter_s {
   uint32_t token;
   /* The owner id of the thread the record waits for, and what the record's
    * primitive needs to find its state (a token semaphore: its sab_sema_t).
-   * Set before the record is queued; read under the bucket lock. */
+   * Set before the record is queued; read under the bucket lock, and only
+   * by the record's death hook: a record without one may keep anything in
+   * ctx (the binding's waitAsync records keep their promise's deferred). */
   uint32_t owner;
   const void *ctx;
-  sab_wake_cb wake;      /* async records only */
   sab_death_cb on_death; /* NULL, or the primitive's death hook (above) */
 #ifdef SAB_PARKER_UV
   uv_mutex_t mu; /* blocking records only: the portable parker */
@@ -125,7 +137,9 @@ void sab_cpu_relax(void);
 /* How long an event loop watches for a wake before it sleeps. */
 #define SAB_LOOP_SPIN_NS 4000
 
-/* Prepare a record. A blocking record lives in its thread's stack frame. */
+/* Prepare a record. A blocking record lives in its thread's stack frame.
+ * An async record's `wake` is one of at most 8 distinct callbacks in the
+ * process (the lot keeps them in a table; the record, their index). */
 void sab_waiter_init_blocking(sab_waiter_t *w);
 void sab_waiter_init_async(sab_waiter_t *w, sab_wake_cb wake);
 /* Release what init acquired (the portable parker's mutex and condvar). */

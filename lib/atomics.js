@@ -217,6 +217,35 @@ function parseWaitAsyncOptions (options) {
   return { signal: signal === undefined ? undefined : ownSignal(signal), ref }
 }
 
+// waitAsync, every case: steps 1-9 of DoWait, then the wait. A shared
+// Int32Array not in a shared space is remembered (as notify does), for
+// waitAsync's short path.
+function waitAsyncFull (typedArray, index, value, timeout, options) {
+  const [i, v, t] = doWaitArgs(typedArray, index, value, timeout)
+  const { signal, ref } = parseWaitAsyncOptions(options)
+  // Answered synchronously, as the spec does, when the value differs or
+  // the timeout is 0. Reading here first is one more atomic load: the
+  // answer is one the spec allows (the cell held another value then).
+  if (Atomics.load(typedArray, i) !== v) return { async: false, value: 'not-equal' }
+  if (t === 0) return { async: false, value: 'timed-out' }
+  if (signal !== undefined && signal.aborted) {
+    return { async: true, value: Promise.reject(signal.reason) }
+  }
+  const buffer = taBuffer.call(typedArray)
+  const space = spaceOf(buffer)
+  if (space !== undefined) {
+    const size = taTag.call(typedArray) === 'Int32Array' ? 4 : 8
+    const p = space.waitCellAsync(addressOf(typedArray, buffer, i, size), size, v, t, signal, ref)
+    return typeof p === 'string' ? { async: false, value: p } : { async: true, value: p }
+  }
+  if (typedArray !== lastArray && taTag.call(typedArray) === 'Int32Array') remember(typedArray, buffer, 4)
+  const r = native.waitAsync(typedArray, i, v, t, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0))
+  if (r === NOT_EQUAL) return { async: false, value: 'not-equal' }
+  if (signal === undefined) return { async: true, value: r }
+  guard(signal, r[1], r[0])
+  return { async: true, value: r[0] }
+}
+
 const api = {
   wait (typedArray, index, value, timeout) {
     const [i, v, t] = doWaitArgs(typedArray, index, value, timeout)
@@ -230,28 +259,25 @@ const api = {
   },
 
   waitAsync (typedArray, index, value, timeout) {
-    const [i, v, t] = doWaitArgs(typedArray, index, value, timeout)
-    const { signal, ref } = parseWaitAsyncOptions(arguments[4])
-    // Answered synchronously, as the spec does, when the value differs or
-    // the timeout is 0. Reading here first is one more atomic load: the
-    // answer is one the spec allows (the cell held another value then).
-    if (Atomics.load(typedArray, i) !== v) return { async: false, value: 'not-equal' }
-    if (t === 0) return { async: false, value: 'timed-out' }
-    if (signal !== undefined && signal.aborted) {
-      return { async: true, value: Promise.reject(signal.reason) }
+    // The short path: the call most programs make, on the shared Int32Array
+    // that notify or waitAsync saw last (not in a shared space), with a
+    // number index in range and a number value, no timeout, no options.
+    // Steps 1-9 of DoWait then run no user code and cannot throw, so they
+    // reduce to these checks; and this function is small enough for the
+    // engine to inline into a hot caller, where the result object is often
+    // never made. Anything else takes waitAsyncFull.
+    if (typedArray === lastArray && lastSize === 4 && lastSpace === undefined &&
+        timeout === undefined && arguments.length < 5 &&
+        typeof index === 'number' && typeof value === 'number' && (index | 0) === index && index >= 0 &&
+        index < (lastTracks ? taLength.call(typedArray) : lastLength)) {
+      const i = index + 0 // -0 -> +0
+      const v = value | 0 // ToInt32
+      if (Atomics.load(typedArray, i) !== v) return { async: false, value: 'not-equal' }
+      const r = native.waitAsync(typedArray, i, v, Infinity, ASYNC_REF)
+      if (r === NOT_EQUAL) return { async: false, value: 'not-equal' }
+      return { async: true, value: r }
     }
-    const buffer = taBuffer.call(typedArray)
-    const space = spaceOf(buffer)
-    if (space !== undefined) {
-      const size = taTag.call(typedArray) === 'Int32Array' ? 4 : 8
-      const p = space.waitCellAsync(addressOf(typedArray, buffer, i, size), size, v, t, signal, ref)
-      return typeof p === 'string' ? { async: false, value: p } : { async: true, value: p }
-    }
-    const r = native.waitAsync(typedArray, i, v, t, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0))
-    if (r === NOT_EQUAL) return { async: false, value: 'not-equal' }
-    if (signal === undefined) return { async: true, value: r }
-    guard(signal, r[1], r[0])
-    return { async: true, value: r[0] }
+    return waitAsyncFull(typedArray, index, value, timeout, arguments[4])
   },
 
   notify (typedArray, index, count) {

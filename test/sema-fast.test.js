@@ -27,7 +27,11 @@ const grants = s => Atomics.load(words(s), W_STAMP)
 const holder = (s, slot) => Atomics.load(words(s), HEADER + s.nr + slot)
 
 function start (s, mode) {
-  return new Worker(fixture, { workerData: { sema: { buffer: s.buffer, byteOffset: s.byteOffset }, mode } })
+  const w = new Worker(fixture, { workerData: { sema: { buffer: s.buffer, byteOffset: s.byteOffset }, mode } })
+  // Listen at once: exited(w) after the worker has gone would wait forever
+  // (seen under ASan: 'take-all-and-exit' ended before the test listened).
+  w.exited = new Promise(resolve => w.once('exit', resolve))
+  return w
 }
 
 t.test('with nobody waiting, tryAcquire, acquire, acquireSync and release make no native grant', async t => {
@@ -262,6 +266,7 @@ t.test('pauseFn / resumeFn: a release in another thread refills the pool and res
   const q = Sema.from(s, { pauseFn: () => paused++, resumeFn: () => resumed++ })
   const go = new Int32Array(new SharedArrayBuffer(4))
   const w = new Worker(fixture, { workerData: { sema: { buffer: s.buffer, byteOffset: s.byteOffset }, mode: 'hold-one', go } })
+  w.exited = new Promise(resolve => w.once('exit', resolve))
   t.equal(await message(w), 'holding')
   const mine = s.tryAcquire()
   t.not(mine, undefined)

@@ -64,7 +64,7 @@ static void unlink_record(sab__bucket_t *b, sab_waiter_t *w) {
 }
 
 void sab_waiter_init_blocking(sab_waiter_t *w) {
-  w->next = w->prev = w->wake_next = NULL;
+  w->next = w->prev = NULL;
   w->addr = 0;
   w->state = SAB_W_WAITING;
   w->nudged = 0;
@@ -73,22 +73,47 @@ void sab_waiter_init_blocking(sab_waiter_t *w) {
   w->token = 0;
   w->owner = 0;
   w->ctx = NULL;
-  w->wake = NULL;
   w->on_death = NULL;
   sab__parker_init(w);
 }
 
+/*
+ * The wake callbacks of async records, by index: a record's kind says which
+ * (SAB_WAITER_ASYNC + index), so that no record carries the pointer (a
+ * pending waitAsync's memory is what it costs). A process has one or two
+ * callbacks (the binding has one), each added once, by a compare-exchange;
+ * an entry never changes once set.
+ */
+#define SAB_WAKE_CBS 8
+static sab_wake_cb wake_cbs[SAB_WAKE_CBS];
+
+static uint8_t wake_cb_index(sab_wake_cb wake) {
+  for (unsigned i = 0; i < SAB_WAKE_CBS; i++) {
+    sab_wake_cb cur = __atomic_load_n(&wake_cbs[i], __ATOMIC_ACQUIRE);
+    if (cur == NULL) {
+      if (__atomic_compare_exchange_n(&wake_cbs[i], &cur, wake, 0, __ATOMIC_ACQ_REL,
+                                      __ATOMIC_ACQUIRE))
+        return (uint8_t)i;
+    }
+    if (cur == wake) return (uint8_t)i;
+  }
+  abort(); /* more distinct callbacks than any client of the lot has */
+}
+
+static void wake_async(sab_waiter_t *w) {
+  __atomic_load_n(&wake_cbs[w->kind - SAB_WAITER_ASYNC], __ATOMIC_ACQUIRE)(w);
+}
+
 void sab_waiter_init_async(sab_waiter_t *w, sab_wake_cb wake) {
-  w->next = w->prev = w->wake_next = NULL;
+  w->next = w->prev = NULL;
   w->addr = 0;
   w->state = SAB_W_WAITING;
   w->nudged = 0;
-  w->kind = SAB_WAITER_ASYNC;
+  w->kind = (uint8_t)(SAB_WAITER_ASYNC + wake_cb_index(wake));
   w->watch = 0;
   w->token = 0;
   w->owner = 0;
   w->ctx = NULL;
-  w->wake = wake;
   w->on_death = NULL;
 }
 
@@ -200,7 +225,7 @@ int sab_wait(const void *cell, int size, int64_t expected, uint64_t timeout_ns) 
 sab__wake_t sab__dequeue_locked(sab__bucket_t *b, sab_waiter_t *w, uint32_t state) {
   sab__wake_t wk = {NULL, NULL};
   unlink_record(b, w);
-  if (w->kind == SAB_WAITER_ASYNC) {
+  if (w->kind != SAB_WAITER_BLOCKING) {
     SAB_STORE(&w->state, state);
     wk.async = w;
   } else {
@@ -211,7 +236,7 @@ sab__wake_t sab__dequeue_locked(sab__bucket_t *b, sab_waiter_t *w, uint32_t stat
 
 void sab__wake_unlocked(sab__wake_t wk) {
   if (wk.futex != NULL) sab__unpark(wk.futex);
-  if (wk.async != NULL) wk.async->wake(wk.async);
+  if (wk.async != NULL) wake_async(wk.async);
 }
 
 void sab__wake_list_init(sab__wake_list_t *l) {
@@ -222,9 +247,10 @@ void sab__wake_list_init(sab__wake_list_t *l) {
 
 void sab__wake_list_add(sab__wake_list_t *l, sab__wake_t wk) {
   if (wk.async != NULL) {
-    wk.async->wake_next = NULL;
+    /* Dequeued: its `next` is free for this list (sabsync.h). */
+    wk.async->next = NULL;
     *l->async_tail = wk.async;
-    l->async_tail = &wk.async->wake_next;
+    l->async_tail = &wk.async->next;
   }
   if (wk.futex != NULL) {
     if (l->nfutex == sizeof l->futex / sizeof l->futex[0]) {
@@ -241,8 +267,8 @@ void sab__wake_list_run(sab__wake_list_t *l) {
   for (unsigned i = 0; i < l->nfutex; i++) sab__unpark(l->futex[i]);
   while (l->async_head != NULL) {
     sab_waiter_t *a = l->async_head;
-    l->async_head = a->wake_next; /* read before the record is handed on */
-    a->wake(a);
+    l->async_head = a->next; /* read before the record is handed on */
+    wake_async(a);
   }
 }
 

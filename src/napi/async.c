@@ -3,20 +3,25 @@
  * uv_timer_t.
  *
  * Threads. A notify on any thread moves a record to NOTIFIED and calls
- * sab_napi_async_wake, which appends it to the env's delivery queue under
- * env->mu and sends env->async. Everything else here runs on the env's
- * thread. uv_async_send coalesces, so the async callback drains the whole
- * queue each time.
+ * async_wake, which appends it to the env's delivery queue (linked by
+ * w.next, free once the record left the lot) under env->mu and sends
+ * env->async. Everything else here runs on the env's thread. uv_async_send
+ * coalesces, so the async callback drains the whole queue each time.
+ *
+ * Memory. A record lives in its env's pool of its kind (pool.h) from
+ * sab_napi_async_new until it settles; the address it waits on holds one
+ * count of the env's keep table (keep.h) meanwhile. The notifier reads
+ * only the record's w (and its pool's owner, the env) and never frees it.
  *
  * Teardown (sab_napi_async_teardown, from the env's cleanup hook): set
  * `closed` under mu, so no notifier sends to the async handle again; then
- * settle every unsettled record. One still queued in the lot is cancelled.
- * One that a notify already took was counted as woken but will never run
- * JS here: its wake is handed on to the next waiter of its address (a token
- * semaphore's record gives its slot back instead: a->unconsumed), once it
- * has reached the delivery queue (the notifier may still be between its
- * unlock and its append, so we wait on env->cv for that). Finally the
- * handles close.
+ * cancel every live record. One that a notify already took (cancel answers
+ * SAB_OK) was counted as woken but will never run JS here: its wake is
+ * handed on to the next waiter of its address (a semaphore's record gives
+ * its slot back instead), once it has reached the delivery queue (the
+ * notifier may still be between its unlock and its append, so we count
+ * those records and wait on env->cv until as many have arrived). Then the
+ * references, the pools and the handles go.
  *
  * Loop callbacks have no JS caller to throw to. Their napi calls fail
  * when the env is being torn down (a worker terminated while wakes were on
@@ -28,60 +33,84 @@
 #include "async.h"
 #include "values.h"
 
+#include <math.h>
 #include <stdlib.h>
 
-/* ---- the deadline heap (a binary min-heap on deadline) ---- */
+/* A JS handle: ((serial << 2 | kind) << 24) | pool id, below 2^53. */
+#define HANDLE_ID_BITS 24
+#define SERIAL_MASK    ((1u << 27) - 1)
 
-static void heap_swap(sab_env_t *e, size_t i, size_t j) {
-  sab_async_t *t = e->heap[i];
-  e->heap[i] = e->heap[j];
-  e->heap[j] = t;
-  e->heap[i]->heap_index = i;
-  e->heap[j]->heap_index = j;
+static int kind_of(const sab_async_t *a) { return a->w.user8 & SAB_ASYNC_KIND_MASK; }
+static sab_env_t *env_of(const sab_async_t *a) { return sab_pool_owner(&a->w); }
+static sab_async_full_t *full_of(sab_async_t *a) {
+  return kind_of(a) != SAB_ASYNC_PLAIN ? (sab_async_full_t *)a : NULL;
 }
 
-static void heap_up(sab_env_t *e, size_t i) {
+/* Where the record's promise's deferred is (async.h). */
+static napi_deferred deferred_of(const sab_async_t *a) {
+  if (kind_of(a) == SAB_ASYNC_SEMA) return ((const sab_async_sema_t *)a)->deferred;
+  return (napi_deferred)(uintptr_t)a->w.ctx;
+}
+
+static void set_deferred(sab_async_t *a, napi_deferred d) {
+  if (kind_of(a) == SAB_ASYNC_SEMA)
+    ((sab_async_sema_t *)a)->deferred = d;
+  else
+    a->w.ctx = d;
+}
+
+/* ---- the deadline heap (a binary min-heap on `at`) ---- */
+
+static void heap_put(sab_env_t *e, uint32_t i, sab_async_deadline_t d) {
+  e->heap[i] = d;
+  d.rec->heap_index = i;
+}
+
+static void heap_up(sab_env_t *e, uint32_t i) {
+  sab_async_deadline_t d = e->heap[i];
   while (i > 0) {
-    size_t p = (i - 1) / 2;
-    if (e->heap[p]->deadline <= e->heap[i]->deadline) break;
-    heap_swap(e, i, p);
+    uint32_t p = (i - 1) / 2;
+    if (e->heap[p].at <= d.at) break;
+    heap_put(e, i, e->heap[p]);
     i = p;
   }
+  heap_put(e, i, d);
 }
 
-static void heap_down(sab_env_t *e, size_t i) {
+static void heap_down(sab_env_t *e, uint32_t i) {
+  sab_async_deadline_t d = e->heap[i];
   for (;;) {
-    size_t l = 2 * i + 1, r = l + 1, m = i;
-    if (l < e->heap_len && e->heap[l]->deadline < e->heap[m]->deadline) m = l;
-    if (r < e->heap_len && e->heap[r]->deadline < e->heap[m]->deadline) m = r;
-    if (m == i) break;
-    heap_swap(e, i, m);
+    uint32_t l = 2 * i + 1, r = l + 1, m = l;
+    if (l >= e->heap_len) break;
+    if (r < e->heap_len && e->heap[r].at < e->heap[l].at) m = r;
+    if (e->heap[m].at >= d.at) break;
+    heap_put(e, i, e->heap[m]);
     i = m;
   }
+  heap_put(e, i, d);
 }
 
-static int heap_push(sab_env_t *e, sab_async_t *a) {
+static int heap_push(sab_env_t *e, sab_async_full_t *f, uint64_t at) {
   if (e->heap_len == e->heap_cap) {
-    size_t cap = e->heap_cap != 0 ? e->heap_cap * 2 : 64;
-    sab_async_t **h = realloc(e->heap, cap * sizeof *h);
+    if (e->heap_cap > UINT32_MAX / 4) return -1;
+    uint32_t cap = e->heap_cap != 0 ? e->heap_cap * 2 : 64;
+    sab_async_deadline_t *h = realloc(e->heap, cap * sizeof *h);
     if (h == NULL) return -1;
     e->heap = h;
     e->heap_cap = cap;
   }
-  a->heap_index = e->heap_len;
-  e->heap[e->heap_len++] = a;
-  heap_up(e, a->heap_index);
+  e->heap[e->heap_len] = (sab_async_deadline_t){at, f};
+  heap_up(e, e->heap_len++);
   return 0;
 }
 
-static void heap_remove(sab_env_t *e, sab_async_t *a) {
-  size_t i = a->heap_index;
-  if (i == SIZE_MAX) return;
-  a->heap_index = SIZE_MAX;
+static void heap_remove(sab_env_t *e, sab_async_full_t *f) {
+  uint32_t i = f->heap_index;
+  if (i == UINT32_MAX) return;
+  f->heap_index = UINT32_MAX;
   e->heap_len--;
   if (i == e->heap_len) return;
-  e->heap[i] = e->heap[e->heap_len];
-  e->heap[i]->heap_index = i;
+  heap_put(e, i, e->heap[e->heap_len]);
   heap_down(e, i);
   heap_up(e, i);
 }
@@ -96,7 +125,7 @@ static void timer_arm(sab_env_t *e) {
     uv_timer_stop(&e->timer);
     return;
   }
-  uint64_t now = sab_now(), d = e->heap[0]->deadline;
+  uint64_t now = sab_now(), d = e->heap[0].at;
   uint64_t ms = d > now ? (d - now + 999999) / 1000000 : 0;
   uv_update_time(e->loop);
   uv_timer_start(&e->timer, timer_cb, ms, 0);
@@ -120,10 +149,11 @@ static void loop_failure(sab_env_t *e, napi_status st) {
 }
 
 /* A wake this record was counted for but will never deliver: to the next
- * waiter of its address, or (a token semaphore) its slot back. */
+ * waiter of its address, or (a semaphore's) its slot back. The record's
+ * address is still kept, so a semaphore's memory is there. */
 static void hand_on(sab_async_t *a) {
-  if (a->unconsumed != NULL)
-    a->unconsumed(a);
+  if (kind_of(a) == SAB_ASYNC_SEMA)
+    sab_sema_give_back(&((sab_async_sema_t *)a)->sema, a->w.owner, a->w.token);
   else
     sab_notify(a->w.addr, 1);
 }
@@ -131,47 +161,32 @@ static void hand_on(sab_async_t *a) {
 /* ---- records ---- */
 
 static void async_free(sab_env_t *e, sab_async_t *a) {
-  if (a->memory != NULL) sab_napi_note_failure(napi_delete_reference(e->env, a->memory));
-  a->memory = NULL;
-  a->settled = 1;
+  sab_async_full_t *f = full_of(a);
+  if (f != NULL) heap_remove(e, f);
+  sab_napi_unkeep(e->env, &e->keep, a->w.addr);
   sab_waiter_destroy(&a->w);
-  if (!a->js_holds) free(a);
+  sab_pool_free(&a->w);
 }
 
 static void untrack(sab_env_t *e, sab_async_t *a) {
-  if (a->pprev != NULL)
-    a->pprev->pnext = a->pnext;
-  else
-    e->pending = a->pnext;
-  if (a->pnext != NULL) a->pnext->pprev = a->pprev;
-  a->pnext = a->pprev = NULL;
-  if (e->pending == NULL && !e->closed) uv_prepare_stop(&e->prepare);
-  heap_remove(e, a);
-  if (a->keeps_loop) {
-    a->keeps_loop = 0;
+  if (--e->npending == 0 && !e->closed) uv_prepare_stop(&e->prepare);
+  sab_async_full_t *f = full_of(a);
+  if (f != NULL) heap_remove(e, f);
+  if (a->w.user8 & SAB_ASYNC_KEEPS_LOOP) {
+    a->w.user8 &= (uint8_t)~SAB_ASYNC_KEEPS_LOOP;
     e->nref--;
     loop_ref_update(e);
   }
 }
 
 void sab_napi_async_track(sab_env_t *e, sab_async_t *a) {
-  if (e->pending == NULL) uv_prepare_start(&e->prepare, prepare_cb);
-  a->pprev = NULL;
-  a->pnext = e->pending;
-  if (e->pending != NULL) e->pending->pprev = a;
-  e->pending = a;
-  if (a->keeps_loop) {
+  if (e->npending++ == 0) uv_prepare_start(&e->prepare, prepare_cb);
+  if (a->w.user8 & SAB_ASYNC_KEEPS_LOOP) {
     e->nref++;
     loop_ref_update(e);
   }
-  if (a->deadline != UINT64_MAX) {
-    if (heap_push(e, a) != 0) {
-      /* Out of memory for the heap: the wait then has no timeout. */
-      a->deadline = UINT64_MAX;
-    } else if (a->heap_index == 0) {
-      timer_arm(e);
-    }
-  }
+  sab_async_full_t *f = full_of(a);
+  if (f != NULL && f->heap_index == 0) timer_arm(e);
 }
 
 /* Settle a record that left the lot with `result` (SAB_OK or
@@ -181,7 +196,7 @@ static void settle(sab_env_t *e, sab_async_t *a, int result) {
   napi_value v;
   napi_status st;
   untrack(e, a);
-  if (a->yields_token) {
+  if (kind_of(a) == SAB_ASYNC_SEMA) {
     double token = result != SAB_OK                  ? SAB_NAPI_SEMA_TIMED_OUT
                    : a->w.token == SAB_SEMA_NO_TOKEN ? SAB_NAPI_SEMA_NO_TOKEN
                                                      : (double)a->w.token;
@@ -189,7 +204,7 @@ static void settle(sab_env_t *e, sab_async_t *a, int result) {
   } else {
     st = napi_create_string_utf8(e->env, sab_napi_result_name(result), NAPI_AUTO_LENGTH, &v);
   }
-  if (st == napi_ok) st = napi_resolve_deferred(e->env, a->deferred, v);
+  if (st == napi_ok) st = napi_resolve_deferred(e->env, deferred_of(a), v);
   if (st != napi_ok) {
     if (result == SAB_OK) hand_on(a);
     loop_failure(e, st);
@@ -199,16 +214,15 @@ static void settle(sab_env_t *e, sab_async_t *a, int result) {
 
 static void async_wake(sab_waiter_t *w) {
   sab_async_t *a = (sab_async_t *)w;
-  sab_env_t *e = a->env;
+  sab_env_t *e = env_of(a);
   uv_mutex_lock(&e->mu);
-  a->qnext = NULL;
+  w->next = NULL; /* the lot is done with it (sabsync.h) */
   /* qhead is also read without the lock, by prepare_cb: store atomically. */
   if (e->qtail != NULL)
-    e->qtail->qnext = a;
+    e->qtail->w.next = w;
   else
     __atomic_store_n(&e->qhead, a, __ATOMIC_RELEASE);
   e->qtail = a;
-  a->queued = 1;
   if (!e->closed)
     uv_async_send(&e->async);
   else
@@ -216,70 +230,98 @@ static void async_wake(sab_waiter_t *w) {
   uv_mutex_unlock(&e->mu);
 }
 
-int sab_napi_async_cancel(sab_env_t *e, sab_async_t *a, napi_value reason) {
-  if (a->settled) return 0;
+static int not_a_handle(napi_env env) {
+  napi_throw_type_error(env, NULL, "handle must be a waitAsync handle");
+  return -1;
+}
+
+int sab_napi_async_cancel(napi_env env, sab_env_t *e, napi_value handle, napi_value reason) {
+  napi_valuetype t;
+  double d;
+  SAB_CALL(env, napi_typeof(env, handle, &t), -1);
+  if (t != napi_number) return not_a_handle(env);
+  SAB_CALL(env, napi_get_value_double(env, handle, &d), -1);
+  if (!(d >= 0 && d < 9007199254740992.0) || d != floor(d)) return not_a_handle(env);
+  uint64_t h = (uint64_t)d;
+  uint32_t id = (uint32_t)(h & (SAB_POOL_MAX_ID - 1));
+  int kind = (int)((h >> HANDLE_ID_BITS) & SAB_ASYNC_KIND_MASK);
+  uint32_t serial = (uint32_t)(h >> (HANDLE_ID_BITS + 2));
+  if (kind != SAB_ASYNC_FULL && kind != SAB_ASYNC_SEMA) return not_a_handle(env);
+  /* A handle whose record settled names a free slot, or another record
+   * (another serial): nothing to cancel. */
+  sab_async_full_t *f = (sab_async_full_t *)sab_pool_find(&e->pools[kind], id);
+  if (f == NULL || f->serial != serial) return 0;
+  sab_async_t *a = &f->a;
   if (sab_wait_cancel(&a->w, SAB_CANCELLED) != SAB_CANCELLED) return 0;
   untrack(e, a);
-  napi_status st = napi_reject_deferred(e->env, a->deferred, reason);
+  napi_status st = napi_reject_deferred(env, deferred_of(a), reason);
   async_free(e, a);
   if (st != napi_ok) {
-    sab_napi_throw_last(e->env, "napi_reject_deferred");
+    sab_napi_throw_last(env, "napi_reject_deferred");
     return -1;
   }
   return 1;
 }
 
-/* A JS handle to the record was collected. */
-static void handle_finalize(napi_env env, void *data, void *hint) {
-  (void)env;
-  (void)hint;
-  sab_async_t *a = data;
-  a->js_holds = 0;
-  if (a->settled) free(a);
-}
-
-int sab_napi_async_prepare(napi_env env, sab_env_t *e, sab_async_t *a, napi_value buffer,
-                           uint32_t flags, double ms, const char *what, napi_value *out) {
+sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, int kind, napi_value buffer,
+                                uintptr_t key, uint32_t flags, double ms, const char *what,
+                                napi_value *out) {
   napi_value promise, handle, pair;
+  uint64_t deadline = sab_napi_deadline(ms);
+  if (kind == SAB_ASYNC_PLAIN && (deadline != UINT64_MAX || (flags & SAB_ASYNC_HANDLE)))
+    kind = SAB_ASYNC_FULL;
+  sab_async_t *a = (sab_async_t *)sab_pool_alloc(&e->pools[kind]);
+  if (a == NULL) {
+    sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    return NULL;
+  }
   sab_waiter_init_async(&a->w, async_wake);
-  a->env = e;
-  a->heap_index = SIZE_MAX;
-  a->keeps_loop = (flags & SAB_ASYNC_REF) != 0;
-  a->deadline = sab_napi_deadline(ms);
+  a->w.addr = key; /* what the enqueue sets too: the keep table's key */
+  a->w.user8 = (uint8_t)(kind | ((flags & SAB_ASYNC_REF) ? SAB_ASYNC_KEEPS_LOOP : 0));
+  sab_async_full_t *f = full_of(a);
+  if (f != NULL) {
+    f->heap_index = UINT32_MAX;
+    f->serial = e->serial++ & SERIAL_MASK;
+  }
   /* Everything that can fail happens before the record can be queued. */
-  if (napi_create_reference(env, buffer, 1, &a->memory) != napi_ok ||
-      napi_create_promise(env, &a->deferred, &promise) != napi_ok) {
+  if (sab_napi_keep(env, &e->keep, key, buffer, what) != 0) {
+    sab_pool_free(&a->w);
+    return NULL;
+  }
+  napi_deferred deferred;
+  if (napi_create_promise(env, &deferred, &promise) != napi_ok) {
     sab_napi_throw_last(env, what);
-    async_free(e, a);
-    return -1;
+    sab_napi_unkeep(env, &e->keep, key);
+    sab_pool_free(&a->w);
+    return NULL;
+  }
+  set_deferred(a, deferred);
+  if (f != NULL && deadline != UINT64_MAX && heap_push(e, f, deadline) != 0) {
+    sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    sab_napi_async_discard(e, a);
+    return NULL;
   }
   if (!(flags & SAB_ASYNC_HANDLE)) {
     *out = promise;
-    return 0;
+    return a;
   }
-  if (napi_create_external(env, a, handle_finalize, NULL, &handle) != napi_ok) {
-    sab_napi_throw_last(env, what);
-    sab_napi_async_discard(e, a);
-    return -1;
-  }
-  /* From here the handle's finalizer frees the record. */
-  a->js_holds = 1;
-  if (napi_type_tag_object(env, handle, &sab_napi_tag_async) != napi_ok ||
+  uint64_t h = ((uint64_t)(f->serial << 2 | (uint32_t)kind) << HANDLE_ID_BITS) | sab_pool_id(&a->w);
+  if (napi_create_double(env, (double)h, &handle) != napi_ok ||
       napi_create_array_with_length(env, 2, &pair) != napi_ok ||
       napi_set_element(env, pair, 0, promise) != napi_ok ||
       napi_set_element(env, pair, 1, handle) != napi_ok) {
     sab_napi_throw_last(env, what);
     sab_napi_async_discard(e, a);
-    return -1;
+    return NULL;
   }
   *out = pair;
-  return 0;
+  return a;
 }
 
 void sab_napi_async_discard(sab_env_t *e, sab_async_t *a) {
   napi_value undef;
   napi_status st = napi_get_undefined(e->env, &undef);
-  if (st == napi_ok) st = napi_resolve_deferred(e->env, a->deferred, undef);
+  if (st == napi_ok) st = napi_resolve_deferred(e->env, deferred_of(a), undef);
   sab_napi_note_failure(st);
   async_free(e, a);
 }
@@ -318,17 +360,23 @@ static void scopes_close(sab_env_t *e, scopes_t *s) {
   loop_failure(e, napi_close_handle_scope(e->env, s->hs));
 }
 
-static void deliver(sab_env_t *e) {
-  uv_mutex_lock(&e->mu);
+/* The delivery queue, taken whole (mu held). */
+static sab_async_t *take_queue(sab_env_t *e) {
   sab_async_t *a = e->qhead;
   __atomic_store_n(&e->qhead, NULL, __ATOMIC_RELAXED);
   e->qtail = NULL;
+  return a;
+}
+
+static void deliver(sab_env_t *e) {
+  uv_mutex_lock(&e->mu);
+  sab_async_t *a = take_queue(e);
   uv_mutex_unlock(&e->mu);
   if (a == NULL) return;
   scopes_t s;
   scopes_open(e, &s);
   while (a != NULL) {
-    sab_async_t *next = a->qnext;
+    sab_async_t *next = (sab_async_t *)a->w.next;
     settle(e, a, SAB_OK);
     a = next;
   }
@@ -364,23 +412,23 @@ static void timer_cb(uv_timer_t *t) {
   scopes_t s;
   int opened = 0;
   uint64_t now = sab_now();
-  while (e->heap_len > 0 && e->heap[0]->deadline <= now) {
-    sab_async_t *a = e->heap[0];
-    heap_remove(e, a);
-    if (sab_wait_cancel(&a->w, SAB_TIMED_OUT) != SAB_TIMED_OUT) {
+  while (e->heap_len > 0 && e->heap[0].at <= now) {
+    sab_async_full_t *f = e->heap[0].rec;
+    heap_remove(e, f);
+    if (sab_wait_cancel(&f->a.w, SAB_TIMED_OUT) != SAB_TIMED_OUT) {
       continue; /* a notify won: the record is on its way to async_cb */
     }
     if (!opened) {
       scopes_open(e, &s);
       opened = 1;
     }
-    settle(e, a, SAB_TIMED_OUT);
+    settle(e, &f->a, SAB_TIMED_OUT);
   }
   if (opened) scopes_close(e, &s);
   timer_arm(e);
 }
 
-/* ---- the env's handles ---- */
+/* ---- the env's handles and pools ---- */
 
 int sab_napi_async_open(sab_env_t *e) {
   /* uv_timer_init and uv_prepare_init cannot fail; uv_async_init can (it
@@ -395,28 +443,49 @@ int sab_napi_async_open(sab_env_t *e) {
   uv_unref((uv_handle_t *)&e->async);
   uv_unref((uv_handle_t *)&e->timer);
   uv_unref((uv_handle_t *)&e->prepare);
+  sab_pool_init(&e->pools[SAB_ASYNC_PLAIN], sizeof(sab_async_t), e);
+  sab_pool_init(&e->pools[SAB_ASYNC_FULL], sizeof(sab_async_full_t), e);
+  sab_pool_init(&e->pools[SAB_ASYNC_SEMA], sizeof(sab_async_sema_t), e);
   return 0;
 }
 
+/* Teardown: cancel a live record, or count it as owed to the delivery
+ * queue when a notify took it first. */
+static void cancel_or_count(sab_waiter_t *w, void *arg) {
+  if (sab_wait_cancel(w, SAB_CANCELLED) == SAB_OK) ++*(uint32_t *)arg;
+}
+
 void sab_napi_async_teardown(sab_env_t *e, uv_close_cb closed) {
+  uint32_t owed = 0;
   uv_mutex_lock(&e->mu);
   e->closed = 1;
   uv_mutex_unlock(&e->mu);
 
-  while (e->pending != NULL) {
-    sab_async_t *a = e->pending;
-    untrack(e, a);
-    if (sab_wait_cancel(&a->w, SAB_CANCELLED) == SAB_OK) {
-      /* Counted as woken by a notify but never delivered: hand the wake
-       * on, once the notifier has finished with the record. */
-      uv_mutex_lock(&e->mu);
-      while (!a->queued) uv_cond_wait(&e->cv, &e->mu);
-      uv_mutex_unlock(&e->mu);
+  for (int k = 0; k < 3; k++) sab_pool_each(&e->pools[k], cancel_or_count, &owed);
+  /* Each record a notify took reaches the delivery queue once: hand its
+   * wake on. (The promises can no longer settle; their deferreds die with
+   * the env.) */
+  uv_mutex_lock(&e->mu);
+  while (owed > 0) {
+    while (e->qhead == NULL) uv_cond_wait(&e->cv, &e->mu);
+    sab_async_t *a = take_queue(e);
+    uv_mutex_unlock(&e->mu);
+    for (; a != NULL; a = (sab_async_t *)a->w.next) {
+      owed--;
       hand_on(a);
     }
-    /* The promise can no longer settle; its deferred dies with the env. */
-    async_free(e, a);
+    uv_mutex_lock(&e->mu);
   }
+  uv_mutex_unlock(&e->mu);
+  /* Every record is out of the lot and no notifier holds one: the memory
+   * they waited on may go, and the records with it. */
+  sab_napi_keep_free(e->env, &e->keep);
+  for (int k = 0; k < 3; k++) sab_pool_destroy(&e->pools[k]);
+  free(e->heap);
+  e->heap = NULL;
+  e->heap_len = e->heap_cap = 0;
+  e->npending = e->nref = 0;
+
   uv_timer_stop(&e->timer);
   uv_prepare_stop(&e->prepare);
   uv_close((uv_handle_t *)&e->async, closed);

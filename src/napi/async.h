@@ -2,40 +2,64 @@
  * Async waiters: records queued in the lot whose wake is delivered on their
  * env's own loop (a uv_async_t), with deadlines on one uv_timer_t per env.
  * Shared by waitAsync (wait.c) and the semaphore's acquire (sema.c).
+ *
+ * A pending waitAsync costs its promise, its napi_deferred and its record,
+ * and little else: records come from the env's pools (pool.h), three kinds
+ * of them, each no bigger than it must be (a plain wait's record is its
+ * sab_waiter_t alone, 64 bytes on 64-bit Linux); the memory they wait on
+ * is kept alive by one reference per address (keep.h); a JS handle (for an
+ * abort) is a number, not an object.
  */
 #ifndef SAB_NAPI_ASYNC_H
 #define SAB_NAPI_ASYNC_H
 
 #include "env.h"
 
+/* The kinds of record, one pool each. */
+enum {
+  SAB_ASYNC_PLAIN = 0, /* a waitAsync without deadline or handle */
+  SAB_ASYNC_FULL = 1,  /* a waitAsync with a deadline or a handle */
+  SAB_ASYNC_SEMA = 2   /* a token semaphore's acquire */
+};
+
 /*
  * An async waiter. Owned by its env's thread while queued in the lot; from
  * NOTIFIED until its wake callback has queued it for delivery, by the
- * notifier (see sab_wake_cb).
+ * notifier (see sab_wake_cb). Its env is its pool's owner. In w.user8: its
+ * kind (SAB_ASYNC_KIND_MASK) and flags; w.user16 is the pool's. Once
+ * NOTIFIED, w.next links the env's delivery queue (guarded by env->mu).
+ * A wait's promise's deferred is in w.ctx, which the lot leaves to records
+ * without a death hook (sabsync.h); a semaphore's needs its ctx, and keeps
+ * its deferred in its own field.
  */
 struct sab_async_s {
   sab_waiter_t w; /* first: the core hands us &w */
-  sab_env_t *env;
-  /* Env thread only. */
-  sab_async_t *pnext, *pprev; /* the env's unsettled records */
-  size_t heap_index;          /* in the deadline heap, or SIZE_MAX */
-  uint64_t deadline;          /* sab_now() scale, UINT64_MAX: none */
-  napi_ref memory;            /* keeps the SharedArrayBuffer alive */
+};
+#define SAB_ASYNC_KIND_MASK  3
+#define SAB_ASYNC_KEEPS_LOOP 4 /* counted in env->nref */
+
+/* A record with a deadline or a JS handle (SAB_ASYNC_FULL, and all of a
+ * semaphore's). */
+typedef struct {
+  sab_async_t a;
+  uint32_t heap_index; /* in the deadline heap, or UINT32_MAX */
+  uint32_t serial;     /* names it in its JS handle, with its pool id */
+} sab_async_full_t;
+
+/* A semaphore's record: it resolves with its token (a number;
+ * SAB_NAPI_SEMA_TIMED_OUT or SAB_NAPI_SEMA_NO_TOKEN without one), and a
+ * token it was handed but will never deliver (its env is torn down) goes
+ * back to the semaphore. `sema` is the view its w.ctx points to. */
+typedef struct {
+  sab_async_full_t full;
   napi_deferred deferred;
-  uint8_t keeps_loop; /* counted in env->nref */
-  uint8_t js_holds;   /* a JS handle points here (abort) */
-  uint8_t settled;
-  /* Resolve with the record's token (a number; SAB_NAPI_SEMA_TIMED_OUT or
-   * SAB_NAPI_SEMA_NO_TOKEN without one) instead of the result's name
-   * (token semaphores). */
-  uint8_t yields_token;
-  /* A wake this record was counted for but will never deliver (its env is
-   * torn down): hand it on. NULL: sab_notify(addr, 1), the plain waiters'
-   * way; a token semaphore gives its slot back instead. Env thread only. */
-  void (*unconsumed)(sab_async_t *a);
-  /* Guarded by env->mu. */
-  uint8_t queued;
-  sab_async_t *qnext;
+  sab_sema_t sema;
+} sab_async_sema_t;
+
+/* One entry of the deadline heap. */
+struct sab_async_deadline_s {
+  uint64_t at; /* sab_now() scale */
+  sab_async_full_t *rec;
 };
 
 /* What a token semaphore's promise resolves to without a token. */
@@ -47,25 +71,31 @@ struct sab_async_s {
 #define SAB_ASYNC_HANDLE 2 /* answer [promise, handle], for cancel() */
 
 /*
- * Make `a` (zeroed, allocated by the caller) a record ready to queue: its
- * wake callback, a reference to `buffer`, a promise, a deadline `ms` from
+ * A record ready to queue on `key` (the address it will be queued on; the
+ * core's enqueue sets w.addr to the same): from the env's pool of `kind`
+ * (SAB_ASYNC_PLAIN or SAB_ASYNC_FULL are chosen here from `flags` and `ms`;
+ * pass SAB_ASYNC_PLAIN for a wait, SAB_ASYNC_SEMA for a semaphore), with
+ * its wake callback, `buffer` kept alive, a promise, a deadline `ms` from
  * now, and in *out the promise, or [promise, handle] with SAB_ASYNC_HANDLE.
- * 0, or -1 with an exception pending (naming `what`) and the record gone.
+ * NULL with an exception pending (naming `what`) and nothing left over.
  */
-int sab_napi_async_prepare(napi_env env, sab_env_t *e, sab_async_t *a, napi_value buffer,
-                           uint32_t flags, double ms, const char *what, napi_value *out);
-/* A prepared record that the lot did not queue (the call answered at once):
+sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, int kind, napi_value buffer,
+                                uintptr_t key, uint32_t flags, double ms, const char *what,
+                                napi_value *out);
+/* A new record that the lot did not queue (the call answered at once):
  * settle its unseen promise and free it. */
 void sab_napi_async_discard(sab_env_t *e, sab_async_t *a);
-/* Register a queued async record (prepared as above). */
+/* Register a queued async record. */
 void sab_napi_async_track(sab_env_t *e, sab_async_t *a);
-/* Abort a record from JS: answers 1 if it was still queued (it is then
- * rejected with `reason`), 0 if it had already settled or been woken. */
-int sab_napi_async_cancel(sab_env_t *e, sab_async_t *a, napi_value reason);
+/* cancel(handle, reason) from JS: answers 1 if the record the handle names
+ * was still queued (it is then rejected with `reason`), 0 if it had
+ * already settled or been woken; -1 with an exception pending if `handle`
+ * is no waitAsync handle. */
+int sab_napi_async_cancel(napi_env env, sab_env_t *e, napi_value handle, napi_value reason);
 
-/* The env's loop handles: open at creation (0, or a libuv error with
- * nothing left open), and at teardown settle every record, then close them
- * (`closed` runs once per handle; there are SAB_NAPI_ASYNC_HANDLES). */
+/* The env's loop handles and pools: open at creation (0, or a libuv error
+ * with nothing left open), and at teardown settle every record, then close
+ * them (`closed` runs once per handle; there are SAB_NAPI_ASYNC_HANDLES). */
 #define SAB_NAPI_ASYNC_HANDLES 3
 int sab_napi_async_open(sab_env_t *e);
 void sab_napi_async_teardown(sab_env_t *e, uv_close_cb closed);

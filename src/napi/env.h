@@ -7,12 +7,15 @@
 #define SAB_NAPI_ENV_H
 
 #include "check.h"
+#include "keep.h"
+#include "pool.h"
 #include "sabsync.h"
 
 #include <uv.h>
 
 typedef struct sab_env_s sab_env_t;
 typedef struct sab_async_s sab_async_t;
+typedef struct sab_async_deadline_s sab_async_deadline_t;
 
 struct sab_env_s {
   napi_env env;
@@ -34,10 +37,13 @@ struct sab_env_s {
   sab_async_t *qhead, *qtail;
 
   /* Env thread only (async.c). */
-  sab_async_t *pending;
-  sab_async_t **heap;
-  size_t heap_len, heap_cap;
-  uint32_t nref;
+  sab_pool_t pools[3];        /* records, by kind (SAB_ASYNC_PLAIN...) */
+  sab_keep_t keep;            /* the memory they wait on */
+  uint32_t npending;          /* records queued or on their way to delivery */
+  uint32_t nref;              /* of which keep the loop alive */
+  uint32_t serial;            /* of the next record with a JS handle */
+  sab_async_deadline_t *heap; /* deadlines, a binary min-heap */
+  uint32_t heap_len, heap_cap;
 };
 
 /* The env's state; NULL with an ERR_SABSYNC_NAPI error pending if none. */

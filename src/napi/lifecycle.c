@@ -25,7 +25,6 @@ static void handle_closed(uv_handle_t *h) {
   if (e->hook != NULL) sab_napi_note_failure(napi_remove_async_cleanup_hook(e->hook));
   uv_cond_destroy(&e->cv);
   uv_mutex_destroy(&e->mu);
-  free(e->heap);
   free(e);
 }
 

@@ -17,12 +17,6 @@
 
 #include <stdlib.h>
 
-/* An async acquire: the env's record and the view its ctx points to. */
-typedef struct {
-  sab_async_t a; /* first: async.c frees it as a sab_async_t */
-  sab_sema_t sema;
-} sema_async_t;
-
 static void bad_memory(napi_env env) {
   sab_napi_throw_code(env, "ERR_SABSYNC_BAD_MEMORY", "sabsync: this memory does not hold a Sema");
 }
@@ -170,12 +164,6 @@ static napi_value sema_acquire(napi_env env, napi_callback_info info) {
   return sab_napi_number(env, r == SAB_OK ? (double)token : -1);
 }
 
-static void sema_unconsumed(sab_async_t *a) {
-  /* Env teardown: the record's buffer reference still keeps the memory. */
-  sema_async_t *r = (sema_async_t *)a;
-  sab_sema_give_back(&r->sema, a->w.owner, a->w.token);
-}
-
 /*
  * semaAcquireAsync(i32, timeoutMs, flags) -> a token (a slot was free), or
  * the promise, or [promise, handle] with SAB_ASYNC_HANDLE; SAB_ASYNC_REF:
@@ -192,20 +180,16 @@ static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
   if ((e = sab_napi_env_get(env)) == NULL) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[1], &ms), NULL);
   SAB_CALL(env, napi_get_value_uint32(env, argv[2], &flags), NULL);
-  sema_async_t *rec = calloc(1, sizeof *rec);
-  if (rec == NULL) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
-    return NULL;
-  }
-  if (get_sema(env, argv[0], &rec->sema, &buffer) != 0) {
-    free(rec);
-    return NULL;
-  }
-  sab_async_t *a = &rec->a;
-  a->yields_token = 1;
-  a->unconsumed = sema_unconsumed;
-  if (sab_napi_async_prepare(env, e, a, buffer, flags, ms, "semaAcquireAsync", &result) != 0)
-    return NULL;
+  sab_sema_t s;
+  if (get_sema(env, argv[0], &s, &buffer) != 0) return NULL;
+  /* Queued, the record's key is the Sema's (sabsync.h); a token it cannot
+   * deliver goes back (async.c, hand_on). */
+  sab_async_t *a =
+      sab_napi_async_new(env, e, SAB_ASYNC_SEMA, buffer, (uintptr_t)s.base + SAB_SEMA_KEY_OFFSET,
+                         flags, ms, "semaAcquireAsync", &result);
+  if (a == NULL) return NULL;
+  sab_async_sema_t *rec = (sab_async_sema_t *)a;
+  rec->sema = s; /* w.ctx points here while queued */
   int r = sab_sema_acquire(&rec->sema, e->id, &a->w, &token);
   if (r != SAB_PENDING) {
     /* Not queued: the promise is never handed out. */

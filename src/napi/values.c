@@ -63,7 +63,6 @@ uint64_t sab_napi_deadline(double ms) {
 
 /* Random 128-bit values, fixed: a tag must mean the same in every copy and
  * version of the addon that could meet the external. */
-const napi_type_tag sab_napi_tag_async = {0x8d1f3c6a2b5e4f07ull, 0xa93c51e2d4b76f18ull};
 const napi_type_tag sab_napi_tag_sema_view = {0x47c2e9b1f05a3d86ull, 0x1e6b8f4ac27d905bull};
 
 int sab_napi_tag(napi_env env, napi_value external, const napi_type_tag *tag) {

@@ -38,7 +38,6 @@ uint64_t sab_napi_deadline(double ms);
  * that an external of another kind, or another addon's, is a TypeError and
  * never a pointer taken for what it is not.
  */
-extern const napi_type_tag sab_napi_tag_async;     /* a sab_async_t (waitAsync handles) */
 extern const napi_type_tag sab_napi_tag_sema_view; /* a Sema's checked view */
 /* Tag a fresh external: 0, or -1 with an exception pending. */
 int sab_napi_tag(napi_env env, napi_value external, const napi_type_tag *tag);

@@ -13,7 +13,6 @@
 #include "values.h"
 
 #include <math.h>
-#include <stdlib.h>
 
 /* A validated cell: its address and size. */
 typedef struct {
@@ -110,12 +109,9 @@ static napi_value wait_async(napi_env env, napi_callback_info info) {
   SAB_CALL(env, napi_get_value_uint32(env, argv[4], &flags), NULL);
   if (get_watch(env, argv[5], argv[6], &watch, &epoch) != 0) return NULL;
 
-  sab_async_t *a = calloc(1, sizeof *a);
-  if (a == NULL) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
-    return NULL;
-  }
-  if (sab_napi_async_prepare(env, e, a, buffer, flags, ms, "waitAsync", &result) != 0) return NULL;
+  sab_async_t *a = sab_napi_async_new(env, e, SAB_ASYNC_PLAIN, buffer, (uintptr_t)c.cell, flags, ms,
+                                      "waitAsync", &result);
+  if (a == NULL) return NULL;
   int r = sab_wait_enqueue_watch(&a->w, c.cell, c.size, expected, watch, epoch);
   if (r != SAB_PENDING) {
     sab_napi_async_discard(e, a);
@@ -132,9 +128,7 @@ static napi_value cancel_wait(napi_env env, napi_callback_info info) {
   sab_env_t *e = sab_napi_env_get(env);
   napi_value r;
   if (e == NULL) return NULL;
-  sab_async_t *a = sab_napi_unwrap(env, argv[0], &sab_napi_tag_async, "a waitAsync handle");
-  if (a == NULL) return NULL;
-  int left = sab_napi_async_cancel(e, a, argv[1]);
+  int left = sab_napi_async_cancel(env, e, argv[0], argv[1]);
   if (left < 0) return NULL;
   SAB_CALL(env, napi_get_boolean(env, left != 0, &r), NULL);
   return r;
