@@ -14,6 +14,10 @@ sab_env_t *sab_napi_env_get(napi_env env) {
   return data;
 }
 
+/* A call of the env's probe, a plain JS function that does nothing, fails
+ * once termination was asked for: Node refuses calls into JS from an env
+ * that is stopping (napi_pending_exception), and V8 throws its termination
+ * at the entry of a JS function. Cheap enough to make after every wake. */
 int sab_napi_env_terminating(sab_env_t *e) {
   napi_value fn, recv, result;
   if (napi_get_reference_value(e->env, e->noop, &fn) != napi_ok || fn == NULL) return 1;

@@ -18,7 +18,7 @@ struct sab_env_s {
   napi_env env;
   uv_loop_t *loop;
   uint32_t id;       /* unique for the process's life, never reused */
-  napi_ref noop;     /* called to detect termination */
+  napi_ref noop;     /* a JS no-op, called to detect termination (env.c) */
   napi_ref resource; /* async resource for callback scopes */
   napi_async_context actx;
   napi_async_cleanup_hook_handle hook;
