@@ -9,9 +9,13 @@
 // Each ROOT is a sabsync package directory (default: this checkout); with
 // several, their runs alternate (ROOT1, ROOT2, ..., ROOT1, ...) so that a
 // change in the machine's load hits them alike. `--impl atomics` runs
-// Atomics.wait/notify instead (once per repeat, whatever the roots). Prints
-// one line per run and the medians, in microseconds per round trip.
+// Atomics.wait/notify instead (once per repeat, whatever the roots), and
+// `--impl futex` the raw C futex ping-pong (bench/futex_pingpong.c, five
+// times the rounds); `--impl sabsync,atomics,futex` all of them. Prints one
+// line per run and the medians, in microseconds per round trip.
 const path = require('path')
+const fs = require('fs')
+const { execFileSync } = require('child_process')
 const { Worker } = require('worker_threads')
 
 const args = process.argv.slice(2)
@@ -53,7 +57,20 @@ if (workerData.role === 'ping') {
 }`
 }
 
+function futex () {
+  const out = path.join(__dirname, '..', '..', 'build', 'bench')
+  const bin = path.join(out, 'futex_pingpong')
+  if (!fs.existsSync(bin)) {
+    fs.mkdirSync(out, { recursive: true })
+    execFileSync('cc', ['-O2', '-pthread', '-o', bin, path.join(__dirname, '..', 'futex_pingpong.c')])
+  }
+  const [ns, ok] = execFileSync(bin, [String(5 * rounds)], { encoding: 'utf8' }).trim().split(' ')
+  if (ok !== '1') throw new Error('futex ping-pong: wrong final count')
+  return Number(ns) / 1000
+}
+
 async function once (impl, root) {
+  if (impl === 'futex') return futex()
   const sab = new SharedArrayBuffer(8)
   const src = source(impl, root)
   const ws = ['ping', 'pong'].map(role => new Worker(src, { eval: true, workerData: { sab, role, rounds } }))

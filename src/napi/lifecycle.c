@@ -14,6 +14,7 @@
 #include "lifecycle.h"
 
 #include "async.h"
+#include "park.h"
 #include "values.h"
 
 #include <stdlib.h>
@@ -46,6 +47,7 @@ static void env_teardown(napi_async_cleanup_hook_handle handle, void *arg) {
    * that names it, so that they take over (robust locks). */
   sab_owner_died(e->id);
   release_refs(e);
+  sab_napi_park_env_gone();
 }
 
 /* Creation failed at a napi call: throw (once), release what was made. */
@@ -118,5 +120,6 @@ sab_env_t *sab_napi_env_create(napi_env env) {
     sab_napi_async_teardown(e, handle_closed);
     return NULL;
   }
+  sab_napi_park_env_added();
   return e;
 }
