@@ -70,19 +70,23 @@ function futex () {
 }
 
 async function once (impl, root) {
-  if (impl === 'futex') return futex()
+  if (impl === 'futex') return { us: futex(), cpu: NaN }
   const sab = new SharedArrayBuffer(8)
   const src = source(impl, root)
   const ws = ['ping', 'pong'].map(role => new Worker(src, { eval: true, workerData: { sab, role, rounds } }))
   const next = w => new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject) })
   await Promise.all(ws.map(next))
   const done = ws.map(next)
+  const cpu0 = process.cpuUsage()
   Atomics.store(new Int32Array(sab), 1, 1)
   Atomics.notify(new Int32Array(sab), 1)
   const msgs = await Promise.all(done)
+  const cpu = process.cpuUsage(cpu0)
   await Promise.all(ws.map(w => w.terminate()))
   if (Atomics.load(new Int32Array(sab), 0) !== 2 * rounds) throw new Error('wrong final count')
-  return msgs[0].ns / 1000
+  // The process's CPU time over all the rounds (the warm-up too), per round
+  // trip: what the threads ran, whoever else shared the CPU meanwhile.
+  return { us: msgs[0].ns / 1000, cpu: (cpu.user + cpu.system) / rounds }
 }
 
 const median = xs => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2 }
@@ -94,15 +98,17 @@ async function main () {
     else subjects.push({ label: impl, impl, root: roots[0] })
   }
   const got = subjects.map(() => [])
+  const cpus = subjects.map(() => [])
   for (let r = 0; r < repeats; r++) {
     for (let i = 0; i < subjects.length; i++) {
-      const us = await once(subjects[i].impl, subjects[i].root)
+      const { us, cpu } = await once(subjects[i].impl, subjects[i].root)
       got[i].push(us)
-      console.log(`run ${r + 1} ${subjects[i].label}: ${us.toFixed(2)} us/rt`)
+      cpus[i].push(cpu)
+      console.log(`run ${r + 1} ${subjects[i].label}: ${us.toFixed(2)} us/rt, cpu ${cpu.toFixed(2)} us/rt`)
     }
   }
   console.log(`load ${require('os').loadavg().map(x => x.toFixed(2)).join(' ')}`)
-  subjects.forEach((s, i) => console.log(`median ${s.label}: ${median(got[i]).toFixed(2)} us/rt (min ${Math.min(...got[i]).toFixed(2)})`))
+  subjects.forEach((s, i) => console.log(`median ${s.label}: ${median(got[i]).toFixed(2)} us/rt (min ${Math.min(...got[i]).toFixed(2)}), cpu ${median(cpus[i]).toFixed(2)} us/rt`))
 }
 
 main().catch(e => { console.error(e); process.exit(1) })

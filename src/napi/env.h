@@ -47,4 +47,9 @@ sab_env_t *sab_napi_env_get(napi_env env);
  * can no longer run, and a pending exception says so. */
 int sab_napi_env_terminating(sab_env_t *e);
 
+/* The same, cheaper, for the path of every wake: a Node-API call that Node
+ * refuses once the env is stopping (env.c). The slices still probe with the
+ * call (sab_napi_env_terminating), which any runtime must refuse. */
+int sab_napi_env_stopping(sab_env_t *e);
+
 #endif /* SAB_NAPI_ENV_H */

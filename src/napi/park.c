@@ -4,9 +4,9 @@
  * A thread blocked in native code is not interrupted by worker.terminate()
  * or process.exit(): V8 interrupts only its own Atomics.wait. So a parked
  * record is woken at least once per slice, and after any wake its thread
- * probes the env (sab_napi_env_terminating): once termination was asked
- * for, it leaves the queue and returns, handing the caller any wake it was
- * counted for. The main thread's 'exit' nudges every parked thread
+ * probes the env (sab_napi_env_terminating; after a notify's wake, the
+ * cheaper sab_napi_env_stopping): once termination was asked for, it leaves
+ * the queue and returns, handing the caller any wake it was counted for. The main thread's 'exit' nudges every parked thread
  * (sab_nudge_all) and shortens the slices, so that a process exiting with
  * parked, unref'd workers does not wait a whole slice per worker.
  *
@@ -197,7 +197,7 @@ int sab_napi_park(sab_env_t *e, sab_waiter_t *w, uint64_t deadline, int *woken) 
         return SAB_NAPI_TERMINATED;
       }
     }
-    if (r == SAB_OK && sab_napi_env_terminating(e)) {
+    if (r == SAB_OK && sab_napi_env_stopping(e)) {
       /* Woken, but this thread will never run JS again (terminate()
        * arrived while we slept): the wake would be lost with it. */
       *woken = 1;
