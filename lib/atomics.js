@@ -99,7 +99,10 @@ function toNumber (name, value) {
   return +value
 }
 
-const RESULTS = native.resultNames // by result code
+// By result code. A copy: the addon's frozen array (made element by element
+// through Node-API) is one whose indexed loads optimized code leaves to the
+// keyed-load IC, a call per wait (2.9% of the one-CPU round trip's samples).
+const RESULTS = [...native.resultNames]
 const { NOT_EQUAL, ASYNC_REF, ASYNC_HANDLE } = native.constants
 const MAX_SAFE = Number.MAX_SAFE_INTEGER
 
