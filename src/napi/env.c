@@ -35,7 +35,8 @@ int sab_napi_env_terminating(sab_env_t *e) {
 int sab_napi_env_stopping(sab_env_t *e) {
   napi_value v;
   bool same;
-  if (napi_get_undefined(e->env, &v) == napi_ok && napi_strict_equals(e->env, v, v, &same) == napi_ok)
+  if (napi_get_undefined(e->env, &v) == napi_ok &&
+      napi_strict_equals(e->env, v, v, &same) == napi_ok)
     return 0;
   return sab_napi_env_terminating(e);
 }

@@ -6,9 +6,10 @@
  * record is woken at least once per slice, and after any wake its thread
  * probes the env (sab_napi_env_terminating; after a notify's wake, the
  * cheaper sab_napi_env_stopping): once termination was asked for, it leaves
- * the queue and returns, handing the caller any wake it was counted for. The main thread's 'exit' nudges every parked thread
- * (sab_nudge_all) and shortens the slices, so that a process exiting with
- * parked, unref'd workers does not wait a whole slice per worker.
+ * the queue and returns, handing the caller any wake it was counted for.
+ * The main thread's 'exit' nudges every parked thread (sab_nudge_all) and
+ * shortens the slices, so that a process exiting with parked, unref'd
+ * workers does not wait a whole slice per worker.
  *
  * The slices are ended by a watchdog: one thread per process that, while
  * any blocking record is queued, nudges them all once per slice. A parked
