@@ -199,9 +199,10 @@ uint64_t sab_notify(uintptr_t addr, uint64_t count);
 uint32_t sab_waiters(uintptr_t addr);
 
 /* Wake every queued blocking waiter without dequeuing it (a spurious wake),
- * so that each one re-checks why it waits; for process exit. Its
- * sab_wait_park answers SAB_PENDING, whether it was asleep yet or not. */
-void sab_nudge_all(void);
+ * so that each one re-checks why it waits (process exit, the binding's
+ * watchdog). Its sab_wait_park answers SAB_PENDING, whether it was asleep
+ * yet or not. Answers how many records it nudged. */
+unsigned sab_nudge_all(void);
 
 /* The bucket of an address, and the per-bucket queued-record counters
  * (SAB_BUCKETS * SAB_COUNT_STRIDE int32, bucket b at b * SAB_COUNT_STRIDE).

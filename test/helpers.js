@@ -102,10 +102,12 @@ function nodeCommand (args) {
 }
 
 // Run `code` in a child node process; resolve { code, signal, stdout, stderr, ms }.
-function child (code, { timeout = 30000 } = {}) {
+// `sabsync` is loaded there first, unless `load` is false.
+function child (code, { timeout = 30000, load = true } = {}) {
   return new Promise((resolve) => {
     const t0 = process.hrtime.bigint()
-    const [cmd, args] = nodeCommand(['-e', `const sabsync = require(${JSON.stringify(root)});\n${code}`])
+    const prelude = load ? `const sabsync = require(${JSON.stringify(root)});\n` : ''
+    const [cmd, args] = nodeCommand(['-e', prelude + code])
     const p = spawn(cmd, args, {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: plainEnv()

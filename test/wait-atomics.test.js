@@ -831,6 +831,38 @@ t.test('wait answers ok when another thread notifies', async t => {
   }
 })
 
+// sabsync.wait takes a shortcut for the array that notify or wait saw last
+// (lib/atomics.js): the same answers and errors as Atomics.wait there, for
+// arguments that take it and for ones that must not.
+t.test('wait on the array seen last: the same answers as Atomics.wait', async t => {
+  const arrays = { Atomics: new Int32Array(new SharedArrayBuffer(16)), sabsync: new Int32Array(new SharedArrayBuffer(16)) }
+  for (const ta of Object.values(arrays)) Atomics.store(ta, 1, 7)
+  const indexes = [0, 1, 3, -0, 1.5, -1, 4, 2 ** 31, NaN, '1', undefined]
+  const values = [0, 7, 7.9, -0, 2 ** 32 + 7, NaN, '7', undefined, 7n]
+  const timeouts = [undefined, 0, -0, -1, NaN, 1, 0.5, '0', null]
+  let cases = 0
+  for (const index of indexes) {
+    for (const value of values) {
+      for (const timeout of timeouts) {
+        // NaN and undefined would wait forever where the value is equal.
+        if ((timeout === undefined || Number.isNaN(timeout)) && index !== 0.5) {
+          const cell = Number.isNaN(Number(index)) ? 0 : Math.trunc(Number(index))
+          if (cell >= 0 && cell < 4 && (Number(value) | 0) === (cell === 1 ? 7 : 0)) continue
+        }
+        const got = {}
+        for (const name of NAMES) {
+          const ta = arrays[name]
+          LIBS[name].notify(ta, 3, 0) // the array seen last
+          got[name] = outcome(() => LIBS[name].wait(ta, index, value, timeout))
+        }
+        t.strictSame(got.sabsync, got.Atomics, `wait(ta, ${String(index)}, ${String(value)}, ${String(timeout)})`)
+        cases++
+      }
+    }
+  }
+  t.ok(cases > 500, `${cases} combinations`)
+})
+
 t.test('nothing is left waiting', async t => {
   // The parking lot's per-bucket waiter counters (see lib/lot.js).
   const onLot = lotWaiters()

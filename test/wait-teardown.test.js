@@ -123,6 +123,33 @@ const keep = setInterval(() => {}, 1000)
   t.comment(`child ran ${r.ms.toFixed(0)} ms`)
 })
 
+// Node unloads the addon when the last env that loaded it is gone: here the
+// main thread never loads it, only workers, which park (past the park
+// watchdog's rounds) and end. The watchdog thread must be gone by then, or
+// its next round runs code that is no longer mapped (a crash, seen).
+t.test('workers alone load the addon, park and end: the process runs on, and again', async t => {
+  const r = await child(`
+const { Worker } = require('worker_threads')
+const pair = () => {
+  const sab = new SharedArrayBuffer(8)
+  return Promise.all([0, 1].map(role => new Promise((resolve, reject) => {
+    const w = new Worker(${JSON.stringify(fixtureSource('wait-teardown/ping-pong-end'))}, { eval: true, workerData: { sab, role, rounds: 200 } })
+    w.once('error', reject)
+    w.once('exit', code => resolve(code))
+  }))).then(codes => Atomics.load(new Int32Array(sab), 0) + ' ' + codes.join(','))
+}
+;(async () => {
+  const first = await pair()
+  await new Promise(resolve => setTimeout(resolve, 300)) // rounds of a watchdog left behind
+  const second = await pair()
+  await new Promise(resolve => setTimeout(resolve, 300))
+  console.log(first + ' ' + second)
+})()`, { load: false, timeout: 120000 })
+  t.equal(r.signal, null, 'not killed by a signal ' + r.stderr)
+  t.equal(r.code, 0, r.stderr)
+  t.equal(r.stdout.trim(), '400 0,0 400 0,0', 'both pairs made their 200 round trips and ended')
+})
+
 t.test('teardown with every kind of wait pending: every napi call of the teardown and loop paths succeeds', async t => {
   const cells = new Int32Array(new SharedArrayBuffer(8))
   const sema = new sabsync.Sema(1)

@@ -354,7 +354,8 @@ uint32_t sab_waiters(uintptr_t addr) {
  * reads it, and so sees `nudged`; or it finds PARKED, and the futex wait
  * cannot sleep on WAITING (or is woken).
  */
-void sab_nudge_all(void) {
+unsigned sab_nudge_all(void) {
+  unsigned n = 0;
   for (unsigned i = 0; i < SAB_BUCKETS; i++) {
     sab__bucket_t *b = &buckets[i];
     if (__atomic_load_n(&counts[i * SAB_COUNT_STRIDE], __ATOMIC_SEQ_CST) == 0) continue;
@@ -366,9 +367,11 @@ void sab_nudge_all(void) {
       if (w->kind != SAB_WAITER_BLOCKING) continue;
       __atomic_store_n(&w->nudged, 1, __ATOMIC_RELEASE);
       sab__unpark(sab__unpark_locked(w, SAB_W_WAITING));
+      n++;
     }
     unlock_bucket(b);
   }
+  return n;
 }
 
 int sab_spin_allowed(void) { return sab__spin_allowed(); }

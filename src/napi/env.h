@@ -21,7 +21,7 @@ struct sab_env_s {
   napi_env env;
   uv_loop_t *loop;
   uint32_t id;       /* unique for the process's life, never reused */
-  napi_ref noop;     /* called to detect termination */
+  napi_ref noop;     /* a JS no-op, called to detect termination (env.c) */
   napi_ref resource; /* async resource for callback scopes */
   napi_async_context actx;
   napi_async_cleanup_hook_handle hook;
@@ -52,5 +52,10 @@ sab_env_t *sab_napi_env_get(napi_env env);
 /* Nonzero when the env is being torn down (worker.terminate(), exit): JS
  * can no longer run, and a pending exception says so. */
 int sab_napi_env_terminating(sab_env_t *e);
+
+/* The same, cheaper, for the path of every wake: a Node-API call that Node
+ * refuses once the env is stopping (env.c). The slices still probe with the
+ * call (sab_napi_env_terminating), which any runtime must refuse. */
+int sab_napi_env_stopping(sab_env_t *e);
 
 #endif /* SAB_NAPI_ENV_H */

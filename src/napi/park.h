@@ -25,4 +25,9 @@ int sab_napi_park(sab_env_t *e, sab_waiter_t *w, uint64_t deadline, int *woken);
  * at once, and from then on every few milliseconds. */
 void sab_napi_park_exiting(void);
 
+/* An env was made / is being torn down (lifecycle.c): the park's watchdog
+ * thread is stopped with the last env. */
+void sab_napi_park_env_added(void);
+void sab_napi_park_env_gone(void);
+
 #endif /* SAB_NAPI_PARK_H */
