@@ -51,13 +51,20 @@ const {
   SEMA_HEADER_BYTES: HEADER_BYTES,
   SEMA_NO_TOKEN: NO_TOKEN, // an async acquire woken without a token
   ASYNC_REF,
-  ASYNC_HANDLE
+  ASYNC_HANDLE,
+  ASYNC_STRICT
 } = native.constants
 const DEFAULT_NR = 64 // the tokens that Sema.byteLength holds
 const HOLDERS = HEADER_BYTES / 4 // holder[i] is word HOLDERS + nr + i
 const OWNER = 0x3FFFFFFF // a holder word's owner bits
 const SCAN = 16 // holder words the fast path looks at before it goes native
 const ATTACH = Symbol('attach') // Sema.from's way through the constructor
+// An option of new Sema() and Sema.from() for lib/rate-limit.js's turn:
+// strict hand-off (every release hands its token to the oldest waiter, and
+// nobody takes one while others wait), instead of the bounded fairness of
+// src/core/sema.c's F1-F4. Every thread's object over one memory must
+// agree; only RateLimit, which makes all of them, passes it.
+const STRICT = Symbol('sabsync.sema.strict')
 
 let pausedOf, resume // set in Sema's static block
 
@@ -65,19 +72,19 @@ let pausedOf, resume // set in Sema's static block
 // lot; or in a shared space's queue (lib/space.js gives those ops, with the
 // same answers). `v` is what view(i32) made.
 const LOCAL_OPS = {
-  view: i32 => native.semaView(i32),
+  view: (i32, strict) => native.semaView(i32, strict ? 1 : 0),
   try: v => native.semaTry(v),
   acquire: (v, ms) => native.semaAcquire(v, ms),
   // A token, or a promise of one (-1: timed out, -2: woken without one).
-  acquireAsync (v, i32, timeout, signal, ref) {
-    const r = native.semaAcquireAsync(i32, timeout, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0))
+  acquireAsync (v, i32, timeout, signal, ref, strict) {
+    const r = native.semaAcquireAsync(i32, timeout, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0) | (strict ? ASYNC_STRICT : 0))
     if (typeof r === 'number' || signal === undefined) return r
     guard(signal, r[1], r[0])
     return r[0]
   },
   release: (v, slot) => native.semaRelease(v, slot),
   waiting: v => native.semaWaiting(v),
-  available: (v, i32) => native.semaAvailable(i32)
+  available: (v, i32) => native.semaAvailable(v)
 }
 
 function opsOf (buffer) {
@@ -116,7 +123,7 @@ function parseOptions (options, ctor) {
     if (typeof c !== 'number') throw invalidType('options.capacity', 'a positive integer', c)
     if (!Number.isInteger(c) || c < 1) throw outOfRange('options.capacity', 'a positive integer', c)
   }
-  return { initFn, pauseFn, resumeFn }
+  return { initFn, pauseFn, resumeFn, strict: options[STRICT] === true }
 }
 
 function badToken (message) {
@@ -184,6 +191,7 @@ class Sema {
   #bucket = 0 // index in `counts` of the bucket of the waiters and the refill watchers
   #self = 0 // this thread's owner id, as a holder word holds it
   #hold = 0 // the index of holder[0]
+  #strict = false // RateLimit's turn (STRICT)
 
   /**
    * @param {number} nr tokens (slots 0 … nr-1)
@@ -237,7 +245,7 @@ class Sema {
     return sema
   }
 
-  #setup (mem, nr, { initFn, pauseFn, resumeFn }) {
+  #setup (mem, nr, { initFn, pauseFn, resumeFn, strict = false }) {
     // Own enumerable data: what postMessage copies, and Sema.from reads.
     Object.defineProperty(this, 'buffer', { value: mem.buffer, enumerable: true })
     Object.defineProperty(this, 'byteOffset', { value: mem.byteOffset, enumerable: true })
@@ -245,8 +253,9 @@ class Sema {
     this.#i32 = mem.i32
     this.#local = localOf(mem.buffer, mem.byteOffset)
     this.#ops = this.#local.ops
-    this.#view = this.#ops.view(mem.i32)
-    this.#local.view = this.#view
+    this.#strict = strict
+    this.#view = this.#ops.view(mem.i32, strict)
+    if (this.#local.view === null) this.#local.view = this.#view
     this.#nr = nr
     this.#values = null
     if (this.#ops === LOCAL_OPS && counts !== null) {
@@ -371,7 +380,7 @@ class Sema {
     let now = this.#take()
     if (now < 0) now = this.#ops.try(this.#view)
     if (now >= 0 || timeout === 0) return Promise.resolve(now < 0 ? undefined : this.#got(now))
-    const r = this.#ops.acquireAsync(this.#view, this.#i32, timeout, signal, ref)
+    const r = this.#ops.acquireAsync(this.#view, this.#i32, timeout, signal, ref, this.#strict)
     if (typeof r === 'number') return Promise.resolve(this.#got(r))
     const local = this.#local
     local.queued++
@@ -552,4 +561,4 @@ function resumeCheck (i32, local) {
   })
 }
 
-module.exports = { Sema }
+module.exports = { Sema, STRICT }

@@ -180,6 +180,24 @@ void sab_napi_async_track(sab_env_t *e, sab_async_t *a) {
 static void settle(sab_env_t *e, sab_async_t *a, int result) {
   napi_value v;
   napi_status st;
+  if (result == SAB_OK && a->retry != NULL && a->w.token == SAB_SEMA_NO_TOKEN && !e->closed) {
+    /* Woken to try again: the record is off the lot and off the delivery
+     * queue, so it can be queued again as it is. */
+    result = a->retry(a, a->deadline != UINT64_MAX && sab_now() >= a->deadline);
+    if (result == SAB_PENDING) {
+      uv_mutex_lock(&e->mu);
+      a->queued = 0;
+      uv_mutex_unlock(&e->mu);
+      /* The timer may have taken it off the heap when the wake won. */
+      if (a->deadline != UINT64_MAX && a->heap_index == SIZE_MAX) {
+        if (heap_push(e, a) != 0)
+          a->deadline = UINT64_MAX;
+        else if (a->heap_index == 0)
+          timer_arm(e);
+      }
+      return;
+    }
+  }
   untrack(e, a);
   if (a->yields_token) {
     double token = result != SAB_OK                  ? SAB_NAPI_SEMA_TIMED_OUT

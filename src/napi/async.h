@@ -33,6 +33,12 @@ struct sab_async_s {
    * torn down): hand it on. NULL: sab_notify(addr, 1), the plain waiters'
    * way; a token semaphore gives its slot back instead. Env thread only. */
   void (*unconsumed)(sab_async_t *a);
+  /* A token semaphore's record woken without a token (to try again): ask
+   * again with the same record; timed_out: its deadline passed, try once
+   * without queuing. Answers SAB_PENDING (queued again: the record stays
+   * pending) or the result to settle with. NULL: settle as woken. Env
+   * thread only. */
+  int (*retry)(sab_async_t *a, int timed_out);
   /* Guarded by env->mu. */
   uint8_t queued;
   sab_async_t *qnext;
@@ -45,6 +51,7 @@ struct sab_async_s {
 /* flags of the async calls (waitAsync, semaAcquireAsync) */
 #define SAB_ASYNC_REF    1 /* the pending wait keeps the loop alive */
 #define SAB_ASYNC_HANDLE 2 /* answer [promise, handle], for cancel() */
+#define SAB_ASYNC_STRICT 4 /* semaAcquireAsync: strict hand-off (see semaView) */
 
 /*
  * Make `a` (zeroed, allocated by the caller) a record ready to queue: its

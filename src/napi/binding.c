@@ -89,6 +89,7 @@ static int set_constants(napi_env env, napi_value exports) {
       {"WATCH_ANY", SAB_WATCH_ANY},
       {"ASYNC_REF", SAB_ASYNC_REF},
       {"ASYNC_HANDLE", SAB_ASYNC_HANDLE},
+      {"ASYNC_STRICT", SAB_ASYNC_STRICT},
       {"BUCKET_BITS", SAB_BUCKET_BITS},
       {"COUNT_STRIDE", SAB_COUNT_STRIDE},
       {"SEMA_MAGIC", SAB_SEMA_MAGIC},

@@ -98,12 +98,21 @@ static napi_value sema_init(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* semaView(i32) -> the Sema's view (throws ERR_SABSYNC_BAD_MEMORY) */
+/* semaView(i32, strict) -> the Sema's view (throws ERR_SABSYNC_BAD_MEMORY).
+ * strict 1: every release hands its token to the oldest waiter and nobody
+ * takes one while others wait (fair_ns 0: RateLimit's turn); 0: the
+ * bounded fairness of sema.c's F1-F4. */
 static napi_value sema_view(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 1, NULL);
+  SAB_ARGS(env, info, 2, NULL);
   sab_sema_t s;
   napi_value view;
+  uint32_t strict;
   if (get_sema(env, argv[0], &s, NULL) != 0) return NULL;
+  if (napi_get_value_uint32(env, argv[1], &strict) != napi_ok || strict > 1) {
+    napi_throw_type_error(env, NULL, "semaView: strict must be 0 or 1");
+    return NULL;
+  }
+  if (strict) s.fair_ns = 0;
   sab_sema_t *v = malloc(sizeof *v);
   if (v == NULL) {
     sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
@@ -146,28 +155,53 @@ static napi_value sema_acquire(napi_env env, napi_callback_info info) {
   if ((e = sab_napi_env_get(env)) == NULL || get_sema(env, argv[0], &s, NULL) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[1], &ms), NULL);
   uint64_t deadline = sab_napi_deadline(ms);
+  uint64_t since = 0; /* when this call first asked (sema.c F2) */
   int r;
   for (;;) {
     sab_waiter_t w;
     int woken = 0;
     sab_waiter_init_blocking(&w);
-    r = sab_sema_acquire(&s, e->id, &w, &token); /* SAB_OK sets token */
+    r = sab_sema_acquire_since(&s, e->id, &w, since, &token); /* SAB_OK sets token */
     if (r == SAB_PENDING) {
+      since = w.since;
       r = sab_napi_park(e, &w, deadline, &woken);
       token = w.token;
     }
     sab_waiter_destroy(&w);
     if (r == SAB_NAPI_TERMINATED) {
+      /* A slot handed over goes back; a wake to try again is passed on. */
       if (woken) sab_sema_give_back(&s, e->id, token);
       return NULL;
     }
-    /* Woken without a slot (only a raw notify on the waiters' key does
-     * that; sab_napi_park has looked for termination after the wake):
-     * queue again. */
+    /* Woken without a slot (to try again, as a release that left the slot
+     * to running threads does, or by a raw notify on the waiters' key;
+     * sab_napi_park has looked for termination after the wake): ask again
+     * in the same place, and once more even past the deadline (F4). */
     if (r != SAB_OK || token != SAB_SEMA_NO_TOKEN) break;
+    if (sab_now() >= deadline) {
+      r = sab_sema_acquire_since(&s, e->id, NULL, since, &token);
+      break;
+    }
   }
   if (r == SAB_E_CORRUPT) return corrupt(env);
   return sab_napi_number(env, r == SAB_OK ? (double)token : -1);
+}
+
+/* Woken without a slot (sema.c F2): ask again on the loop, in the same
+ * place, with the same record, which async.c keeps pending when it is
+ * queued again. Past its deadline it tries once (F4). Answers SAB_PENDING,
+ * or the result to settle with (SAB_OK with w.token, which is
+ * SAB_SEMA_NO_TOKEN on a broken state: the JS acquire then asks anew and
+ * throws; or SAB_TIMED_OUT). */
+static int sema_retry(sab_async_t *a, int timed_out) {
+  sema_async_t *r = (sema_async_t *)a;
+  uint64_t since = a->w.since;
+  uint32_t token = SAB_SEMA_NO_TOKEN;
+  sab_waiter_init_async(&a->w, a->w.wake);
+  int res = sab_sema_acquire_since(&r->sema, a->env->id, timed_out ? NULL : &a->w, since, &token);
+  if (res == SAB_PENDING) return SAB_PENDING;
+  a->w.token = res == SAB_OK ? token : SAB_SEMA_NO_TOKEN;
+  return res == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_OK;
 }
 
 static void sema_unconsumed(sab_async_t *a) {
@@ -179,7 +213,8 @@ static void sema_unconsumed(sab_async_t *a) {
 /*
  * semaAcquireAsync(i32, timeoutMs, flags) -> a token (a slot was free), or
  * the promise, or [promise, handle] with SAB_ASYNC_HANDLE; SAB_ASYNC_REF:
- * keep the loop alive. timeoutMs > 0 (JS tries first for 0). The promise
+ * keep the loop alive; SAB_ASYNC_STRICT: the strict hand-off of semaView's
+ * strict. timeoutMs > 0 (JS tries first for 0). The promise
  * resolves with the token, SAB_NAPI_SEMA_TIMED_OUT, or
  * SAB_NAPI_SEMA_NO_TOKEN (woken without one: acquire again).
  */
@@ -201,9 +236,11 @@ static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
     free(rec);
     return NULL;
   }
+  if (flags & SAB_ASYNC_STRICT) rec->sema.fair_ns = 0;
   sab_async_t *a = &rec->a;
   a->yields_token = 1;
   a->unconsumed = sema_unconsumed;
+  a->retry = sema_retry;
   if (sab_napi_async_prepare(env, e, a, buffer, flags, ms, "semaAcquireAsync", &result) != 0)
     return NULL;
   int r = sab_sema_acquire(&rec->sema, e->id, &a->w, &token);
