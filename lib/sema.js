@@ -50,21 +50,26 @@ const {
   SEMA_HELD_RECOVERED: FREE_RECOVERED, // a free slot's holder word after a death
   SEMA_HEADER_BYTES: HEADER_BYTES,
   SEMA_NO_TOKEN: NO_TOKEN, // an async acquire woken without a token
+  SEMA_FAIR_NS,
   ASYNC_REF,
-  ASYNC_HANDLE,
-  ASYNC_STRICT
+  ASYNC_HANDLE
 } = native.constants
 const DEFAULT_NR = 64 // the tokens that Sema.byteLength holds
 const HOLDERS = HEADER_BYTES / 4 // holder[i] is word HOLDERS + nr + i
 const OWNER = 0x3FFFFFFF // a holder word's owner bits
 const SCAN = 16 // holder words the fast path looks at before it goes native
 const ATTACH = Symbol('attach') // Sema.from's way through the constructor
-// An option of new Sema() and Sema.from() for lib/rate-limit.js's turn:
-// strict hand-off (every release hands its token to the oldest waiter, and
-// nobody takes one while others wait), instead of the bounded fairness of
-// src/core/sema.c's F1-F4. Every thread's object over one memory must
-// agree; only RateLimit, which makes all of them, passes it.
-const STRICT = Symbol('sabsync.sema.strict')
+// The fairness bound (src/core/sema.c F1-F4): a waiter queued this long is
+// handed tokens directly and overtaken by nobody; a younger one is woken to
+// try again, and a running thread may take the token first.
+const FAIR_MS = SEMA_FAIR_NS / 1e6
+// An option of new Sema() and Sema.from(), not public: another bound in ms.
+// 0 is a strict hand-off (every release hands its token to the oldest
+// waiter, and nobody takes one while others wait): lib/rate-limit.js's
+// turn. Tests set a long one to make a barge certain. Every thread's
+// object over one memory should agree (the releaser's bound decides a
+// hand-off, the taker's whether it may take).
+const FAIRNESS = Symbol('sabsync.sema.fairMs')
 
 let pausedOf, resume // set in Sema's static block
 
@@ -72,12 +77,12 @@ let pausedOf, resume // set in Sema's static block
 // lot; or in a shared space's queue (lib/space.js gives those ops, with the
 // same answers). `v` is what view(i32) made.
 const LOCAL_OPS = {
-  view: (i32, strict) => native.semaView(i32, strict ? 1 : 0),
+  view: (i32, fairMs) => native.semaView(i32, fairMs),
   try: v => native.semaTry(v),
   acquire: (v, ms) => native.semaAcquire(v, ms),
   // A token, or a promise of one (-1: timed out, -2: woken without one).
-  acquireAsync (v, i32, timeout, signal, ref, strict) {
-    const r = native.semaAcquireAsync(i32, timeout, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0) | (strict ? ASYNC_STRICT : 0))
+  acquireAsync (v, i32, timeout, signal, ref, fairMs) {
+    const r = native.semaAcquireAsync(i32, timeout, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0), fairMs)
     if (typeof r === 'number' || signal === undefined) return r
     guard(signal, r[1], r[0])
     return r[0]
@@ -107,7 +112,7 @@ function optionalFunction (name, value) {
 // { initFn, pauseFn, resumeFn } of new Sema() and Sema.from(); capacity
 // only for the constructor.
 function parseOptions (options, ctor) {
-  if (options === undefined || options === null) return {}
+  if (options === undefined || options === null) return { fairMs: FAIR_MS }
   if (typeof options !== 'object') throw invalidType('options', 'an object', options)
   const initFn = optionalFunction('options.initFn', options.initFn)
   const pauseFn = optionalFunction('options.pauseFn', options.pauseFn)
@@ -123,7 +128,11 @@ function parseOptions (options, ctor) {
     if (typeof c !== 'number') throw invalidType('options.capacity', 'a positive integer', c)
     if (!Number.isInteger(c) || c < 1) throw outOfRange('options.capacity', 'a positive integer', c)
   }
-  return { initFn, pauseFn, resumeFn, strict: options[STRICT] === true }
+  const fairMs = options[FAIRNESS] === undefined ? FAIR_MS : options[FAIRNESS]
+  if (typeof fairMs !== 'number' || !(fairMs >= 0 && fairMs <= 3600000)) {
+    throw outOfRange('options[fairness]', 'a number of ms from 0 to 3600000', fairMs)
+  }
+  return { initFn, pauseFn, resumeFn, fairMs }
 }
 
 function badToken (message) {
@@ -191,7 +200,7 @@ class Sema {
   #bucket = 0 // index in `counts` of the bucket of the waiters and the refill watchers
   #self = 0 // this thread's owner id, as a holder word holds it
   #hold = 0 // the index of holder[0]
-  #strict = false // RateLimit's turn (STRICT)
+  #fairMs = FAIR_MS // the fairness bound (FAIRNESS)
 
   /**
    * @param {number} nr tokens (slots 0 … nr-1)
@@ -245,7 +254,7 @@ class Sema {
     return sema
   }
 
-  #setup (mem, nr, { initFn, pauseFn, resumeFn, strict = false }) {
+  #setup (mem, nr, { initFn, pauseFn, resumeFn, fairMs }) {
     // Own enumerable data: what postMessage copies, and Sema.from reads.
     Object.defineProperty(this, 'buffer', { value: mem.buffer, enumerable: true })
     Object.defineProperty(this, 'byteOffset', { value: mem.byteOffset, enumerable: true })
@@ -253,8 +262,8 @@ class Sema {
     this.#i32 = mem.i32
     this.#local = localOf(mem.buffer, mem.byteOffset)
     this.#ops = this.#local.ops
-    this.#strict = strict
-    this.#view = this.#ops.view(mem.i32, strict)
+    this.#fairMs = fairMs
+    this.#view = this.#ops.view(mem.i32, fairMs)
     if (this.#local.view === null) this.#local.view = this.#view
     this.#nr = nr
     this.#values = null
@@ -380,7 +389,7 @@ class Sema {
     let now = this.#take()
     if (now < 0) now = this.#ops.try(this.#view)
     if (now >= 0 || timeout === 0) return Promise.resolve(now < 0 ? undefined : this.#got(now))
-    const r = this.#ops.acquireAsync(this.#view, this.#i32, timeout, signal, ref, this.#strict)
+    const r = this.#ops.acquireAsync(this.#view, this.#i32, timeout, signal, ref, this.#fairMs)
     if (typeof r === 'number') return Promise.resolve(this.#got(r))
     const local = this.#local
     local.queued++
@@ -561,4 +570,4 @@ function resumeCheck (i32, local) {
   })
 }
 
-module.exports = { Sema, STRICT }
+module.exports = { Sema, FAIRNESS }

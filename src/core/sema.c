@@ -72,8 +72,8 @@
  *     (seq-cst CAS), then reads the counter (seq-cst). A refill watcher
  *     (JS's resumeFn) parks in the same bucket first (raising the counter)
  *     and looks for a free slot after, so the one counter read covers it.
- *     Either the acquirer finds the slot free, or the give-back sees the counter raised and calls
- *     kick, which under the lock hands free slots to the oldest records. A
+ *     Either the acquirer finds the slot free, or the give-back sees the
+ *     counter raised and calls kick, which under the lock hands free slots to the oldest records. A
  *     thread that dies between the two (its give-back's CAS and its kick)
  *     is covered by its death: the death hook (R2) hands free slots out too.
  *  K3 FIFO past the bound. A native grant serves first the queued records

@@ -51,7 +51,6 @@ struct sab_async_s {
 /* flags of the async calls (waitAsync, semaAcquireAsync) */
 #define SAB_ASYNC_REF    1 /* the pending wait keeps the loop alive */
 #define SAB_ASYNC_HANDLE 2 /* answer [promise, handle], for cancel() */
-#define SAB_ASYNC_STRICT 4 /* semaAcquireAsync: strict hand-off (see semaView) */
 
 /*
  * Make `a` (zeroed, allocated by the caller) a record ready to queue: its

@@ -15,6 +15,7 @@
 #include "register.h"
 #include "values.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* An async acquire: the env's record and the view its ctx points to. */
@@ -98,21 +99,29 @@ static napi_value sema_init(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* semaView(i32, strict) -> the Sema's view (throws ERR_SABSYNC_BAD_MEMORY).
- * strict 1: every release hands its token to the oldest waiter and nobody
- * takes one while others wait (fair_ns 0: RateLimit's turn); 0: the
- * bounded fairness of sema.c's F1-F4. */
+/* The fairness bound of a view (sema.c F1-F4) from JS's milliseconds:
+ * 0 for a strict hand-off (RateLimit's turn), else a waiter queued that
+ * long is handed tokens directly. 0, or -1 with a TypeError pending. */
+static int fair_ns_of(napi_env env, napi_value v, const char *what, uint64_t *ns) {
+  double ms;
+  if (napi_get_value_double(env, v, &ms) != napi_ok || !(ms >= 0 && ms <= 3.6e6)) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s: fairMs must be a number of ms from 0 to 3600000", what);
+    napi_throw_type_error(env, NULL, msg);
+    return -1;
+  }
+  *ns = (uint64_t)(ms * 1e6);
+  return 0;
+}
+
+/* semaView(i32, fairMs) -> the Sema's view (throws ERR_SABSYNC_BAD_MEMORY),
+ * with that fairness bound (fair_ns_of). */
 static napi_value sema_view(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 2, NULL);
   sab_sema_t s;
   napi_value view;
-  uint32_t strict;
   if (get_sema(env, argv[0], &s, NULL) != 0) return NULL;
-  if (napi_get_value_uint32(env, argv[1], &strict) != napi_ok || strict > 1) {
-    napi_throw_type_error(env, NULL, "semaView: strict must be 0 or 1");
-    return NULL;
-  }
-  if (strict) s.fair_ns = 0;
+  if (fair_ns_of(env, argv[1], "semaView", &s.fair_ns) != 0) return NULL;
   sab_sema_t *v = malloc(sizeof *v);
   if (v == NULL) {
     sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
@@ -211,22 +220,23 @@ static void sema_unconsumed(sab_async_t *a) {
 }
 
 /*
- * semaAcquireAsync(i32, timeoutMs, flags) -> a token (a slot was free), or
+ * semaAcquireAsync(i32, timeoutMs, flags, fairMs) -> a token (a slot was free), or
  * the promise, or [promise, handle] with SAB_ASYNC_HANDLE; SAB_ASYNC_REF:
- * keep the loop alive; SAB_ASYNC_STRICT: the strict hand-off of semaView's
- * strict. timeoutMs > 0 (JS tries first for 0). The promise
+ * keep the loop alive. fairMs: as semaView's. timeoutMs > 0 (JS tries first for 0). The promise
  * resolves with the token, SAB_NAPI_SEMA_TIMED_OUT, or
  * SAB_NAPI_SEMA_NO_TOKEN (woken without one: acquire again).
  */
 static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 3, NULL);
+  SAB_ARGS(env, info, 4, NULL);
   sab_env_t *e;
   double ms;
   uint32_t flags, token;
+  uint64_t fair_ns;
   napi_value buffer, result;
   if ((e = sab_napi_env_get(env)) == NULL) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[1], &ms), NULL);
   SAB_CALL(env, napi_get_value_uint32(env, argv[2], &flags), NULL);
+  if (fair_ns_of(env, argv[3], "semaAcquireAsync", &fair_ns) != 0) return NULL;
   sema_async_t *rec = calloc(1, sizeof *rec);
   if (rec == NULL) {
     sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
@@ -236,7 +246,7 @@ static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
     free(rec);
     return NULL;
   }
-  if (flags & SAB_ASYNC_STRICT) rec->sema.fair_ns = 0;
+  rec->sema.fair_ns = fair_ns;
   sab_async_t *a = &rec->a;
   a->yields_token = 1;
   a->unconsumed = sema_unconsumed;
