@@ -316,13 +316,14 @@ class Sema {
     const i32 = this.#i32
     const nr = this.#nr
     if (!this.#fast || counts[this.#bucket] !== 0 || i32[0] !== MAGIC || i32[W_NR] !== nr) return -1
-    let i = i32[W_NEXT]
-    if (!(i >= 0 && i < nr)) i = 0
+    const start = i32[W_NEXT]
+    let i = start >= 0 && start < nr ? start : 0
     const hold = this.#hold
     for (let k = nr < SCAN ? nr : SCAN; k > 0; k--) {
       const h = i32[hold + i]
       if ((h === 0 || h === FREE_RECOVERED) && Atomics.compareExchange(i32, hold + i, h, this.#self) === h) {
-        i32[W_NEXT] = i + 1 === nr ? 0 : i + 1
+        const next = i + 1 === nr ? 0 : i + 1
+        if (next !== start) i32[W_NEXT] = next // a hint: no store when it would not change
         return h === 0 ? i : i + RECOVERED
       }
       if (++i === nr) i = 0
@@ -424,7 +425,9 @@ class Sema {
       if (held.length > 0 && this.#give(held[held.length - 1])) {
         const slot = held.pop()
         if (local.recovered.size !== 0) local.recovered.delete(slot)
-        return this.#released(POOLED)
+        // #released(POOLED), without the calls while nobody pauses.
+        if (local.pausers.size !== 0) resumeCheck(this.#i32, local)
+        return
       }
       while (held.length > 0) {
         const slot = held.pop()
@@ -443,7 +446,8 @@ class Sema {
     }
     if (this.#values === null && Number.isInteger(token) && token >= 0 && token < this.#nr && this.#give(token)) {
       forget(local, token)
-      return this.#released(POOLED)
+      if (local.pausers.size !== 0) resumeCheck(this.#i32, local)
+      return
     }
     for (const slot of this.#slotsOf(token)) {
       if (this.#values !== null && this.#give(slot)) {
