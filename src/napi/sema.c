@@ -101,9 +101,16 @@ static napi_value sema_init(napi_env env, napi_callback_info info) {
 
 /* The fairness bound of a view (sema.c F1-F4) from JS's milliseconds:
  * 0 for a strict hand-off (RateLimit's turn), else a waiter queued that
- * long is handed tokens directly. 0, or -1 with a TypeError pending. */
+ * long is handed tokens directly; undefined: SAB_SEMA_FAIR_NS. 0, or -1
+ * with a TypeError pending. */
 static int fair_ns_of(napi_env env, napi_value v, const char *what, uint64_t *ns) {
   double ms;
+  napi_valuetype t;
+  SAB_CALL(env, napi_typeof(env, v, &t), -1);
+  if (t == napi_undefined) {
+    *ns = SAB_SEMA_FAIR_NS;
+    return 0;
+  }
   if (napi_get_value_double(env, v, &ms) != napi_ok || !(ms >= 0 && ms <= 3.6e6)) {
     char msg[96];
     snprintf(msg, sizeof msg, "%s: fairMs must be a number of ms from 0 to 3600000", what);
@@ -114,7 +121,7 @@ static int fair_ns_of(napi_env env, napi_value v, const char *what, uint64_t *ns
   return 0;
 }
 
-/* semaView(i32, fairMs) -> the Sema's view (throws ERR_SABSYNC_BAD_MEMORY),
+/* semaView(i32, fairMs?) -> the Sema's view (throws ERR_SABSYNC_BAD_MEMORY),
  * with that fairness bound (fair_ns_of). */
 static napi_value sema_view(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 2, NULL);
@@ -220,7 +227,7 @@ static void sema_unconsumed(sab_async_t *a) {
 }
 
 /*
- * semaAcquireAsync(i32, timeoutMs, flags, fairMs) -> a token (a slot was free), or
+ * semaAcquireAsync(i32, timeoutMs, flags, fairMs?) -> a token (a slot was free), or
  * the promise, or [promise, handle] with SAB_ASYNC_HANDLE; SAB_ASYNC_REF:
  * keep the loop alive. fairMs: as semaView's. timeoutMs > 0 (JS tries first for 0). The promise
  * resolves with the token, SAB_NAPI_SEMA_TIMED_OUT, or
