@@ -623,8 +623,8 @@ static int retry(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint32_t 
 static void test_bounded_fairness(void) {
   mem_t m;
   sab_sema_t s;
-  uint32_t a = sab_owner_new(), n = sab_owner_new(), q1 = sab_owner_new(),
-           q2 = sab_owner_new(), tok, info;
+  uint32_t a = sab_owner_new(), n = sab_owner_new(), q1 = sab_owner_new(), q2 = sab_owner_new(),
+           tok, info;
   sab_waiter_t w1, w2, w3;
   sab_waiter_init_async(&w1, on_wake);
   sab_waiter_init_async(&w2, on_wake);
@@ -656,7 +656,7 @@ static void test_bounded_fairness(void) {
   CHECK(sab_sema_acquire(&s, q1, &w1, &tok) == SAB_OK); /* q1 takes it: nobody queued */
   CHECK(sab_sema_acquire(&s, n, &w3, &tok) == SAB_PENDING);
   CHECK(sab_sema_release(&s, q1, 0, &info) == 0 && info == SAB_SEMA_POOLED);
-  CHECK(state_of(&w3) == SAB_W_NOTIFIED); /* n woken; q2's wake still unused */
+  CHECK(state_of(&w3) == SAB_W_NOTIFIED);        /* n woken; q2's wake still unused */
   sab_sema_give_back(&s, q2, SAB_SEMA_NO_TOKEN); /* q2 gives up: passes it on */
   CHECK(sab_sema_available(&s) == 1);            /* n's own wake is still on its way */
   CHECK(retry(&s, n, &w3, &tok) == SAB_OK && tok == 0);
