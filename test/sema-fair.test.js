@@ -146,3 +146,25 @@ t.test('a young waiter woken to try again whose thread ends passes the wake on',
   await w2.terminate()
   t.equal(s.tryAcquire(), tok)
 })
+
+t.test('a young waiter aborted while its wake to try again is on its way rejects, and passes the wake on', async t => {
+  const s = new Sema(1, { [FAIRNESS]: MINUTE })
+  const tok = s.tryAcquire()
+  const w1 = waiter(s, { fairMs: MINUTE, abort: true })
+  await w1.queued
+  await until(() => s.nrWaiting() === 1, 60000, 'the first worker to queue')
+  const w2 = waiter(s, { fairMs: MINUTE })
+  await w2.queued
+  await until(() => s.nrWaiting() === 2, 60000, 'the second worker to queue')
+  s.release(tok) // wakes w1 to try again; its loop is held up
+  t.equal(s.nrWaiting(), 1)
+  const r1 = message(w1)
+  w1.go() // it aborts before the wake is delivered
+  t.same(await r1, { rejected: 'aborted after the wake' }, 'the abort wins: no token, and no second wait')
+  const got = message(w2)
+  w2.go()
+  t.equal(await got, tok, 'the wake went on to the next waiter')
+  t.equal(s.nrWaiting(), 0)
+  await Promise.all([w1.terminate(), w2.terminate()])
+  t.equal(s.tryAcquire(), tok)
+})

@@ -133,6 +133,9 @@ static void hand_on(sab_async_t *a) {
 static void async_free(sab_env_t *e, sab_async_t *a) {
   if (a->memory != NULL) sab_napi_note_failure(napi_delete_reference(e->env, a->memory));
   a->memory = NULL;
+  if (a->abort_reason != NULL)
+    sab_napi_note_failure(napi_delete_reference(e->env, a->abort_reason));
+  a->abort_reason = NULL;
   a->settled = 1;
   sab_waiter_destroy(&a->w);
   if (!a->js_holds) free(a);
@@ -181,6 +184,17 @@ static void settle(sab_env_t *e, sab_async_t *a, int result) {
   napi_value v;
   napi_status st;
   if (result == SAB_OK && a->retry != NULL && a->w.token == SAB_SEMA_NO_TOKEN && !e->closed) {
+    if (a->abort_reason != NULL) {
+      /* Aborted while woken to try again: pass the wake on, reject. */
+      napi_value reason;
+      hand_on(a);
+      untrack(e, a);
+      st = napi_get_reference_value(e->env, a->abort_reason, &reason);
+      if (st == napi_ok) st = napi_reject_deferred(e->env, a->deferred, reason);
+      if (st != napi_ok) loop_failure(e, st);
+      async_free(e, a);
+      return;
+    }
     /* Woken to try again: the record is off the lot and off the delivery
      * queue, so it can be queued again as it is. */
     result = a->retry(a, a->deadline != UINT64_MAX && sab_now() >= a->deadline);
@@ -236,7 +250,19 @@ static void async_wake(sab_waiter_t *w) {
 
 int sab_napi_async_cancel(sab_env_t *e, sab_async_t *a, napi_value reason) {
   if (a->settled) return 0;
-  if (sab_wait_cancel(&a->w, SAB_CANCELLED) != SAB_CANCELLED) return 0;
+  int c = sab_wait_cancel(&a->w, SAB_CANCELLED);
+  if (c == SAB_OK && a->retry != NULL && a->w.token == SAB_SEMA_NO_TOKEN &&
+      a->abort_reason == NULL) {
+    /* Woken to try again, its delivery on the way (the token was written
+     * under the bucket lock that the cancel took after): its retry will
+     * reject with this reason instead of asking again. */
+    if (napi_create_reference(e->env, reason, 1, &a->abort_reason) != napi_ok) {
+      sab_napi_throw_last(e->env, "napi_create_reference");
+      return -1;
+    }
+    return 1;
+  }
+  if (c != SAB_CANCELLED) return 0;
   untrack(e, a);
   napi_status st = napi_reject_deferred(e->env, a->deferred, reason);
   async_free(e, a);

@@ -39,6 +39,10 @@ struct sab_async_s {
    * pending) or the result to settle with. NULL: settle as woken. Env
    * thread only. */
   int (*retry)(sab_async_t *a, int timed_out);
+  /* An abort that came while the record was woken to try again (off the
+   * lot, its delivery on the way): the retry rejects with it instead of
+   * asking again. Env thread only. */
+  napi_ref abort_reason;
   /* Guarded by env->mu. */
   uint8_t queued;
   sab_async_t *qnext;
