@@ -284,10 +284,12 @@ int sab_sema_acquire_since(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w,
                            uint32_t *token);
 
 /*
- * Give back a slot `owner` holds: to the oldest waiter if any, else to the
- * pool. slot < 0: the slot `owner` got most recently. Answers the slot, or
- * SAB_E_BAD_TOKEN (not out, not the owner's, or none held), or
- * SAB_E_CORRUPT; *info (may be NULL) gets SAB_SEMA_HANDED_SELF/POOLED.
+ * Give back a slot `owner` holds: to the oldest waiter if it has waited
+ * the view's fair_ns or is `owner`'s own, else to the pool, waking the
+ * oldest waiter (if any) to try again (sema.c F1, F2). slot < 0: the slot
+ * `owner` got most recently. Answers the slot, or SAB_E_BAD_TOKEN (not
+ * out, not the owner's, or none held), or SAB_E_CORRUPT; *info (may be
+ * NULL) gets SAB_SEMA_HANDED_SELF/POOLED.
  */
 int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t *info);
 
