@@ -119,6 +119,11 @@ struct sab_waiter_s {
    * by the record's death hook: a record without one may keep anything in
    * ctx (the binding's waitAsync records keep their promise's deferred). */
   uint32_t owner;
+  /* When the waiter first asked (sab_now() scale; 0: not yet): a token
+   * semaphore's queue is ordered by it, and a waiter that asked more than
+   * the semaphore's fair_ns ago is handed tokens directly. Kept across the
+   * retries of one acquire. */
+  uint64_t since;
   const void *ctx;
   sab_death_cb on_death; /* NULL, or the primitive's death hook (above) */
 #ifdef SAB_PARKER_UV
@@ -255,7 +260,14 @@ enum {
 typedef struct {
   int32_t *base;
   uint32_t nr;
+  /* The fairness bound, from the view's maker (never from shared memory):
+   * a waiter queued for fair_ns or more is handed the next free token, and
+   * nobody takes one past it; a younger one is only woken to try again
+   * (a running thread may take the token first). 0: strict hand-off, FIFO.
+   * sab_sema_init and sab_sema_open set SAB_SEMA_FAIR_NS. */
+  uint64_t fair_ns;
 } sab_sema_t;
+#define SAB_SEMA_FAIR_NS 1000000u /* 1 ms, as the Mutex's */
 
 /* Bytes for nr slots (a multiple of 8), or 0 if nr is 0 or too large. */
 size_t sab_sema_bytes(uint32_t nr);
@@ -270,19 +282,29 @@ int sab_sema_check(const sab_sema_t *s);
 
 /*
  * Take a slot for `owner`. With w == NULL (try): SAB_OK with *token, or
- * SAB_TIMED_OUT when none is free or others wait (no barging). With a
+ * SAB_TIMED_OUT when none is free, or a waiter queued the fairness bound
+ * ago or more waits (sema.c F1). With a
  * record: SAB_OK with *token, or SAB_PENDING with `w` queued; its slot then
  * arrives with its wake in w->token (SAB_SEMA_NO_TOKEN: woken without one,
- * by a stray notify: acquire again). SAB_E_CORRUPT on a broken state.
+ * to try again, or by a stray notify: acquire again, with w->since, and at
+ * least once even past a deadline). SAB_E_CORRUPT on a broken state.
  * A token is the slot, | SAB_SEMA_RECOVERED if its last holder died.
  */
 int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint32_t *token);
+/* The same, for a caller that first asked at `since` (sab_now() scale; 0:
+ * now), w->since then ignored: a waiter woken to try again (w->token
+ * SAB_SEMA_NO_TOKEN after its wake) asks again with the since its record
+ * had, queued or not, and so keeps its place (see sema.c, F2). */
+int sab_sema_acquire_since(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint64_t since,
+                           uint32_t *token);
 
 /*
- * Give back a slot `owner` holds: to the oldest waiter if any, else to the
- * pool. slot < 0: the slot `owner` got most recently. Answers the slot, or
- * SAB_E_BAD_TOKEN (not out, not the owner's, or none held), or
- * SAB_E_CORRUPT; *info (may be NULL) gets SAB_SEMA_HANDED_SELF/POOLED.
+ * Give back a slot `owner` holds: to the oldest waiter if it has waited
+ * the view's fair_ns or is `owner`'s own, else to the pool, waking the
+ * oldest waiter (if any) to try again (sema.c F1, F2). slot < 0: the slot
+ * `owner` got most recently. Answers the slot, or SAB_E_BAD_TOKEN (not
+ * out, not the owner's, or none held), or SAB_E_CORRUPT; *info (may be
+ * NULL) gets SAB_SEMA_HANDED_SELF/POOLED.
  */
 int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t *info);
 

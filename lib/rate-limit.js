@@ -15,7 +15,7 @@
 // abort or timeout gives it up at once.
 
 const native = require('./native')
-const { Sema } = require('./sema')
+const { Sema, FAIRNESS } = require('./sema')
 const { memoryOf, isMemory, parseTimeout, isAbortSignal, ownSignal, SabsyncError, invalidType, outOfRange } = require('./shared')
 const { attachTo } = require('./kind')
 const { spaceOf } = require('./space-registry')
@@ -189,7 +189,7 @@ function RateLimit (rps, options) {
   const { timeUnit, uniformDistribution } = parseOptions(options)
   const mem = memoryOf('RateLimit', bytesFor(rps), options)
   native.rateInit(mem.i32, rps, timeUnit, uniformDistribution)
-  const turn = new Sema(1, { buffer: mem.buffer, byteOffset: mem.byteOffset + native.rateBytes(rps) })
+  const turn = new Sema(1, { buffer: mem.buffer, byteOffset: mem.byteOffset + native.rateBytes(rps), [FAIRNESS]: 0 })
   return limiterOver(mem, turn)
 }
 
@@ -218,7 +218,7 @@ RateLimit.from = function from (handle) {
     throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `sabsync: no RateLimit at byteOffset ${head.byteOffset} of this buffer`)
   }
   const mem = memoryOf('RateLimit', bytesFor(rps), { buffer, byteOffset }, 'handle')
-  const turn = Sema.from({ buffer: mem.buffer, byteOffset: mem.byteOffset + native.rateBytes(rps) })
+  const turn = Sema.from({ buffer: mem.buffer, byteOffset: mem.byteOffset + native.rateBytes(rps) }, { [FAIRNESS]: 0 })
   return limiterOver(mem, turn)
 }
 

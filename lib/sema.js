@@ -50,6 +50,7 @@ const {
   SEMA_HELD_RECOVERED: FREE_RECOVERED, // a free slot's holder word after a death
   SEMA_HEADER_BYTES: HEADER_BYTES,
   SEMA_NO_TOKEN: NO_TOKEN, // an async acquire woken without a token
+  SEMA_FAIR_NS,
   ASYNC_REF,
   ASYNC_HANDLE
 } = native.constants
@@ -58,6 +59,17 @@ const HOLDERS = HEADER_BYTES / 4 // holder[i] is word HOLDERS + nr + i
 const OWNER = 0x3FFFFFFF // a holder word's owner bits
 const SCAN = 16 // holder words the fast path looks at before it goes native
 const ATTACH = Symbol('attach') // Sema.from's way through the constructor
+// The fairness bound (src/core/sema.c F1-F4): a waiter queued this long is
+// handed tokens directly and overtaken by nobody; a younger one is woken to
+// try again, and a running thread may take the token first.
+const FAIR_MS = SEMA_FAIR_NS / 1e6
+// An option of new Sema() and Sema.from(), not public: another bound in ms.
+// 0 is a strict hand-off (every release hands its token to the oldest
+// waiter, and nobody takes one while others wait): lib/rate-limit.js's
+// turn. Tests set a long one to make a barge certain. Every thread's
+// object over one memory should agree (the releaser's bound decides a
+// hand-off, the taker's whether it may take).
+const FAIRNESS = Symbol('sabsync.sema.fairMs')
 
 let pausedOf, resume // set in Sema's static block
 
@@ -65,19 +77,19 @@ let pausedOf, resume // set in Sema's static block
 // lot; or in a shared space's queue (lib/space.js gives those ops, with the
 // same answers). `v` is what view(i32) made.
 const LOCAL_OPS = {
-  view: i32 => native.semaView(i32),
+  view: (i32, fairMs) => native.semaView(i32, fairMs),
   try: v => native.semaTry(v),
   acquire: (v, ms) => native.semaAcquire(v, ms),
   // A token, or a promise of one (-1: timed out, -2: woken without one).
-  acquireAsync (v, i32, timeout, signal, ref) {
-    const r = native.semaAcquireAsync(i32, timeout, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0))
+  acquireAsync (v, i32, timeout, signal, ref, fairMs) {
+    const r = native.semaAcquireAsync(i32, timeout, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0), fairMs)
     if (typeof r === 'number' || signal === undefined) return r
     guard(signal, r[1], r[0])
     return r[0]
   },
   release: (v, slot) => native.semaRelease(v, slot),
   waiting: v => native.semaWaiting(v),
-  available: (v, i32) => native.semaAvailable(i32)
+  available: (v, i32) => native.semaAvailable(v)
 }
 
 function opsOf (buffer) {
@@ -100,7 +112,7 @@ function optionalFunction (name, value) {
 // { initFn, pauseFn, resumeFn } of new Sema() and Sema.from(); capacity
 // only for the constructor.
 function parseOptions (options, ctor) {
-  if (options === undefined || options === null) return {}
+  if (options === undefined || options === null) return { fairMs: FAIR_MS }
   if (typeof options !== 'object') throw invalidType('options', 'an object', options)
   const initFn = optionalFunction('options.initFn', options.initFn)
   const pauseFn = optionalFunction('options.pauseFn', options.pauseFn)
@@ -116,7 +128,11 @@ function parseOptions (options, ctor) {
     if (typeof c !== 'number') throw invalidType('options.capacity', 'a positive integer', c)
     if (!Number.isInteger(c) || c < 1) throw outOfRange('options.capacity', 'a positive integer', c)
   }
-  return { initFn, pauseFn, resumeFn }
+  const fairMs = options[FAIRNESS] === undefined ? FAIR_MS : options[FAIRNESS]
+  if (typeof fairMs !== 'number' || !(fairMs >= 0 && fairMs <= 3600000)) {
+    throw outOfRange('options[fairness]', 'a number of ms from 0 to 3600000', fairMs)
+  }
+  return { initFn, pauseFn, resumeFn, fairMs }
 }
 
 function badToken (message) {
@@ -184,6 +200,7 @@ class Sema {
   #bucket = 0 // index in `counts` of the bucket of the waiters and the refill watchers
   #self = 0 // this thread's owner id, as a holder word holds it
   #hold = 0 // the index of holder[0]
+  #fairMs = FAIR_MS // the fairness bound (FAIRNESS)
 
   /**
    * @param {number} nr tokens (slots 0 … nr-1)
@@ -237,7 +254,7 @@ class Sema {
     return sema
   }
 
-  #setup (mem, nr, { initFn, pauseFn, resumeFn }) {
+  #setup (mem, nr, { initFn, pauseFn, resumeFn, fairMs }) {
     // Own enumerable data: what postMessage copies, and Sema.from reads.
     Object.defineProperty(this, 'buffer', { value: mem.buffer, enumerable: true })
     Object.defineProperty(this, 'byteOffset', { value: mem.byteOffset, enumerable: true })
@@ -245,8 +262,9 @@ class Sema {
     this.#i32 = mem.i32
     this.#local = localOf(mem.buffer, mem.byteOffset)
     this.#ops = this.#local.ops
-    this.#view = this.#ops.view(mem.i32)
-    this.#local.view = this.#view
+    this.#fairMs = fairMs
+    this.#view = this.#ops.view(mem.i32, fairMs)
+    if (this.#local.view === null) this.#local.view = this.#view
     this.#nr = nr
     this.#values = null
     if (this.#ops === LOCAL_OPS && counts !== null) {
@@ -298,13 +316,14 @@ class Sema {
     const i32 = this.#i32
     const nr = this.#nr
     if (!this.#fast || counts[this.#bucket] !== 0 || i32[0] !== MAGIC || i32[W_NR] !== nr) return -1
-    let i = i32[W_NEXT]
-    if (!(i >= 0 && i < nr)) i = 0
+    const start = i32[W_NEXT]
+    let i = start >= 0 && start < nr ? start : 0
     const hold = this.#hold
     for (let k = nr < SCAN ? nr : SCAN; k > 0; k--) {
       const h = i32[hold + i]
       if ((h === 0 || h === FREE_RECOVERED) && Atomics.compareExchange(i32, hold + i, h, this.#self) === h) {
-        i32[W_NEXT] = i + 1 === nr ? 0 : i + 1
+        const next = i + 1 === nr ? 0 : i + 1
+        if (next !== start) i32[W_NEXT] = next // a hint: no store when it would not change
         return h === 0 ? i : i + RECOVERED
       }
       if (++i === nr) i = 0
@@ -371,7 +390,7 @@ class Sema {
     let now = this.#take()
     if (now < 0) now = this.#ops.try(this.#view)
     if (now >= 0 || timeout === 0) return Promise.resolve(now < 0 ? undefined : this.#got(now))
-    const r = this.#ops.acquireAsync(this.#view, this.#i32, timeout, signal, ref)
+    const r = this.#ops.acquireAsync(this.#view, this.#i32, timeout, signal, ref, this.#fairMs)
     if (typeof r === 'number') return Promise.resolve(this.#got(r))
     const local = this.#local
     local.queued++
@@ -406,7 +425,9 @@ class Sema {
       if (held.length > 0 && this.#give(held[held.length - 1])) {
         const slot = held.pop()
         if (local.recovered.size !== 0) local.recovered.delete(slot)
-        return this.#released(POOLED)
+        // #released(POOLED), without the calls while nobody pauses.
+        if (local.pausers.size !== 0) resumeCheck(this.#i32, local)
+        return
       }
       while (held.length > 0) {
         const slot = held.pop()
@@ -425,7 +446,8 @@ class Sema {
     }
     if (this.#values === null && Number.isInteger(token) && token >= 0 && token < this.#nr && this.#give(token)) {
       forget(local, token)
-      return this.#released(POOLED)
+      if (local.pausers.size !== 0) resumeCheck(this.#i32, local)
+      return
     }
     for (const slot of this.#slotsOf(token)) {
       if (this.#values !== null && this.#give(slot)) {
@@ -552,4 +574,4 @@ function resumeCheck (i32, local) {
   })
 }
 
-module.exports = { Sema }
+module.exports = { Sema, FAIRNESS }

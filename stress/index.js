@@ -18,6 +18,7 @@ const scenarios = [
   ['Barrier: 7 parties in epochs of rounds, reset() between, 6 workers + main (async), random timeouts, aborts, terminations, process.exit()', () => p('barrier').barrierScenario(), 60000],
   [`Sema: 3 tokens, acquireSync/tryAcquire/acquire/release, ${chaos}`, () => p('sema').semaScenario(), 60000],
   ['Sema fast path vs its protocol table: 6 workers mix fast takes/give-backs with native waits on 3 tokens, terminations', () => require('./sema-fast').semaFastScenario(), 60000],
+  ['Sema bounded fairness: 6 workers contend on 1 token (sync, async, try), every worker served in every second, terminations', () => require('./sema-fast').semaFairScenario(), 60000],
   [`RateLimit: 20 per 50 ms and uniform 10 per 40 ms, sync/async, ${chaos}`, () => p('rate-limit').rateScenario(), 60000],
   ['soak: 1,000,000 lockAsync/unlock cycles, a worker contending part of the time', () => p('mutex').soakLockAsync(), 120000],
   ['scribble: Sema and RateLimit memory flipped word by word to hostile values while 4 workers use them and others are terminated, 8 seeds each', () => scribbleLong(), 240000]

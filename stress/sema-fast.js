@@ -131,10 +131,104 @@ async function semaFastScenario () {
   return { ok: problems.length === 0, detail: problems.length ? problems.slice(0, 5).join('; ') : detail }
 }
 
-if (!isMainThread && workerData && workerData.tag) worker()
+// The bounded fairness (src/core/sema.c F1-F4): 6 workers (more threads
+// than cores) contend on a Sema of 1 with acquireSync, await acquire() and
+// tryAcquire, and an empty critical section, so releases find young
+// waiters (woken to try again, barged past) and old ones (handed the
+// token) all the time, while the main thread terminates a worker now and
+// then, some of them with a wake to try again on its way. Checked: never
+// two holders (USE); every worker keeps being served (no waiter starves:
+// each one's count of holds grows in every window of the run); a lost wake
+// would leave the token free with waiters queued and stop every worker,
+// which the progress check and the deadline catch; at the end nothing is
+// queued and the token is there once.
+const FAIR_WINDOW_MS = 2000
+function fairWorker () {
+  const { handle, ctl, use, holds, slot } = workerData
+  const s = Sema.from(handle)
+  const me = slot + 1
+  let seed = me * 2654435761 >>> 0 || 1
+  const rand = () => { seed ^= seed << 13; seed >>>= 0; seed ^= seed >>> 17; seed ^= seed << 5; seed >>>= 0; return seed }
+  const bad = msg => { Atomics.add(ctl, C.BAD, 1); parentPort.postMessage({ bad: msg }) }
+  function hold (t) {
+    if (t === undefined) return
+    if (t !== 0) return bad(`token ${t} of a Sema of 1`)
+    const prev = Atomics.exchange(use, 0, me)
+    if (prev !== 0 && !s.recovered(t)) bad(`taken by ${me} while ${prev} held it, and not recovered()`)
+    if (Atomics.compareExchange(use, 0, me, 0) !== me) bad(`USE changed while ${me} held the token`)
+    Atomics.add(holds, slot, 1)
+    s.release(t)
+  }
+  async function loop () {
+    while (Atomics.load(ctl, C.STOP) === 0) {
+      switch (rand() % 4) {
+        case 0: hold(s.tryAcquire()); break
+        case 1: hold(s.acquireSync()); break
+        default: hold(await s.acquire())
+      }
+    }
+  }
+  loop().then(() => parentPort.postMessage({ done: true }))
+}
 
-module.exports = { semaFastScenario }
+async function semaFairScenario () {
+  const s = new Sema(1)
+  const handle = { buffer: s.buffer, byteOffset: s.byteOffset }
+  const ctl = new Int32Array(new SharedArrayBuffer(4 * 8))
+  const use = new Int32Array(new SharedArrayBuffer(4))
+  const holds = new Int32Array(new SharedArrayBuffer(4 * WORKERS))
+  const problems = []
+  const live = new Map()
+  let terminated = 0
+  function spawn (slot) {
+    const w = new Worker(__filename, { workerData: { fair: true, handle, ctl, use, holds, slot } })
+    w.on('message', m => { if (m.bad) problems.push(m.bad) })
+    w.on('error', err => problems.push(`worker ${slot}: ${err.stack}`))
+    live.set(slot, { w, done: new Promise(resolve => w.once('exit', resolve)) })
+  }
+  for (let i = 0; i < WORKERS; i++) spawn(i)
+  // Let every worker start before the first window counts.
+  await new Promise(resolve => setTimeout(resolve, 500))
+  const end = Date.now() + RUN_MS
+  let windows = 0
+  let total = 0
+  while (Date.now() < end && problems.length === 0) {
+    const before = Array.from(holds)
+    await new Promise(resolve => setTimeout(resolve, FAIR_WINDOW_MS))
+    windows++
+    const after = Array.from(holds)
+    for (let i = 0; i < WORKERS; i++) {
+      if (after[i] === before[i]) problems.push(`worker ${i} was not served for ${FAIR_WINDOW_MS} ms (window ${windows}: ${before.join('/')} -> ${after.join('/')})`)
+    }
+    total += after.reduce((a, b) => a + b, 0) - before.reduce((a, b) => a + b, 0)
+    // One worker terminated, at once replaced (its counter starts over).
+    const slot = windows % WORKERS
+    const { w, done } = live.get(slot)
+    live.delete(slot)
+    await w.terminate()
+    await done
+    terminated++
+    Atomics.store(holds, slot, 0)
+    spawn(slot)
+    await new Promise(resolve => setTimeout(resolve, 300))
+  }
+  Atomics.store(ctl, C.STOP, 1)
+  await Promise.all([...live.values()].map(({ done }) => done))
+  if (s.nrWaiting() !== 0) problems.push(`nrWaiting() is ${s.nrWaiting()} after the run`)
+  const first = s.tryAcquire()
+  if (first !== 0 || s.tryAcquire() !== undefined) problems.push(`after the run tryAcquire() gave ${first}, not the one token once`)
+  return {
+    ok: problems.length === 0,
+    detail: problems.length ? problems.slice(0, 5).join('; ') : `${total} holds in ${windows} windows of ${FAIR_WINDOW_MS} ms, every worker served in each, ${terminated} workers terminated`
+  }
+}
+
+if (!isMainThread && workerData && workerData.tag) worker()
+if (!isMainThread && workerData && workerData.fair) fairWorker()
+
+module.exports = { semaFastScenario, semaFairScenario }
 
 if (isMainThread && require.main === module) {
-  semaFastScenario().then(r => { console.log(r.ok ? 'ok' : 'FAILED', r.detail); process.exit(r.ok ? 0 : 1) })
+  const run = process.argv[2] === 'fair' ? semaFairScenario : semaFastScenario
+  run().then(r => { console.log(r.ok ? 'ok' : 'FAILED', r.detail); process.exit(r.ok ? 0 : 1) })
 }

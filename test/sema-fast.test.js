@@ -15,7 +15,7 @@ const { Worker } = require('worker_threads')
 const sabsync = require('..')
 const native = require('../lib/native')
 const { Sema, SabsyncError } = sabsync
-const { until, exited } = require('./helpers')
+const { until, exited, sleep } = require('./helpers')
 
 const W_STAMP = 4
 const HEADER = native.constants.SEMA_HEADER_BYTES / 4
@@ -65,6 +65,7 @@ t.test('a waiter is never overtaken: a release with a waiter queued goes native 
   const w = start(s, 'wait')
   await message(w) // 'waiting'
   await until(() => s.nrWaiting() === 1, 60000, 'the worker to queue')
+  await sleep(20) // past the fairness bound: the release hands over (F1)
   const before = grants(s)
   s.release(a)
   t.equal(await message(w), a, 'the waiter got the released token')
@@ -85,12 +86,13 @@ t.test('a waiter is never overtaken: a release with a waiter queued goes native 
   await w.terminate()
 })
 
-t.test('a free slot while a waiter is queued (a give-back between its CAS and its kick) goes to the waiter, not to a try', async t => {
+t.test('a free slot while a waiter is queued past the bound (a give-back between its CAS and its kick) goes to the waiter, not to a try', async t => {
   const s = new Sema(1)
   const tok = s.tryAcquire()
   const w = start(s, 'wait')
   await message(w) // 'waiting'
   await until(() => s.nrWaiting() === 1, 60000, 'the worker to queue')
+  await sleep(20) // past the fairness bound (1 ms): no try may overtake it (F1)
   // The give-back's CAS, as lib/sema.js does it, without what follows it
   // (its look at the waiters' counter and its kick): the window a racing
   // try could use to overtake the waiter.

@@ -84,6 +84,9 @@ sab__bucket_t *sab__lock(uintptr_t addr);
 void sab__unlock(sab__bucket_t *b);
 sab_waiter_t *sab__oldest_locked(sab__bucket_t *b, uintptr_t addr);
 void sab__enqueue_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr);
+/* Queue `w` just before `before` (a record in b's list; NULL: at the tail). */
+void sab__enqueue_before_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr,
+                                sab_waiter_t *before);
 typedef struct {
   void *futex;         /* a parked blocking record's word, or NULL */
   sab_waiter_t *async; /* an async record to hand to its wake callback */

@@ -72,6 +72,7 @@ void sab_waiter_init_blocking(sab_waiter_t *w) {
   w->watch = 0;
   w->token = 0;
   w->owner = 0;
+  w->since = 0;
   w->ctx = NULL;
   w->on_death = NULL;
   sab__parker_init(w);
@@ -113,6 +114,7 @@ void sab_waiter_init_async(sab_waiter_t *w, sab_wake_cb wake) {
   w->watch = 0;
   w->token = 0;
   w->owner = 0;
+  w->since = 0;
   w->ctx = NULL;
   w->on_death = NULL;
 }
@@ -128,17 +130,25 @@ static int cell_equals(const void *cell, int size, int64_t expected) {
   return __atomic_load_n((const int32_t *)cell, __ATOMIC_SEQ_CST) == (int32_t)expected;
 }
 
-void sab__enqueue_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr) {
+void sab__enqueue_before_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr,
+                                sab_waiter_t *before) {
   w->addr = addr;
   w->state = SAB_W_WAITING;
-  w->next = NULL;
-  w->prev = b->tail;
-  if (b->tail != NULL)
-    b->tail->next = w;
+  w->next = before;
+  w->prev = before != NULL ? before->prev : b->tail;
+  if (w->prev != NULL)
+    w->prev->next = w;
   else
     b->head = w;
-  b->tail = w;
+  if (before != NULL)
+    before->prev = w;
+  else
+    b->tail = w;
   __atomic_fetch_add(&counts[sab_bucket_of(addr) * SAB_COUNT_STRIDE], 1, __ATOMIC_SEQ_CST);
+}
+
+void sab__enqueue_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr) {
+  sab__enqueue_before_locked(b, w, addr, NULL);
 }
 
 int sab_wait_enqueue_watch(sab_waiter_t *w, const void *cell, int size, int64_t expected,

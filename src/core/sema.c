@@ -42,12 +42,19 @@
  *   from        to          by                       when
  *   free        id          JS take (lib/sema.js)    the waiters' bucket counter
  *                                                    read 0 just before
- *   free        id          grant, under the lock    no record queued (or it is the
- *                                                    oldest record's, hand_out)
+ *   free        id          grant, under the lock    the caller is older than every
+ *                                                    queued record (F3), or no queued
+ *                                                    record waited the bound (F1); or
+ *                                                    for the oldest record (hand_out)
  *   id          0           JS give-back             the counter read 0 before; the
  *                                                    counter read again after (K2)
- *   id          0           pool_put, under the lock no record queued
- *   id          id'         hand, under the lock     the oldest record's owner id'
+ *   id          0           pool_put, under the lock no record queued, or the oldest has
+ *                                                    not waited the bound and is not the
+ *                                                    releaser's: it is woken to try
+ *                                                    again (F2)
+ *   id          id'         hand, under the lock     the oldest record's owner id', which
+ *                                                    waited the bound or is the releaser
+ *                                                    (F1)
  *   dead id     RECOVERED   reclaim, under the lock  the death epoch moved
  *
  * Only the holder gives a slot back or hands it on, so the CASes by id
@@ -64,22 +71,56 @@
  *     (seq-cst), then searches the holders; a JS give-back frees the holder
  *     (seq-cst CAS), then reads the counter (seq-cst). A refill watcher
  *     (JS's resumeFn) parks in the same bucket first (raising the counter)
- *     and looks for a free slot after, so the one counter read covers it. Either the acquirer finds
- * the slot free, or the give-back sees the counter raised and calls kick, which under the lock
- * hands free slots to the oldest records. A thread that dies between the two (its give-back's CAS
- * and its kick) is covered by its death: the death hook (R2) hands free slots out too. K3 FIFO. A
- * native grant (try, acquire, hand_out) serves the oldest queued record first: free slots go to
- * queued records before any newcomer. A JS take happens only after it read the counter 0, so it
- *     overtakes no record that was queued when it began; a try that began
- *     later goes native (K3's first sentence). Released slots go straight to
- *     the oldest record when the releaser saw the counter raised (hand).
- *     The counter is the bucket's: other keys in the bucket make JS go
- *     native more often, never less.
+ *     and looks for a free slot after, so the one counter read covers it.
+ *     Either the acquirer finds the slot free, or the give-back sees the
+ *     counter raised and calls kick, which under the lock hands free slots to the oldest records. A
+ *     thread that dies between the two (its give-back's CAS and its kick)
+ *     is covered by its death: the death hook (R2) hands free slots out too.
+ *  K3 FIFO past the bound. A native grant serves first the queued records
+ *     that waited the bound (F1), oldest first, before any other caller. A
+ *     JS take happens only after it read the counter 0, so it overtakes no
+ *     record that was queued when it began; a try that began later goes
+ *     native, where F1 applies. The counter is the bucket's: other keys in
+ *     the bucket make JS go native more often, never less.
  *  K4 A queued record's token is SAB_SEMA_NO_TOKEN. A handoff writes the
  *     slot's holder (the record's owner) and stamp, sets the record's token,
  *     then dequeues it: from that moment the slot is the record's owner's,
  *     delivered or not. A record that will never deliver it (its thread
  *     ends, its blocking wait gives up) gives it back: sab_sema_give_back.
+ *
+ * Fairness, bounded (as the Mutex's: lib/mutex.js). A strict hand-off
+ * makes a convoy when threads outnumber CPUs: each release waits for a
+ * descheduled waiter to run. So a waiter younger than the bound is only
+ * woken to try again, and a running thread may take the slot meanwhile.
+ * Each record carries `since` (sab_now() when its acquire first asked; kept
+ * across retries) and the view carries the bound fair_ns (1 ms; 0: strict
+ * hand-off, RateLimit's turn), from the view's maker, never from shared
+ * memory: "waited the bound" is now - since >= fair_ns.
+ *  F1 A queued record that waited the bound is handed slots directly: a
+ *     release hands it its slot; an acquire or try first hands free slots to
+ *     such records (hand_out), oldest first, and takes one only if the
+ *     oldest queued record did not wait the bound. So once a waiter is
+ *     queued past the bound, nobody who came after it gets a slot before it.
+ *  F2 A release whose oldest record did not wait the bound (and is not the
+ *     releaser's own: async-sema hands a release to the thread's own waiting
+ *     acquire at once) pools the slot and dequeues that record with its
+ *     token SAB_SEMA_NO_TOKEN: a wake to try again. The record asks again
+ *     with its since (sab_sema_acquire_since; an async record from its
+ *     loop, src/napi/async.c's retry) and, finding no slot, is queued in
+ *     order of since (enqueue_by_since), in the place its first ask earned.
+ *     The key's records are thus always in order of since, so the oldest
+ *     is the head.
+ *  F3 A caller older than every queued record (a woken record's retry) is
+ *     first in line: it takes a free slot before hand_out serves anyone.
+ *  F4 No wake to try again is lost. One pooled slot, one wake, while records
+ *     are queued; a woken record either takes a slot, or queues again (so
+ *     the slot was taken by someone who will release it and wake the oldest
+ *     record), or passes the wake on: a record that will never ask again
+ *     (its thread ends, a delivery fails) calls sab_sema_give_back with
+ *     SAB_SEMA_NO_TOKEN, which kicks: free slots go to the oldest records
+ *     directly; one woken past its deadline asks once more without queuing.
+ *     Paths where nobody would wake a record (kick, deaths: R1, R2) hand
+ *     free slots to every queued record directly, whatever its age.
  *
  * Untrusted memory. Any thread's JS can write any of these words at any
  * moment, lock or no lock. So every word is read once into a local, the
@@ -192,6 +233,7 @@ int sab_sema_init(sab_sema_t *s, void *mem, size_t bytes, uint32_t nr) {
   if (need == 0 || bytes < need || mem == NULL || ((uintptr_t)mem & 7) != 0) return SAB_E_INVAL;
   s->base = mem;
   s->nr = nr;
+  s->fair_ns = SAB_SEMA_FAIR_NS;
   int32_t *holder = holder_of(s), *stamp = stamp_of(s);
   /* Stamps, the reserved words and the padding start as FILLER, which no
    * holder word's search takes for free: a view attached with a size that
@@ -225,6 +267,7 @@ int sab_sema_open(sab_sema_t *s, void *mem, size_t bytes) {
   if (need == 0 || bytes < need) return SAB_E_CORRUPT;
   s->base = base;
   s->nr = nr;
+  s->fair_ns = SAB_SEMA_FAIR_NS;
   return 0;
 }
 
@@ -318,12 +361,34 @@ uint32_t sab__sema_take(const sab_sema_t *s, uint32_t owner) {
   return SAB_SEMA_NO_TOKEN;
 }
 
+/* Whether queued record w has waited the fairness bound at `now` (F1). */
+static int starving(const sab_sema_t *s, const sab_waiter_t *w, uint64_t now) {
+  return s->fair_ns == 0 || (now >= w->since && now - w->since >= s->fair_ns);
+}
+
+/* Under the lock: queue w among the records of the key in order of since
+ * (F2): a retry keeps the place its first ask earned; a newcomer goes last.
+ * The key's records are in that order already, so the walk from the tail
+ * stops at the first one not younger. */
+static void enqueue_by_since(sab__bucket_t *b, sab_waiter_t *w, uintptr_t key) {
+  sab_waiter_t *before = NULL;
+  for (sab_waiter_t *p = b->tail; p != NULL; p = p->prev) {
+    if (p->addr != key) continue;
+    if (p->since <= w->since) break;
+    before = p;
+  }
+  sab__enqueue_before_locked(b, w, key, before);
+}
+
 /* Under the lock: hand free slots to the oldest waiters while both last
- * (K3). Reads the memory only while a record is queued (see R2). */
-static void hand_out(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l) {
+ * (K3): every waiter (all), or only those that waited the bound (F1).
+ * Reads the memory only while a record is queued (see R2). */
+static void hand_out(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l, int all,
+                     uint64_t now) {
   for (;;) {
     sab_waiter_t *w = sab__oldest_locked(b, key_of(s));
     if (w == NULL) return;
+    if (!all && !starving(s, w, now)) return;
     uint32_t t = sab__sema_take(s, w->owner);
     if (t == SAB_SEMA_NO_TOKEN) return;
     w->token = t;
@@ -342,11 +407,14 @@ static void refilled(const sab_sema_t *s) {
   }
 }
 
-/* Under the lock: R1, then free slots go to the queued waiters first (K3).
- * Answers how many came back. */
-static int sync_deaths(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l) {
+/* Under the lock: R1, then free slots go to the queued waiters first (K3):
+ * to every waiter when slots came back or `all` (nobody else would wake
+ * them: F4), else to those that waited the bound (F1). Answers how many
+ * came back. */
+static int sync_deaths(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l, int all,
+                       uint64_t now) {
   int back = reclaim(s);
-  hand_out(b, s, l);
+  hand_out(b, s, l, all || back > 0, now);
   return back;
 }
 
@@ -359,10 +427,11 @@ static void on_death(sab__bucket_t *b, sab_waiter_t *w, sab__wake_list_t *l) {
    * Slots left over after every waiter got one stay pooled. Those who wait
    * for a refill (resumeFn) watch every death themselves and look again, so
    * no refill wake is sent from here (it would take a second bucket lock). */
-  sync_deaths(b, &view, l);
+  sync_deaths(b, &view, l, 1, sab_now());
 }
 
-int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint32_t *token) {
+int sab_sema_acquire_since(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint64_t since,
+                           uint32_t *token) {
   uintptr_t key = key_of(s);
   int32_t *count = &sab_bucket_counts()[sab_bucket_of(key) * SAB_COUNT_STRIDE];
   sab__wake_list_t l;
@@ -373,9 +442,20 @@ int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint3
   /* R3 and K2: raise the counter before the epoch and the holders are read
    * (the search reads holders seq-cst). */
   __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
-  back = sync_deaths(b, s, &l);
-  /* K3: no grant while an older record waits. */
-  if (sab__oldest_locked(b, key) == NULL) t = sab__sema_take(s, owner);
+  uint64_t now = sab_now();
+  if (since == 0 || since > now) since = now;
+  back = reclaim(s);
+  if (back > 0) hand_out(b, s, &l, 1, now);
+  /* F3: a caller older than every queued record (a woken waiter's retry)
+   * is first in line; then those that waited the bound (F1); then anyone,
+   * unless the oldest queued record waited the bound (K3, F1). */
+  sab_waiter_t *o = sab__oldest_locked(b, key);
+  if (o == NULL || since <= o->since) t = sab__sema_take(s, owner);
+  if (t == SAB_SEMA_NO_TOKEN) {
+    hand_out(b, s, &l, 0, now);
+    o = sab__oldest_locked(b, key);
+    if (o == NULL || !starving(s, o, now)) t = sab__sema_take(s, owner);
+  }
   if (t != SAB_SEMA_NO_TOKEN) {
     *token = t;
     r = SAB_OK;
@@ -385,8 +465,9 @@ int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint3
     w->owner = owner;
     w->ctx = s;
     w->token = SAB_SEMA_NO_TOKEN;
+    w->since = since;
     w->on_death = on_death;
-    sab__enqueue_locked(b, w, key);
+    enqueue_by_since(b, w, key);
     r = SAB_PENDING;
   }
   __atomic_fetch_sub(count, 1, __ATOMIC_SEQ_CST); /* the enqueue counted it again */
@@ -394,6 +475,10 @@ int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint3
   sab__wake_list_run(&l);
   if (back > 0) refilled(s);
   return r;
+}
+
+int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint32_t *token) {
+  return sab_sema_acquire_since(s, owner, w, w != NULL ? w->since : 0, token);
 }
 
 /* Under the lock: the slot `owner` got most recently, or -1. */
@@ -441,7 +526,8 @@ int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t
   if (owner == 0 || (owner & ~OWNER_MASK) != 0) return SAB_E_BAD_TOKEN;
   sab__wake_list_init(&l);
   sab__bucket_t *b = sab__lock(key);
-  back = sync_deaths(b, s, &l);
+  uint64_t now = sab_now();
+  back = sync_deaths(b, s, &l, 0, now);
   slot = sab__sema_held(s, owner, slot);
   if (slot < 0) {
     r = SAB_E_BAD_TOKEN;
@@ -449,8 +535,10 @@ int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t
   }
   r = (int)slot;
   sab_waiter_t *w = sab__oldest_locked(b, key);
-  if (w != NULL) {
-    /* K3, K4: straight to the oldest waiter. */
+  if (w != NULL && (starving(s, w, now) || w->owner == owner)) {
+    /* K3, K4, F1: straight to the oldest waiter, who waited the bound or
+     * is the releaser's own (F2: async-sema's release hands its token to
+     * the thread's own waiting acquire at once). */
     if (sab__sema_hand(s, slot, owner, w->owner) != 0) {
       r = SAB_E_CORRUPT;
       goto out;
@@ -464,6 +552,10 @@ int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t
       goto out;
     }
     flags |= SAB_SEMA_POOLED;
+    /* F2: the oldest waiter, younger than the bound, is woken to try again
+     * (its token stays NO_TOKEN); a running thread may take the slot
+     * first, and the waiter then queues again in its place. */
+    if (w != NULL) sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
   }
 out:
   sab__unlock(b);
@@ -474,7 +566,11 @@ out:
 }
 
 void sab_sema_give_back(const sab_sema_t *s, uint32_t owner, uint32_t token) {
-  if (token == SAB_SEMA_NO_TOKEN) return;
+  if (token == SAB_SEMA_NO_TOKEN) {
+    /* F4: a wake to try again that will never be used: pass it on. */
+    (void)sab_sema_kick(s);
+    return;
+  }
   /* BAD_TOKEN here means: reclaimed already (the owner was seen dead). */
   (void)sab_sema_release(s, owner, token & ~SAB_SEMA_RECOVERED, NULL);
 }
@@ -485,7 +581,7 @@ int sab_sema_kick(const sab_sema_t *s) {
   sab__wake_list_t l;
   sab__wake_list_init(&l);
   sab__bucket_t *b = sab__lock(key_of(s));
-  int back = sync_deaths(b, s, &l);
+  int back = sync_deaths(b, s, &l, 1, sab_now());
   sab__unlock(b);
   sab__wake_list_run(&l);
   refilled(s);
@@ -497,7 +593,7 @@ int sab_sema_available(const sab_sema_t *s) {
   int r;
   sab__wake_list_init(&l);
   sab__bucket_t *b = sab__lock(key_of(s));
-  int back = sync_deaths(b, s, &l);
+  int back = sync_deaths(b, s, &l, 0, sab_now());
   r = (int)sab__sema_count_free(s);
   sab__unlock(b);
   sab__wake_list_run(&l);
@@ -511,10 +607,13 @@ int sab_sema_wait(const sab_sema_t *s, uint32_t owner, uint64_t timeout_ns, uint
     uint64_t now = sab_now();
     deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
   }
+  uint64_t since = 0;
   for (;;) {
     sab_waiter_t w;
     sab_waiter_init_blocking(&w);
+    w.since = since; /* F2: a retry keeps its place */
     int r = sab_sema_acquire(s, owner, timeout_ns == 0 ? NULL : &w, token);
+    since = w.since;
     if (r == SAB_PENDING) {
       r = sab_wait_park(&w, deadline);
       if (r == SAB_PENDING) r = sab_wait_cancel(&w, SAB_TIMED_OUT);
@@ -525,6 +624,8 @@ int sab_sema_wait(const sab_sema_t *s, uint32_t owner, uint64_t timeout_ns, uint
     }
     sab_waiter_destroy(&w);
     if (r != SAB_PENDING) return r;
-    if (sab_now() >= deadline) return SAB_TIMED_OUT;
+    /* F4: woken to try again past the deadline, it still tries once, so
+     * the wake is not lost. */
+    if (sab_now() >= deadline) return sab_sema_acquire_since(s, owner, NULL, since, token);
   }
 }

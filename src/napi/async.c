@@ -163,6 +163,12 @@ static void hand_on(sab_async_t *a) {
 static void async_free(sab_env_t *e, sab_async_t *a) {
   sab_async_full_t *f = full_of(a);
   if (f != NULL) heap_remove(e, f);
+  if (kind_of(a) == SAB_ASYNC_SEMA) {
+    sab_async_sema_t *r = (sab_async_sema_t *)a;
+    if (r->abort_reason != NULL)
+      sab_napi_note_failure(napi_delete_reference(e->env, r->abort_reason));
+    r->abort_reason = NULL;
+  }
   sab_napi_unkeep(e->env, &e->keep, a->w.addr);
   sab_waiter_destroy(&a->w);
   sab_pool_free(&a->w);
@@ -192,9 +198,62 @@ void sab_napi_async_track(sab_env_t *e, sab_async_t *a) {
 /* Settle a record that left the lot with `result` (SAB_OK or
  * SAB_TIMED_OUT): resolve its promise, free it. Runs inside a handle scope
  * and a callback scope. */
+static void async_wake(sab_waiter_t *w);
+
+/* A semaphore's record woken without a token, to try again (sema.c F2):
+ * ask again, on its env's loop, in the place its first ask gave it (its
+ * `since`), with the same record; past its deadline it tries once without
+ * queuing (F4). Answers SAB_PENDING (queued again: the record stays
+ * pending), or the result to settle with (SAB_OK with w.token, which is
+ * SAB_SEMA_NO_TOKEN on a broken state: the JS acquire then asks anew and
+ * throws; or SAB_TIMED_OUT). */
+static int sema_retry(sab_env_t *e, sab_async_sema_t *r) {
+  sab_async_t *a = &r->full.a;
+  int timed_out = r->deadline != UINT64_MAX && sab_now() >= r->deadline;
+  uint64_t since = a->w.since;
+  uint32_t token = SAB_SEMA_NO_TOKEN;
+  sab_waiter_init_async(&a->w, async_wake); /* user8/user16 stay (sabsync.h) */
+  int res = sab_sema_acquire_since(&r->sema, e->id, timed_out ? NULL : &a->w, since, &token);
+  if (res == SAB_PENDING) return SAB_PENDING;
+  a->w.token = res == SAB_OK ? token : SAB_SEMA_NO_TOKEN;
+  return res == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_OK;
+}
+
+/* Settle a record that left the lot with `result` (SAB_OK or
+ * SAB_TIMED_OUT): resolve its promise, free it; a semaphore's record woken
+ * to try again asks again first. Runs inside a handle scope and a callback
+ * scope. */
 static void settle(sab_env_t *e, sab_async_t *a, int result) {
   napi_value v;
   napi_status st;
+  if (result == SAB_OK && kind_of(a) == SAB_ASYNC_SEMA && a->w.token == SAB_SEMA_NO_TOKEN &&
+      !e->closed) {
+    sab_async_sema_t *r = (sab_async_sema_t *)a;
+    if (r->abort_reason != NULL) {
+      /* Aborted while woken to try again: pass the wake on, reject. */
+      napi_value reason;
+      hand_on(a);
+      untrack(e, a);
+      st = napi_get_reference_value(e->env, r->abort_reason, &reason);
+      if (st == napi_ok) st = napi_reject_deferred(e->env, r->deferred, reason);
+      if (st != napi_ok) loop_failure(e, st);
+      async_free(e, a);
+      return;
+    }
+    /* Off the lot and off the delivery queue: it can be queued again as
+     * it is. */
+    result = sema_retry(e, r);
+    if (result == SAB_PENDING) {
+      /* The timer may have taken it off the heap when the wake won. */
+      if (r->deadline != UINT64_MAX && r->full.heap_index == UINT32_MAX) {
+        if (heap_push(e, &r->full, r->deadline) != 0)
+          r->deadline = UINT64_MAX;
+        else if (r->full.heap_index == 0)
+          timer_arm(e);
+      }
+      return;
+    }
+  }
   untrack(e, a);
   if (kind_of(a) == SAB_ASYNC_SEMA) {
     double token = result != SAB_OK                  ? SAB_NAPI_SEMA_TIMED_OUT
@@ -252,7 +311,17 @@ int sab_napi_async_cancel(napi_env env, sab_env_t *e, napi_value handle, napi_va
   sab_async_full_t *f = (sab_async_full_t *)sab_pool_find(&e->pools[kind], id);
   if (f == NULL || f->serial != serial) return 0;
   sab_async_t *a = &f->a;
-  if (sab_wait_cancel(&a->w, SAB_CANCELLED) != SAB_CANCELLED) return 0;
+  int c = sab_wait_cancel(&a->w, SAB_CANCELLED);
+  if (c == SAB_OK && kind == SAB_ASYNC_SEMA && a->w.token == SAB_SEMA_NO_TOKEN) {
+    /* Woken to try again, its delivery on the way (the token was written
+     * under the bucket lock that the cancel took after): its retry will
+     * reject with this reason instead of asking again. */
+    sab_async_sema_t *r = (sab_async_sema_t *)a;
+    if (r->abort_reason != NULL) return 0;
+    SAB_CALL(env, napi_create_reference(env, reason, 1, &r->abort_reason), -1);
+    return 1;
+  }
+  if (c != SAB_CANCELLED) return 0;
   untrack(e, a);
   napi_status st = napi_reject_deferred(env, deferred_of(a), reason);
   async_free(e, a);
@@ -282,6 +351,10 @@ sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, int kind, napi_value
   if (f != NULL) {
     f->heap_index = UINT32_MAX;
     f->serial = e->serial++ & SERIAL_MASK;
+  }
+  if (kind == SAB_ASYNC_SEMA) {
+    ((sab_async_sema_t *)a)->deadline = deadline;
+    ((sab_async_sema_t *)a)->abort_reason = NULL;
   }
   /* Everything that can fail happens before the record can be queued. */
   if (sab_napi_keep(env, &e->keep, key, buffer, what) != 0) {

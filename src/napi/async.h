@@ -54,6 +54,11 @@ typedef struct {
   sab_async_full_t full;
   napi_deferred deferred;
   sab_sema_t sema;
+  uint64_t deadline; /* sab_now() scale, UINT64_MAX: none */
+  /* An abort that came while the record was woken to try again (off the
+   * lot, its delivery on the way): the retry rejects with it instead of
+   * asking again (sema.c F2). Env thread only. */
+  napi_ref abort_reason;
 } sab_async_sema_t;
 
 /* One entry of the deadline heap. */

@@ -93,6 +93,7 @@ static int set_constants(napi_env env, napi_value exports) {
       {"COUNT_STRIDE", SAB_COUNT_STRIDE},
       {"SEMA_MAGIC", SAB_SEMA_MAGIC},
       {"SEMA_MAX", SAB_SEMA_MAX},
+      {"SEMA_FAIR_NS", SAB_SEMA_FAIR_NS},
       {"SEMA_W_AVAIL", SAB_SEMA_W_AVAIL},
       {"SEMA_W_NR", SAB_SEMA_W_NR},
       {"SEMA_W_NEXT", SAB_SEMA_W_NEXT},

@@ -15,6 +15,7 @@
 #include "register.h"
 #include "values.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static void bad_memory(napi_env env) {
@@ -92,12 +93,36 @@ static napi_value sema_init(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* semaView(i32) -> the Sema's view (throws ERR_SABSYNC_BAD_MEMORY) */
+/* The fairness bound of a view (sema.c F1-F4) from JS's milliseconds:
+ * 0 for a strict hand-off (RateLimit's turn), else a waiter queued that
+ * long is handed tokens directly; undefined: SAB_SEMA_FAIR_NS. 0, or -1
+ * with a TypeError pending. */
+static int fair_ns_of(napi_env env, napi_value v, const char *what, uint64_t *ns) {
+  double ms;
+  napi_valuetype t;
+  SAB_CALL(env, napi_typeof(env, v, &t), -1);
+  if (t == napi_undefined) {
+    *ns = SAB_SEMA_FAIR_NS;
+    return 0;
+  }
+  if (napi_get_value_double(env, v, &ms) != napi_ok || !(ms >= 0 && ms <= 3.6e6)) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s: fairMs must be a number of ms from 0 to 3600000", what);
+    napi_throw_type_error(env, NULL, msg);
+    return -1;
+  }
+  *ns = (uint64_t)(ms * 1e6);
+  return 0;
+}
+
+/* semaView(i32, fairMs?) -> the Sema's view (throws ERR_SABSYNC_BAD_MEMORY),
+ * with that fairness bound (fair_ns_of). */
 static napi_value sema_view(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 1, NULL);
+  SAB_ARGS(env, info, 2, NULL);
   sab_sema_t s;
   napi_value view;
   if (get_sema(env, argv[0], &s, NULL) != 0) return NULL;
+  if (fair_ns_of(env, argv[1], "semaView", &s.fair_ns) != 0) return NULL;
   sab_sema_t *v = malloc(sizeof *v);
   if (v == NULL) {
     sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
@@ -140,39 +165,49 @@ static napi_value sema_acquire(napi_env env, napi_callback_info info) {
   if ((e = sab_napi_env_get(env)) == NULL || get_sema(env, argv[0], &s, NULL) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[1], &ms), NULL);
   uint64_t deadline = sab_napi_deadline(ms);
+  uint64_t since = 0; /* when this call first asked (sema.c F2) */
   int r;
   for (;;) {
     sab_waiter_t w;
     int woken = 0;
     sab_waiter_init_blocking(&w);
-    r = sab_sema_acquire(&s, e->id, &w, &token); /* SAB_OK sets token */
+    r = sab_sema_acquire_since(&s, e->id, &w, since, &token); /* SAB_OK sets token */
     if (r == SAB_PENDING) {
+      since = w.since;
       r = sab_napi_park(e, &w, deadline, &woken);
       token = w.token;
     }
     sab_waiter_destroy(&w);
     if (r == SAB_NAPI_TERMINATED) {
+      /* A slot handed over goes back; a wake to try again is passed on. */
       if (woken) sab_sema_give_back(&s, e->id, token);
       return NULL;
     }
-    /* Woken without a slot (only a raw notify on the waiters' key does
-     * that; sab_napi_park has looked for termination after the wake):
-     * queue again. */
+    /* Woken without a slot (to try again, as a release that left the slot
+     * to running threads does, or by a raw notify on the waiters' key;
+     * sab_napi_park has looked for termination after the wake): ask again
+     * in the same place, and once more even past the deadline (F4). */
     if (r != SAB_OK || token != SAB_SEMA_NO_TOKEN) break;
+    if (sab_now() >= deadline) {
+      r = sab_sema_acquire_since(&s, e->id, NULL, since, &token);
+      break;
+    }
   }
   if (r == SAB_E_CORRUPT) return corrupt(env);
   return sab_napi_number(env, r == SAB_OK ? (double)token : -1);
 }
 
 /*
- * semaAcquireAsync(i32, timeoutMs, flags) -> a token (a slot was free), or
- * the promise, or [promise, handle] with SAB_ASYNC_HANDLE; SAB_ASYNC_REF:
- * keep the loop alive. timeoutMs > 0 (JS tries first for 0). The promise
+ * semaAcquireAsync(i32, timeoutMs, flags, fairMs?) -> a token (a slot was
+ * free), or the promise, or [promise, handle] with SAB_ASYNC_HANDLE;
+ * SAB_ASYNC_REF: keep the loop alive. fairMs: as semaView's. timeoutMs > 0
+ * (JS tries first for 0). A record woken to try again asks again on the
+ * loop (async.c, sema_retry). The promise
  * resolves with the token, SAB_NAPI_SEMA_TIMED_OUT, or
  * SAB_NAPI_SEMA_NO_TOKEN (woken without one: acquire again).
  */
 static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 3, NULL);
+  SAB_ARGS(env, info, 4, NULL);
   sab_env_t *e;
   double ms;
   uint32_t flags, token;
@@ -182,6 +217,7 @@ static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
   SAB_CALL(env, napi_get_value_uint32(env, argv[2], &flags), NULL);
   sab_sema_t s;
   if (get_sema(env, argv[0], &s, &buffer) != 0) return NULL;
+  if (fair_ns_of(env, argv[3], "semaAcquireAsync", &s.fair_ns) != 0) return NULL;
   /* Queued, the record's key is the Sema's (sabsync.h); a token it cannot
    * deliver goes back (async.c, hand_on). */
   sab_async_t *a =

@@ -122,7 +122,8 @@ static void *waiter(void *p) {
   return NULL;
 }
 
-/* Released slots go to the oldest waiter; a try never overtakes one. */
+/* Strict hand-off (fair_ns 0, RateLimit's turn): released slots go to the
+ * oldest waiter; a try never overtakes one. */
 static void test_fifo_handoff_no_barging(void) {
   enum { N = 5 };
   mem_t m;
@@ -131,6 +132,7 @@ static void test_fifo_handoff_no_barging(void) {
   pthread_t th[N];
   struct waiter_arg args[N];
   make(&s, &m, 1);
+  s.fair_ns = 0;
   CHECK(sab_sema_acquire(&s, holder, NULL, &tok) == SAB_OK && tok == 0);
   order_counter = 0;
   for (int i = 0; i < N; i++) {
@@ -270,6 +272,7 @@ static void test_handoff_to_a_quitter(void) {
   uint32_t a = sab_owner_new(), q = sab_owner_new(), n = sab_owner_new(), tok, info;
   sab_waiter_t wq, wn;
   make(&s, &m, 1);
+  s.fair_ns = 0; /* strict: the release hands over */
   CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
   sab_waiter_init_async(&wq, on_wake);
   sab_waiter_init_async(&wn, on_wake);
@@ -477,6 +480,10 @@ static void test_fast_protocol(void) {
   sab_sema_t s;
   uint32_t a = sab_owner_new(), b = sab_owner_new(), tok, info;
   make(&s, &m, 2);
+  /* Strict hand-off, so that a release with a waiter hands over whether
+   * or not the waiter has waited the bound yet (F1-F4 have their own
+   * test below); the K rows are the same in both modes. */
+  s.fair_ns = 0;
   /* free -> id by a JS take; the native side sees the holder. */
   CHECK(fast_take(&s, a) == 0);
   CHECK(*HOLD(&s, 0) == (int32_t)a && sab_sema_available(&s) == 1);
@@ -597,6 +604,128 @@ static void test_fast_storm(void) {
       f_fast_takes, f_fast_gives, f_native, f_max);
 }
 
+/* The bounded fairness, F1-F4 of the table atop src/core/sema.c, row by
+ * row, with async records (nothing runs on their wake) and `since` given
+ * explicitly, so that no row depends on timing: a record that asked
+ * `OLD` ago has waited past the bound, one that asks now has not. */
+#define MS           1000000ull
+#define NEVER_STARVE (3600ull * 1000 * MS) /* an hour: nobody here waits that long */
+static uint32_t state_of(sab_waiter_t *w) { return __atomic_load_n(&w->state, __ATOMIC_SEQ_CST); }
+
+/* Ask again after a wake without a token, as src/napi/sema.c's retry does. */
+static int retry(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint32_t *tok) {
+  uint64_t since = w->since;
+  CHECK(state_of(w) == SAB_W_NOTIFIED && w->token == SAB_SEMA_NO_TOKEN);
+  sab_waiter_init_async(w, on_wake);
+  return sab_sema_acquire_since(s, owner, w, since, tok);
+}
+
+static void test_bounded_fairness(void) {
+  mem_t m;
+  sab_sema_t s;
+  uint32_t a = sab_owner_new(), n = sab_owner_new(), q1 = sab_owner_new(), q2 = sab_owner_new(),
+           tok, info;
+  sab_waiter_t w1, w2, w3;
+  sab_waiter_init_async(&w1, on_wake);
+  sab_waiter_init_async(&w2, on_wake);
+  sab_waiter_init_async(&w3, on_wake);
+
+  /* F2: a release whose oldest waiter has not waited the bound pools the
+   * slot and wakes that waiter to try again; a running thread takes the
+   * slot meanwhile (the barge); the waiter asks again and queues in its
+   * old place, ahead of a later waiter. */
+  make(&s, &m, 1);
+  s.fair_ns = NEVER_STARVE;
+  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_sema_acquire(&s, q1, &w1, &tok) == SAB_PENDING);
+  CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  CHECK(sab_sema_waiting(&s) == 0);
+  CHECK(sab_sema_acquire(&s, n, NULL, &tok) == SAB_OK && tok == 0); /* the barge */
+  CHECK(sab_sema_acquire(&s, q2, &w2, &tok) == SAB_PENDING);        /* later than q1 */
+  CHECK(retry(&s, q1, &w1, &tok) == SAB_PENDING);
+  CHECK(sab_sema_waiting(&s) == 2);
+  CHECK(sab_sema_release(&s, n, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  CHECK(state_of(&w1) == SAB_W_NOTIFIED && state_of(&w2) != SAB_W_NOTIFIED); /* q1 first */
+  /* F3: the woken waiter, older than every queued one, is first in line. */
+  CHECK(retry(&s, q1, &w1, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_sema_waiting(&s) == 1);
+  /* F4: a wake to try again that will not be used is passed on: the slot
+   * goes to the next waiter directly. */
+  CHECK(sab_sema_release(&s, q1, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  CHECK(state_of(&w2) == SAB_W_NOTIFIED && w2.token == SAB_SEMA_NO_TOKEN);
+  CHECK(sab_sema_acquire(&s, q1, &w1, &tok) == SAB_OK); /* q1 takes it: nobody queued */
+  CHECK(sab_sema_acquire(&s, n, &w3, &tok) == SAB_PENDING);
+  CHECK(sab_sema_release(&s, q1, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  CHECK(state_of(&w3) == SAB_W_NOTIFIED);        /* n woken; q2's wake still unused */
+  sab_sema_give_back(&s, q2, SAB_SEMA_NO_TOKEN); /* q2 gives up: passes it on */
+  CHECK(sab_sema_available(&s) == 1);            /* n's own wake is still on its way */
+  CHECK(retry(&s, n, &w3, &tok) == SAB_OK && tok == 0);
+  /* ... and with a waiter queued, give_back hands the free slot over. */
+  sab_waiter_init_async(&w2, on_wake);
+  CHECK(sab_sema_acquire(&s, q2, &w2, &tok) == SAB_PENDING);
+  CHECK(fast_free(&s, n, 0)); /* a give-back whose kick never came */
+  sab_sema_give_back(&s, q1, SAB_SEMA_NO_TOKEN);
+  CHECK(state_of(&w2) == SAB_W_NOTIFIED && w2.token == 0 && sab_sema_waiting(&s) == 0);
+  CHECK(sab_sema_release(&s, q2, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+
+  /* F1: a waiter that asked the bound ago or more is handed the released
+   * slot directly, and no newcomer takes a free slot past it: the slot is
+   * handed to it first. */
+  make(&s, &m, 1);
+  s.fair_ns = 5 * MS;
+  uint64_t old = sab_now() - 10 * MS;
+  sab_waiter_init_async(&w1, on_wake);
+  sab_waiter_init_async(&w2, on_wake);
+  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
+  CHECK(sab_sema_acquire_since(&s, q1, &w1, old, &tok) == SAB_PENDING);
+  CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == 0); /* handed */
+  CHECK(state_of(&w1) == SAB_W_NOTIFIED && w1.token == 0);
+  CHECK(sab_sema_acquire_since(&s, q2, &w2, old, &tok) == SAB_PENDING);
+  CHECK(fast_free(&s, q1, 0)); /* free slot, a starving waiter queued, no kick */
+  CHECK(sab_sema_acquire(&s, n, NULL, &tok) == SAB_TIMED_OUT); /* not past q2 */
+  CHECK(state_of(&w2) == SAB_W_NOTIFIED && w2.token == 0);     /* served instead */
+  /* A young waiter is not protected: the newcomer may take the slot. */
+  sab_waiter_init_async(&w1, on_wake);
+  CHECK(sab_sema_acquire(&s, q1, &w1, &tok) == SAB_PENDING); /* since: now */
+  CHECK(fast_free(&s, q2, 0));
+  CHECK(sab_sema_acquire(&s, n, NULL, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_wait_cancel(&w1, SAB_CANCELLED) == SAB_CANCELLED);
+  CHECK(sab_sema_release(&s, n, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  /* F2's order: a retry with an older since goes before younger records. */
+  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
+  sab_waiter_init_async(&w1, on_wake);
+  sab_waiter_init_async(&w2, on_wake);
+  sab_waiter_init_async(&w3, on_wake);
+  uint64_t now = sab_now();
+  CHECK(sab_sema_acquire_since(&s, q1, &w1, now, &tok) == SAB_PENDING);
+  CHECK(sab_sema_acquire_since(&s, q2, &w2, now - 1 * MS, &tok) == SAB_PENDING);
+  CHECK(sab_sema_acquire_since(&s, n, &w3, now - 2 * MS, &tok) == SAB_PENDING);
+  CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  CHECK(state_of(&w3) == SAB_W_NOTIFIED); /* the oldest ask, though it queued last */
+  CHECK(state_of(&w1) != SAB_W_NOTIFIED && state_of(&w2) != SAB_W_NOTIFIED);
+  CHECK(sab_wait_cancel(&w1, SAB_CANCELLED) == SAB_CANCELLED);
+  CHECK(sab_wait_cancel(&w2, SAB_CANCELLED) == SAB_CANCELLED);
+  sab_sema_give_back(&s, n, SAB_SEMA_NO_TOKEN);
+  CHECK(sab_sema_available(&s) == 1 && sab_sema_waiting(&s) == 0);
+
+  /* F2, F3 with a blocking waiter (sab_sema_wait): woken to try again, it
+   * asks again and takes the slot, first in line. */
+  make(&s, &m, 1);
+  s.fair_ns = NEVER_STARVE;
+  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
+  struct waiter_arg wa = {&s, q1, 30 * MS, -1, 0, 0};
+  pthread_t th;
+  pthread_create(&th, NULL, waiter, &wa);
+  await_waiting(&s, 1);
+  CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  pthread_join(th, NULL);
+  CHECK(wa.result == SAB_OK && wa.token == 0);
+  CHECK(sab_sema_release(&s, q1, 0, NULL) == 0 && sab_sema_available(&s) == 1);
+  sab_waiter_destroy(&w1);
+  sab_waiter_destroy(&w2);
+  sab_waiter_destroy(&w3);
+}
+
 int main(void) {
   test_layout_and_checks();
   test_try_release_and_bad_tokens();
@@ -611,5 +740,6 @@ int main(void) {
   test_rate();
   test_fast_protocol();
   test_fast_storm();
+  test_bounded_fairness();
   return report("test_sema");
 }
