@@ -105,7 +105,7 @@ local function open (w, nr, fencing, queue)
   local st = { nr = tonumber(v[1]), fencing = v[2] == '1', fence = tonumber(v[3]) or 0, held = tonumber(v[4]) or 0,
     nw = tonumber(v[5]) or 0, seq = tonumber(v[6]) or 0, exp = tonumber(v[7]) or 0, h = v[8] or '',
     hx = tonumber(v[9]) or 0, hf = v[10] or '0', top = tonumber(v[11]) or 0, fl = v[12] or '', mine = v[13],
-    dirty = false, created = {}, latest = 0, granted = {}, fresh = false, head = false, first = nil }
+    dirty = false, created = {}, latest = 0, granted = {}, fresh = false, head = false, first = nil, holders = {}, slots = {} }
   st.nw0 = st.nw
   if not st.nr then
     if not nr then return st end
@@ -188,7 +188,9 @@ local function grant (st, w, lease, ctx)
       slot = st.top
       st.top = st.top + 1
     end
-    redis.call('HSET', M, 'h:' .. w, slot)
+    st.holders[#st.holders + 1] = 'h:' .. w -- written by tidy's HSET
+    st.holders[#st.holders + 1] = slot
+    st.slots[w] = slot
     if not st.first or now + lease < st.first then st.first = now + lease end
   end
   later(st, now + lease)
@@ -252,7 +254,7 @@ local function tidy (st)
     else
       if st.held == 0 then st.top, st.fl = 0, '' end
       redis.call('HSET', M, 'nr', st.nr, 'fz', st.fencing and 1 or 0, 'held', st.held, 'nw', st.nw, 'seq', st.seq,
-        'exp', st.exp, 'top', st.top, 'fl', st.fl)
+        'exp', st.exp, 'top', st.top, 'fl', st.fl, unpack(st.holders))
     end
   end
   if all then
@@ -273,8 +275,8 @@ local function holding (st, w)
     if st.h ~= w then return nil end
     return { 1, 0, tonumber(st.hf), math.max(st.hx - now, 0) }
   end
-  local slot = st.mine
-  if not slot or st.granted[w] then slot = redis.call('HGET', M, 'h:' .. w) end
+  local slot = st.slots[w] or st.mine
+  if not slot then slot = redis.call('HGET', M, 'h:' .. w) end
   if not slot then return nil end
   local exp = tonumber(redis.call('ZSCORE', L, w))
   if not exp then return nil end
