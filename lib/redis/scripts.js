@@ -190,6 +190,10 @@ local function grant (st, w, lease, ctx)
     end
     st.holders[#st.holders + 1] = 'h:' .. w -- written by tidy's HSET
     st.holders[#st.holders + 1] = slot
+    if #st.holders >= 200 then -- many grants at once: unpack() has a limit
+      redis.call('HSET', M, unpack(st.holders))
+      st.holders = {}
+    end
     st.slots[w] = slot
     if not st.first or now + lease < st.first then st.first = now + lease end
   end
