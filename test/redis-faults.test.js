@@ -129,4 +129,24 @@ redisSuite(t, async s => {
     t.type(await waiting, 'number', 'the waiter is served')
     t.equal(await mb.unlock(), true)
   })
+
+  s.test('one script that hands 250 tokens over at once grants each once', async (t, { opts }) => {
+    const [a, b] = [client(), client()]
+    const nr = 250
+    const sa = new Sema(a, 'sweep', nr, opts({ lease: 4000 }))
+    const sb = new Sema(b, 'sweep', nr, opts({ lease: 10000, heartbeat: 60000 }))
+    for (let i = 0; i < nr; i++) await sa.acquire()
+    const waits = []
+    for (let i = 0; i < nr; i++) waits.push(sb.acquire({ timeout: 120000 }))
+    await until(async () => (await sb.nrWaiting()) === nr, 'all to queue')
+    // a's leases are no longer renewed, and no script runs until they
+    // have all run out: the first one after the pause grants all 250.
+    a.disconnect()
+    await admin.client('PAUSE', 5000, 'WRITE')
+    const got = await Promise.all(waits)
+    t.equal(got.filter(x => typeof x === 'number').length, nr, 'every waiter got a token')
+    t.same([...got].sort((x, y) => x - y), [...Array(nr).keys()], 'the tokens 0 ... nr-1, each once')
+    for (const token of got) await sb.release(token)
+    t.equal(await sb.nrWaiting(), 0)
+  })
 }, { own: true })
