@@ -61,16 +61,19 @@ export class Mutex {
   /**
    * Resolve with a fence (a positive integer, larger than every fence of
    * this key before it) once this client holds the lock, `false` on timeout.
-   * Waiters on every client are served in arrival order.
+   * Waiters on every client are served in arrival order. One round trip
+   * (one script); a call that has to wait is woken by a message that
+   * carries its grant and fence, with nothing more to send.
    */
   lockAsync(options?: RedisWaitOptions): Promise<number | false>
-  /** The lock's fence if it is free right now (and nobody waits), else `false`. */
+  /** The lock's fence if it is free right now (and nobody waits), else `false`. One round trip. */
   tryLock(): Promise<number | false>
   /**
    * Release: `true`, or `false` if the lease had been lost (`lost` has
    * aborted then); a lost lease never rejects. Rejects with
    * `ERR_SABSYNC_NOT_OWNER` when this Mutex holds nothing, with
    * `ERR_SABSYNC_REDIS` when the server cannot be reached within `commandTimeout`.
+   * One round trip, which also grants the lock to the next waiter and wakes it.
    */
   unlock(): Promise<boolean>
   /**
@@ -103,7 +106,10 @@ export class Sema {
   constructor(redis: RedisClient, key: string, nr: number, options?: LeaseOptions)
   readonly key: string
   readonly nr: number
-  /** A token (0 … nr-1) once one is free for this caller; `undefined` on timeout. */
+  /**
+   * A token (0 … nr-1) once one is free for this caller; `undefined` on
+   * timeout. One round trip; a call that waits is woken with its token.
+   */
   acquire(options?: RedisWaitOptions): Promise<number | undefined>
   /** A token if one is free right now (and nobody waits), else `undefined`. */
   tryAcquire(): Promise<number | undefined>
@@ -113,6 +119,7 @@ export class Sema {
    * lost (then `lost(token)`, read before, has aborted with
    * `ERR_SABSYNC_LEASE_LOST`). A token not held here rejects with
    * `ERR_SABSYNC_BAD_TOKEN`; a server out of reach with `ERR_SABSYNC_REDIS`.
+   * One round trip, which also hands the token to the next waiter.
    */
   release(token?: number): Promise<void>
   /** How many wait for a token, on every client. */

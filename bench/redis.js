@@ -26,6 +26,15 @@
 //   check: it must be 0). For reference, the time a bare message takes
 //   from one process to another through the same server (PUBLISH), the
 //   least any wake-up by the server can take on the machine at the time;
+// - hand-off, one waiter: 2 processes taking turns (support/redis-pair.js):
+//   the holder leaves only once the other has asked and is waiting, and
+//   nobody else comes, so leaving to entering is the hand-off alone (the
+//   4-process case above measures from whoever left last, and a poller
+//   that retries when the lock happens to be free scores well there). In
+//   the same rounds, the references: a bare message from one of the two
+//   processes to the other through the same server, PUBLISH to a
+//   subscriber, and LPUSH to a client blocked in BLPOP: the least a
+//   wake-up through the server takes on the machine at the time;
 // - RateLimit: one call with capacity free, against rate-limiter-flexible's
 //   Redis limiter; and the most grants any window of the time unit saw when
 //   a caller calls once, then again from 100 ms before the limiter's window
@@ -67,9 +76,15 @@ async function commandsDuring (admin, fn) {
   return { client: sentAfter - sentBefore, server: (await totalCommands(admin)) - before - 1 }
 }
 
+// SABSYNC_BENCH_BEFORE=/path/to/other/checkout/lib/redis adds a subject
+// 'sabsync-before' to the uncontended and one-waiter cases: a before/after
+// comparison in one run.
+const before = process.env.SABSYNC_BENCH_BEFORE
+const ours = before ? ['sabsync', 'sabsync-before'] : ['sabsync']
+
 function uncontendedLock (subject, redis, key) {
-  if (subject === 'sabsync') {
-    const { Mutex } = require('../lib/redis')
+  if (subject === 'sabsync' || subject === 'sabsync-before') {
+    const { Mutex } = require(subject === 'sabsync' ? '../lib/redis' : before)
     const m = new Mutex(redis, key)
     return async () => { await m.lockAsync(); await m.unlock() }
   }
@@ -87,7 +102,7 @@ async function uncontended (Redis, url, admin, runs) {
   const ops = quick ? 300 : 1000
   const clients = {}
   const fns = {}
-  for (const s of ['sabsync', 'redlock', 'redis-semaphore']) {
+  for (const s of [...ours, 'redlock', 'redis-semaphore']) {
     clients[s] = new Redis(url)
     fns[s] = uncontendedLock(s, clients[s], `bench:${process.pid}:uncontended:${s}`)
     for (let i = 0; i < 50; i++) await fns[s]() // connect, load scripts
@@ -167,6 +182,33 @@ async function messageFloor (Redis, url, n) {
   pub.disconnect()
   echo.disconnect()
   return median(times)
+}
+
+// Median hand-off (µs) between two processes taking turns, `n` each way.
+async function pairRun (url, subject, n) {
+  const key = `bench:${process.pid}:pair:${subject}:${Math.random().toString(36).slice(2)}`
+  const procs = [0, 1].map(role => fork(path.join(__dirname, 'support', 'redis-pair.js'),
+    [JSON.stringify({ subject, url, key, role, n, lease: 10000 })], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }))
+  const exited = procs.map(p => new Promise((resolve, reject) => p.on('exit', code => code === 0 ? resolve() : reject(new Error(`${subject} pair process exited with ${code}`)))))
+  await Promise.all(procs.map(p => new Promise(resolve => p.once('message', resolve))))
+  const outs = procs.map((p, i) => new Promise(resolve => p.on('message', m => {
+    if (m === 'asked' || m === 'entered') procs[1 - i].send(m)
+    else if (m && Array.isArray(m.left)) resolve(m)
+  })))
+  for (const p of procs) p.send('go')
+  const [a, b] = await Promise.all(outs)
+  await Promise.all(exited)
+  const hand = []
+  for (let i = 0; i < n; i++) hand.push(b.entered[i] - a.left[i], a.entered[i] - b.left[i])
+  return median(hand) / 1e3
+}
+
+async function pairs (url, runs) {
+  const n = { sabsync: quick ? 30 : 100, ...(before ? { 'sabsync-before': quick ? 30 : 100 } : {}), 'redis-semaphore': quick ? 30 : 100, redlock: quick ? 3 : 8, publish: quick ? 30 : 100, blpop: quick ? 30 : 100 }
+  for (const s of Object.keys(n)) runs[s] = []
+  for (let r = 0; r < (quick ? 1 : 3); r++) {
+    for (const s of Object.keys(n)) runs[s].push(await pairRun(url, s, n[s]))
+  }
 }
 
 async function contended (url, admin, runs) {
@@ -281,6 +323,9 @@ async function main () {
     await contended(url, admin, c)
     const floor = []
     for (let i = 0; i < repeats; i++) floor.push(await messageFloor(Redis, url, quick ? 100 : 300))
+    process.stderr.write('bench:redis: hand-off, one waiter ...\n')
+    const p = {}
+    await pairs(url, p)
     process.stderr.write('bench:redis: RateLimit ...\n')
     const { rps, unitMs } = await rate(Redis, url, admin, r)
 
@@ -294,6 +339,11 @@ async function main () {
       rows.push(`| contended hand-off, 4 processes | ${s} | ${stats(c[s].handoffUs)} | µs | ${s === 'sabsync' ? '' : ratio(c[s].handoffUs, c.sabsync.handoffUs)} | ${median(c[s].commands).toFixed(1)} | ${median(c[s].server).toFixed(1)} | ${c[s].overlaps} overlaps |`)
     }
     rows.push(`| reference: a message to another process through Redis, one way | PUBLISH | ${stats(floor)} | µs | | | | the least a wake-up through the server takes here |`)
+    for (const s of [...ours, 'redis-semaphore', 'redlock']) {
+      rows.push(`| hand-off, one waiter, 2 processes | ${s} | ${stats(p[s])} | µs | ${s === 'sabsync' ? '' : ratio(p[s], p.sabsync)} | | | |`)
+    }
+    rows.push(`| reference: the same 2 processes, a bare message | PUBLISH | ${stats(p.publish)} | µs | | | | |`)
+    rows.push(`| reference: the same 2 processes, a bare message | LPUSH → BLPOP | ${stats(p.blpop)} | µs | | | | |`)
     for (const s of Object.keys(c)) {
       rows.push(`| contended max wait, 4 processes | ${s} | ${stats(c[s].maxWaitMs)} | ms | ${s === 'sabsync' ? '' : ratio(c[s].maxWaitMs, c.sabsync.maxWaitMs)} | | | |`)
     }
@@ -307,6 +357,9 @@ async function main () {
         median(u.sabsync.commands) <= 1.2 * median(u.redlock.commands)],
       ...peersPolling.map(p => [`contended hand-off at least 5× faster than ${p} (${ratio(c[p].handoffUs, c.sabsync.handoffUs)})`,
         median(c[p].handoffUs) >= 5 * median(c.sabsync.handoffUs)]),
+      ...peersPolling.map(q => [`one-waiter hand-off at least 5× faster than ${q} (${ratio(p[q], p.sabsync)}; ` +
+        `sabsync ${f(median(p.sabsync))} µs, the bare messages ${f(median(p.publish))} (PUBLISH) and ${f(median(p.blpop))} µs (BLPOP))`,
+      median(p[q]) >= 5 * median(p.sabsync)]),
       ...peersPolling.map(p => [`lower max wait than ${p} (${f(median(c.sabsync.maxWaitMs))} vs ${f(median(c[p].maxWaitMs))} ms)`,
         median(c.sabsync.maxWaitMs) < median(c[p].maxWaitMs)]),
       [`no overlaps (sabsync ${c.sabsync.overlaps}; ${peersPolling.map(p => `${p} ${c[p].overlaps}`).join(', ')})`, c.sabsync.overlaps === 0],

@@ -1,22 +1,53 @@
 'use strict'
 // The sabsync/redis examples run against a real server, end by themselves
 // and print what the README says they do.
+//
+// The examples use plain key names ('orders:42', 'report', ...), so each
+// runs in a database of its own, one that is empty when it starts (tap
+// runs the other redis files beside this one, all of them in database 0).
+// Whatever the example left there is deleted afterwards, and the test
+// checks that the database is empty again: the server is left as found.
 const t = require('tap')
 const path = require('path')
 const { spawnSync } = require('child_process')
+const Redis = require('ioredis')
 const { redisSuite } = require('./fixtures/redis/suite')
 
 redisSuite(t, async s => {
   const { url } = s
-  // Each run on a fresh database number, so that keys left by one run or
-  // another test file do not meet.
-  let db = 1
   const urlOf = n => { const u = new URL(url); u.pathname = '/' + n; return u.href }
-  const run = file => spawnSync(process.execPath, [path.join(__dirname, '..', 'examples', file)],
-    { encoding: 'utf8', timeout: 60000, env: { ...process.env, REDIS_URL: urlOf(db++) } })
+
+  // Database numbers in use by a run of this file: never two runs in one.
+  const taken = new Set()
+  async function emptyDb () {
+    for (let n = 1; n < 16; n++) {
+      if (taken.has(n)) continue
+      const c = new Redis(urlOf(n))
+      try {
+        if ((await c.dbsize()) === 0) { taken.add(n); return n }
+      } finally { c.disconnect() }
+    }
+    throw new Error('no empty database among 1-15 on ' + url)
+  }
+
+  async function run (t, file) {
+    const db = await emptyDb()
+    const r = spawnSync(process.execPath, [path.join(__dirname, '..', 'examples', file)],
+      { encoding: 'utf8', timeout: 60000, env: { ...process.env, REDIS_URL: urlOf(db) } })
+    const c = new Redis(urlOf(db))
+    try {
+      const left = await c.keys('*')
+      if (left.length > 0) await c.del(...left)
+      t.equal(await c.dbsize(), 0, `database ${db} is empty again (the example left ${left.sort().join(', ') || 'nothing'})`)
+    } finally {
+      c.disconnect()
+      taken.delete(db)
+    }
+    return r
+  }
 
   s.test('redis-quickstart.js', async t => {
-    const r = run('redis-quickstart.js')
+    const r = await run(t, 'redis-quickstart.js')
     t.equal(r.status, 0, r.stderr)
     t.match(r.stdout, /^holding orders:42 with fence \d+$/m)
     t.match(r.stdout, /^unlocked: true$/m)
@@ -26,7 +57,7 @@ redisSuite(t, async s => {
   })
 
   s.test('redis-fencing.js', async t => {
-    const r = run('redis-fencing.js')
+    const r = await run(t, 'redis-fencing.js')
     t.equal(r.status, 0, r.stderr)
     t.match(r.stdout, 'B holds the lock, fence B > fence A: true')
     t.match(r.stdout, 'B writes: accepted')

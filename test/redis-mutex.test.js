@@ -6,7 +6,7 @@ const t = require('tap')
 const path = require('path')
 const { spawnSync } = require('child_process')
 const { redisSuite, tick, until } = require('./fixtures/redis/suite')
-const { Mutex } = require('../lib/redis')
+const { Mutex, Sema } = require('../lib/redis')
 
 const root = path.join(__dirname, '..')
 
@@ -250,5 +250,69 @@ redisSuite(t, async s => {
       })()`], { cwd: root, encoding: 'utf8', timeout: 20000 })
     t.equal(r.status, 0, r.stderr)
     t.equal(r.stdout.trim(), 'done')
+  })
+
+  // Round trips, as the server sees them: MONITOR shows every command and
+  // the connection it came from. Scripts are loaded by a first pass.
+  s.test('round trips: lock, unlock, acquire, release are one EVALSHA each on the client\'s own connection; a woken waiter sends nothing more', async (t, { prefix, opts }) => {
+    const name = 'rt-' + prefix
+    const [a, b] = [client({ connectionName: name + 'a' }), client({ connectionName: name + 'b' })]
+    const opt = opts({ heartbeat: 60000 }) // no heartbeat falls inside the counted part
+    const [ma, mb] = [new Mutex(a, 'rt', opt), new Mutex(b, 'rt', opt)]
+    const sema = new Sema(a, 'rt', 3, opt)
+    const handOff = async () => {
+      const waiting = mb.lockAsync()
+      await until(async () => (await ma.nrWaiting()) === 1, 'b to queue')
+      await ma.unlock()
+      const fence = await waiting
+      await mb.unlock()
+      await ma.lockAsync()
+      return fence
+    }
+    await ma.lockAsync()
+    await ma.unlock()
+    await sema.release(await sema.acquire())
+    await ma.lockAsync()
+    await handOff() // b's first wait opens its subscriber and beats once
+    const addrOf = async c => /addr=(\S+)/.exec(await c.client('INFO'))[1]
+    const [addrA, addrB] = [await addrOf(a), await addrOf(b)]
+    const monitor = await client().monitor()
+    const seen = { [addrA]: [], [addrB]: [] }
+    monitor.on('monitor', (time, args, source) => { if (seen[source]) seen[source].push(args[0].toLowerCase() === 'echo' ? 'echo ' + args[1] : args[0].toLowerCase()) })
+    // The commands c sent while fn ran, between two ECHOs of its own.
+    let mark = 0
+    const count = async (c, addr, fn) => {
+      const [start, end] = ['echo s' + ++mark, 'echo e' + mark]
+      await c.echo(start.slice(5))
+      const r = await fn()
+      await c.echo(end.slice(5))
+      await until(() => seen[addr].includes(end), 'MONITOR to show ' + end)
+      const all = seen[addr].splice(0)
+      return { r, commands: all.slice(all.indexOf(start) + 1, all.indexOf(end)) }
+    }
+    await ma.unlock()
+    t.same((await count(a, addrA, () => ma.lockAsync())).commands, ['evalsha'], 'a free lock: one EVALSHA')
+    t.same((await count(a, addrA, () => ma.unlock())).commands, ['evalsha'], 'unlock: one EVALSHA')
+    t.same((await count(a, addrA, () => ma.tryLock())).commands, ['evalsha'], 'tryLock: one EVALSHA')
+    const acquired = await count(a, addrA, () => sema.acquire())
+    t.same(acquired.commands, ['evalsha'], 'Sema acquire: one EVALSHA')
+    const token = acquired.r
+    t.same((await count(a, addrA, () => sema.release(token))).commands, ['evalsha'], 'Sema release: one EVALSHA')
+    // b waits, a hands over: b's connection carries its take only, and the
+    // grant reaches it with the fence in the wake-up message.
+    seen[addrB].length = 0
+    const waiting = mb.lockAsync()
+    await until(async () => (await ma.nrWaiting()) === 1, 'b to queue')
+    await ma.unlock()
+    const fence = await waiting
+    t.type(fence, 'number')
+    t.equal(mb.fence, fence)
+    await b.echo('b-end')
+    await until(() => seen[addrB].includes('echo b-end'), 'MONITOR to show b\'s end')
+    t.same(seen[addrB], ['evalsha', 'echo b-end'], 'the woken waiter sent its take, nothing after')
+    await mb.unlock()
+    const conns = (await s.admin.client('LIST')).split('\n').filter(l => l.includes(' name=' + name + 'a '))
+    t.equal(conns.length, 1, 'a never waited: it has no connection but its own')
+    monitor.disconnect()
   })
 })

@@ -52,6 +52,7 @@ class Hub {
     this.sub = null
     this.subscribed = false
     this.linger = null
+    this.idleSince = 0
     for (const [name, def] of Object.entries(commands)) {
       if (typeof redis[name] !== 'function') redis.defineCommand(name, def)
     }
@@ -88,10 +89,23 @@ class Hub {
       w.group = null
       if (g.waiters.size === 0 && !g.inflight) this.dropGroup(g)
     }
-    if (this.waiters.size === 0 && this.sub && this.linger === null) {
-      this.linger = setTimeout(() => { this.linger = null; if (this.waiters.size === 0) this.closeSub() }, LINGER_MS)
-      this.linger.unref()
+    if (this.waiters.size === 0 && this.sub) {
+      // One timer at most: a hand-off a millisecond makes no timer each.
+      this.idleSince = performance.now()
+      if (this.linger === null) this.lingerFor(LINGER_MS)
     }
+  }
+
+  // Close the subscriber once nobody has waited here for LINGER_MS.
+  lingerFor (ms) {
+    this.linger = setTimeout(() => {
+      this.linger = null
+      if (this.waiters.size > 0 || this.sub === null) return
+      const left = this.idleSince + LINGER_MS - performance.now()
+      if (left > 0) this.lingerFor(left)
+      else this.closeSub()
+    }, ms)
+    this.linger.unref()
   }
 
   dropGroup (g) {
@@ -116,7 +130,7 @@ class Hub {
     const q = g.queue
     const sent = performance.now()
     g.inflight = true
-    const reply = this.redis.sabsync2Beat(...q.keys, this.id, q.heartbeat, ...list.map(w => w.wid))
+    const reply = this.redis.sabsync3Beat(...q.keys, this.id, q.heartbeat, ...list.flatMap(w => [w.wid, w.queue.lease]))
     within(reply, q.commandTimeout, 'heartbeat of ' + q.tag, this.redis).then(r => {
       g.lastOk = sent
       list.forEach((w, i) => {
@@ -152,7 +166,6 @@ class Hub {
   }
 
   openSub () {
-    if (this.linger !== null) { clearTimeout(this.linger); this.linger = null }
     if (this.sub !== null) return
     const redis = this.redis
     // A Cluster's duplicate() takes (startupNodes, options): its defaults suit.

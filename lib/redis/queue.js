@@ -15,7 +15,7 @@
 const { hubOf } = require('./hub')
 const { msOption, prefixOption, waitOptions, within, noReply, connected, commandError, quiet, SabsyncError } = require('./common')
 
-const KEY_SUFFIXES = ['m', 'q', 'b', 'l', 'fl'] // the KEYS of lib/redis/scripts.js
+const KEY_SUFFIXES = ['m', 'q', 'b', 'l'] // the KEYS of lib/redis/scripts.js
 
 class LeaseQueue {
   constructor (redis, kind, key, nr, fencing, options) {
@@ -86,7 +86,7 @@ class LeaseQueue {
       if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true })
       let sent
       try {
-        sent = this.redis.sabsync2Take(...this.keys, wid, hub.id, this.lease, this.heartbeat, queue ? 1 : 0, this.nr, this.fencing ? 1 : 0)
+        sent = this.redis.sabsync3Take(...this.keys, wid, hub.id, this.lease, this.heartbeat, queue ? 1 : 0, this.nr, this.fencing ? 1 : 0)
       } catch (err) { // a client that throws instead of rejecting
         return w.failed(commandError(err, 'take on ' + this.tag))
       }
@@ -110,12 +110,12 @@ class LeaseQueue {
   // Give up id (held or queued) without waiting for the answer.
   leaveQuietly (wid) {
     try {
-      this.redis.sabsync2Leave(...this.keys, wid).catch(quiet)
+      this.redis.sabsync3Leave(...this.keys, wid, this.lease).catch(quiet)
     } catch {}
   }
 
   count () {
-    return within(this.redis.sabsync2Count(...this.keys), this.commandTimeout, 'count on ' + this.tag, this.redis).then(Number)
+    return within(this.redis.sabsync3Count(...this.keys), this.commandTimeout, 'count on ' + this.tag, this.redis).then(Number)
   }
 }
 
@@ -154,7 +154,7 @@ class Holding {
     if (sent >= this.deadline) return this.lose(`its lease (${q.lease} ms) ran out before a renewal was confirmed`)
     let reply
     try {
-      reply = q.redis.sabsync2Renew(...q.keys, this.wid, q.lease)
+      reply = q.redis.sabsync3Renew(...q.keys, this.wid, q.lease)
     } catch (err) {
       reply = Promise.reject(err)
     }
@@ -213,7 +213,7 @@ class Holding {
     const q = this.queue
     let reply
     try {
-      reply = q.redis.sabsync2Leave(...q.keys, this.wid)
+      reply = q.redis.sabsync3Leave(...q.keys, this.wid, q.lease)
     } catch (err) {
       reply = Promise.reject(err)
     }

@@ -13,6 +13,9 @@
 // The lease queue (Mutex is nr = 1 with fences, Sema is nr tokens). The
 // common case, a free Mutex taken and given back, touches one key with
 // three calls a script (TIME, HMGET, HSET): everything it needs is in M.
+// A hand-off (a holder leaves, the head of the queue is granted and told)
+// reads the head and its client's heartbeat, takes it off the queue and
+// publishes the grant: TIME, HMGET, ZRANGE, ZSCORE, ZREM, PUBLISH, HSET.
 //
 //   key   type    holds
 //   M     hash    nr, fz (1: fences), fence (the last fence), held (how
@@ -20,36 +23,44 @@
 //                 (last ticket), exp (when every key expires, server ms);
 //                 nr = 1: h (the holder's id, '' when none), hx (its lease
 //                 expiry, server ms), hf (its fence);
-//                 nr > 1: top (slots ever handed out), h:<holder id> -> slot;
-//                 w:<waiter id> -> "client-id lease-ms"
-//   Q     zset    waiter id -> ticket (arrival order); exists while nw > 0
+//                 nr > 1: top (slots ever handed out since the Sema was
+//                 last idle), fl (the slots given back since, "3,0,..."),
+//                 h:<holder id> -> slot
+//   Q     zset    "<waiter id> <lease ms>" -> ticket (arrival order);
+//                 exists while nw > 0. A waiter id is "<client id>:<n>",
+//                 so the member names the client to tell and the lease
+//                 to grant, and a grant reads nothing else of the waiter
 //   B     zset    client id -> heartbeat expiry (server ms) of the clients
 //                 with waiters; deleted when the last waiter leaves
 //   L     zset    nr > 1: holder id -> lease expiry (server ms)
-//   FL    list    nr > 1: slots given back, handed out again before new ones
 //
-// Fences: max(last fence + 1, the server's clock in µs). A Mutex's M is
-// kept when it goes idle (held = nw = 0), trimmed to its counters, until
-// `exp`: at least a day after the last lease or heartbeat it recorded, so
-// fences keep growing after the lock goes idle, and across a restart that
-// lost M (by the clock), unless a clock steps back.
+// Fences: max(last fence + 1, the server's clock in µs). M is kept when
+// the object goes idle (held = nw = 0), trimmed to its counters, until
+// `exp`: for a Mutex at least a day after the last lease or heartbeat it
+// recorded, so fences keep growing after the lock goes idle, and across a
+// restart that lost M (by the clock), unless a clock steps back; for a
+// Sema at least a minute after.
 //
 // Invariants after every script: held = the holders (nr = 1: h ~= '';
-// nr > 1: the h: fields = the members of L) <= nr; for nr > 1, top -
-// LLEN(FL) = held and a slot is in FL or held by exactly one holder; nw =
-// ZCARD(Q) = the w: fields; if held < nr then Q holds no waiter of a live
-// client (pump() grants before anything else happens). An idle Sema has no
-// keys; an idle Mutex only M. Every key expires at M's exp, which is at
-// least a minute after every lease or heartbeat expiry recorded: a script
-// that records a later one moves exp (and every key's TTL), and one that
+// nr > 1: the h: fields = the members of L) <= nr; for nr > 1, a slot
+// below top is in fl or held by exactly one holder, and held = 0 means
+// top = 0 and fl = ''; nw = ZCARD(Q); if held < nr then Q holds no waiter
+// of a live client (pump() grants before anything else happens). An idle
+// object has only M. Every key expires at M's exp, which is at least a
+// minute after every lease or heartbeat expiry recorded: a script that
+// records a later one moves exp (and every key's TTL), and one that
 // creates a key gives it the TTL exp says. So an object whose clients all
 // died leaves nothing behind for long.
 //
-// A script fails before it writes anything when a key holds another type:
-// its HMGET fails on M; when M does not exist yet (the object is made) or
-// the script may touch Q and B (nw > 0, or it queues), or L and FL (nr >
-// 1), it reads their TYPE first. A key that holds something else fails
-// the call and changes nothing.
+// A script fails before it writes anything when a key holds another type.
+// M: its HMGET, the first command. Q and B: a script whose object has
+// waiters reads the head of Q and its client's score in B before it
+// writes; one that may queue on an object without waiters, or makes the
+// object, reads their TYPE first. L (nr > 1): read first (its earliest
+// expiry) while someone holds; else its first write is the first write of
+// the script (a grant's ZADD), or its TYPE is read first (a queue of dead
+// waiters may be emptied before that grant). A key that holds something
+// else fails the call and changes nothing.
 //
 // Replies of take: {1, slot, fence, lease-left-ms} granted; {0} busy (try);
 // {2, ms-to-next-lease-expiry or -1} queued.
@@ -57,7 +68,7 @@
 const WAKE = 'sabsync:wake:' // + client id: where grants to its waiters are published
 
 const prelude = `
-local M, Q, B, L, FL = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local M, Q, B, L = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local nowUs = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
@@ -73,39 +84,56 @@ local function typeCheck (keys)
   return nil
 end
 
+-- The head of Q: member, its waiter id, its client, its lease, and whether
+-- that client's heartbeat is live; nil when Q is empty.
+local function readHead ()
+  local head = redis.call('ZRANGE', Q, 0, 0)[1]
+  if not head then return nil end
+  local w, ctx, lease = string.match(head, '^(([^ :]+):[^ ]*) (%d+)$')
+  local alive = ctx and tonumber(redis.call('ZSCORE', B, ctx))
+  return { member = head, w = w, ctx = ctx, lease = tonumber(lease), alive = alive ~= nil and alive > now }
+end
+
 -- The object's state, read once. w (optional): the caller's id (nr > 1:
 -- st.mine is its slot if it holds one). nr, fencing: the caller's, for an
--- object without state (take); queue: whether the caller may queue (Q
--- and B are checked then, for nr > 1; for nr = 1 by queueCheck()). st.nr
+-- object without state (take); queue: whether the caller may queue. st.nr
 -- is nil when there is no state and nothing to make it with. Returns st,
--- or nil and a WRONGTYPE message.
+-- or nil and a WRONGTYPE message. Reads what the type rules above need
+-- before anything is written.
 local function open (w, nr, fencing, queue)
-  local v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'held', 'nw', 'seq', 'exp', 'h', 'hx', 'hf', 'top', 'h:' .. (w or ''))
+  local v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'held', 'nw', 'seq', 'exp', 'h', 'hx', 'hf', 'top', 'fl', 'h:' .. (w or ''))
   local st = { nr = tonumber(v[1]), fencing = v[2] == '1', fence = tonumber(v[3]) or 0, held = tonumber(v[4]) or 0,
     nw = tonumber(v[5]) or 0, seq = tonumber(v[6]) or 0, exp = tonumber(v[7]) or 0, h = v[8] or '',
-    hx = tonumber(v[9]) or 0, hf = v[10] or '0', top = tonumber(v[11]) or 0, mine = v[12],
-    dirty = false, created = {}, latest = 0, granted = {}, fresh = false }
+    hx = tonumber(v[9]) or 0, hf = v[10] or '0', top = tonumber(v[11]) or 0, fl = v[12] or '', mine = v[13],
+    dirty = false, created = {}, latest = 0, granted = {}, fresh = false, head = false, first = nil, holders = {}, slots = {} }
   st.nw0 = st.nw
   if not st.nr then
     if not nr then return st end
     st.nr, st.fencing, st.fresh = nr, fencing, true
   end
   local checks = {}
-  -- nr = 1 writes nothing before its last HSET: take checks Q and B when
-  -- it is about to queue (queueCheck), not on every call that might.
-  if st.fresh or st.nw > 0 or (queue and st.nr > 1) then
+  if st.nw > 0 then
+    st.head = readHead() -- reads Q and B
+  elseif st.fresh or (queue and st.held >= st.nr) then
+    -- Q and B are made if this call queues: it reads their types first.
     checks[#checks + 1] = {Q, 'zset'}
     checks[#checks + 1] = {B, 'zset'}
     st.qChecked = true
   end
-  if st.nr > 1 then checks[#checks + 1] = {L, 'zset'}; checks[#checks + 1] = {FL, 'list'} end
+  if st.nr > 1 then
+    if st.held > 0 then
+      st.first = tonumber(redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')[2]) -- reads L
+    elseif st.fresh or st.nw > 0 then
+      checks[#checks + 1] = {L, 'zset'}
+    end
+  end
   local bad = typeCheck(checks)
   if bad then return nil, bad end
   return st
 end
 
 local function queueCheck (st)
-  if st.qChecked then return nil end
+  if st.qChecked or st.nw > 0 then return nil end
   st.qChecked = true
   return typeCheck({ {Q, 'zset'}, {B, 'zset'} })
 end
@@ -125,7 +153,7 @@ local function drop (st, w, v)
     return
   end
   if v then
-    if redis.call('RPUSH', FL, v) == 1 then st.created[FL] = true end
+    st.fl = st.fl == '' and v or (st.fl .. ',' .. v)
     redis.call('HDEL', M, 'h:' .. w)
     st.held = st.held - 1
     st.dirty = true
@@ -149,14 +177,25 @@ local function grant (st, w, lease, ctx)
   if st.nr == 1 then
     st.h, st.hx, st.hf = w, now + lease, f
   else
-    slot = redis.call('LPOP', FL)
-    if not slot then
+    -- L first: when nobody held, its ZADD may be the script's first write.
+    if st.held == 0 then st.created[L] = true end
+    redis.call('ZADD', L, now + lease, w)
+    if st.fl ~= '' then
+      local i = string.find(st.fl, ',', 1, true)
+      if i then slot, st.fl = string.sub(st.fl, 1, i - 1), string.sub(st.fl, i + 1)
+      else slot, st.fl = st.fl, '' end
+    else
       slot = st.top
       st.top = st.top + 1
     end
-    redis.call('HSET', M, 'h:' .. w, slot)
-    if st.held == 0 then st.created[L] = true end
-    redis.call('ZADD', L, now + lease, w)
+    st.holders[#st.holders + 1] = 'h:' .. w -- written by tidy's HSET
+    st.holders[#st.holders + 1] = slot
+    if #st.holders >= 200 then -- many grants at once: unpack() has a limit
+      redis.call('HSET', M, unpack(st.holders))
+      st.holders = {}
+    end
+    st.slots[w] = slot
+    if not st.first or now + lease < st.first then st.first = now + lease end
   end
   later(st, now + lease)
   st.held = st.held + 1
@@ -173,27 +212,23 @@ end
 local function pump (st)
   if st.nr == 1 then
     if st.h ~= '' and st.hx <= now then drop(st, st.h) end
-  elseif st.held > 0 then
-    local first = tonumber(redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')[2])
-    if first and first <= now then
-      for _, w in ipairs(redis.call('ZRANGEBYSCORE', L, '-inf', now)) do drop(st, w, redis.call('HGET', M, 'h:' .. w)) end
-    end
+  elseif st.held > 0 and st.first and st.first <= now then
+    for _, w in ipairs(redis.call('ZRANGEBYSCORE', L, '-inf', now)) do drop(st, w, redis.call('HGET', M, 'h:' .. w)) end
+    st.first = st.held > 0 and tonumber(redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')[2]) or nil
   end
   while st.held < st.nr and st.nw > 0 do
-    local head = redis.call('ZPOPMIN', Q)[1]
+    local head = st.head
+    if head == false then head = readHead() end
+    st.head = false
     if not head then
       st.nw = 0
+      st.dirty = true
       break
     end
+    redis.call('ZREM', Q, head.member)
     st.nw = st.nw - 1
     st.dirty = true
-    local info = redis.call('HGET', M, 'w:' .. head)
-    redis.call('HDEL', M, 'w:' .. head)
-    if info then
-      local ctx, lease = string.match(info, '^(%S+) (%d+)$')
-      local alive = ctx and tonumber(redis.call('ZSCORE', B, ctx))
-      if alive and alive > now then grant(st, head, tonumber(lease), ctx) end
-    end
+    if head.alive then grant(st, head.w, head.lease, head.ctx) end
   end
 end
 
@@ -201,22 +236,18 @@ end
 local function nextExpiry (st)
   if st.held == 0 then return -1 end
   local first = st.hx
-  if st.nr > 1 then first = tonumber(redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')[2]) end
+  if st.nr > 1 then first = st.first end
   if not first then return -1 end
   return math.max(first - now, 0)
 end
 
--- Save the state: delete an idle Sema's keys; trim an idle Mutex to its
--- counters; keep every key alive until M's exp (see above).
+-- Save the state: trim an idle object to its counters; keep every key
+-- alive until M's exp (see above).
 local function tidy (st)
   if st.nw0 > 0 and st.nw == 0 then redis.call('DEL', B) end
-  if st.held == 0 and st.nw == 0 and not st.fencing then
-    if not st.fresh then redis.call('DEL', M, FL) end
-    return
-  end
   local all = false
   if st.exp < st.latest + 60000 then
-    st.exp = now + math.max(DAY, st.latest - now + 120000)
+    st.exp = now + math.max(st.fencing and DAY or 60000, st.latest - now + 120000)
     st.dirty = true
     all = true
   end
@@ -225,8 +256,9 @@ local function tidy (st)
       redis.call('HSET', M, 'nr', 1, 'fz', st.fencing and 1 or 0, 'fence', string.format('%.0f', st.fence), 'held', st.held,
         'nw', st.nw, 'seq', st.seq, 'exp', st.exp, 'h', st.h, 'hx', st.hx, 'hf', st.hf)
     else
+      if st.held == 0 then st.top, st.fl = 0, '' end
       redis.call('HSET', M, 'nr', st.nr, 'fz', st.fencing and 1 or 0, 'held', st.held, 'nw', st.nw, 'seq', st.seq,
-        'exp', st.exp, 'top', st.top)
+        'exp', st.exp, 'top', st.top, 'fl', st.fl, unpack(st.holders))
     end
   end
   if all then
@@ -235,10 +267,7 @@ local function tidy (st)
       redis.call('PEXPIRE', Q, st.exp - now)
       redis.call('PEXPIRE', B, st.exp - now)
     end
-    if st.nr > 1 then
-      redis.call('PEXPIRE', L, st.exp - now)
-      redis.call('PEXPIRE', FL, st.exp - now)
-    end
+    if st.held > 0 and st.nr > 1 then redis.call('PEXPIRE', L, st.exp - now) end
   else
     for k in pairs(st.created) do redis.call('PEXPIRE', k, st.exp - now) end
   end
@@ -250,9 +279,11 @@ local function holding (st, w)
     if st.h ~= w then return nil end
     return { 1, 0, tonumber(st.hf), math.max(st.hx - now, 0) }
   end
-  local slot = redis.call('HGET', M, 'h:' .. w)
+  local slot = st.slots[w] or st.mine
+  if not slot then slot = redis.call('HGET', M, 'h:' .. w) end
   if not slot then return nil end
   local exp = tonumber(redis.call('ZSCORE', L, w))
+  if not exp then return nil end
   return { 1, tonumber(slot), 0, math.max(exp - now, 0) }
 end
 `
@@ -262,6 +293,10 @@ const take = prelude + `
 local w, ctx, lease, beat, queue, nr, fencing = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7] == '1'
 local st, bad = open(w, nr, fencing, queue)
 if not st then return redis.error_reply(bad) end
+if st.nr ~= nr and not st.fencing and not fencing and st.held == 0 and st.nw == 0 then
+  -- An idle Sema keeps only its counters: it may be made again with another nr.
+  st.nr, st.top, st.fl, st.dirty = nr, 0, '', true
+end
 if st.nr ~= nr or st.fencing ~= fencing then
   return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. M .. ' is in use with nr = ' .. st.nr .. ', not ' .. nr)
 end
@@ -277,14 +312,14 @@ if st.held < nr then
   tidy(st)
   return { 1, slot, fence, lease }
 end
-if st.nw > 0 and redis.call('ZSCORE', Q, w) then tidy(st) return { 2, nextExpiry(st) } end
+local member = w .. ' ' .. ARGV[3]
+if st.nw > 0 and redis.call('ZSCORE', Q, member) then tidy(st) return { 2, nextExpiry(st) } end
 if not queue then tidy(st) return { 0 } end
 bad = queueCheck(st)
 if bad then return redis.error_reply(bad) end
 st.seq = st.seq + 1
 if st.nw == 0 then st.created[Q], st.created[B] = true, true end
-redis.call('ZADD', Q, st.seq, w)
-redis.call('HSET', M, 'w:' .. w, ctx .. ' ' .. lease)
+redis.call('ZADD', Q, st.seq, member)
 redis.call('ZADD', B, now + beat, ctx)
 st.nw = st.nw + 1
 st.dirty = true
@@ -293,34 +328,29 @@ tidy(st)
 return { 2, nextExpiry(st) }
 `
 
-// Release holder id, or take waiter id out of the queue. ARGV: id.
-// 1 if it held a lease that had not expired, else 0.
+// Release holder id, or take waiter id out of the queue. ARGV: id, its
+// lease ms (which names it in the queue). 1 if it held a lease that had
+// not expired, else 0.
 const leave = prelude + `
 local w = ARGV[1]
 local st, bad = open(w, nil, nil, false)
 if not st then return redis.error_reply(bad) end
 if not st.nr then return 0 end
 local r = 0
+local slot = st.mine
+local exp
 if st.nr == 1 then
-  if st.h == w then
-    if st.hx > now then r = 1 end
-    drop(st, w)
-  elseif st.nw > 0 and redis.call('ZREM', Q, w) == 1 then
-    redis.call('HDEL', M, 'w:' .. w)
-    st.nw = st.nw - 1
-    st.dirty = true
-  end
-else
-  local slot = st.mine
-  if slot then
-    local exp = tonumber(redis.call('ZSCORE', L, w))
-    if exp and exp > now then r = 1 end
-    drop(st, w, slot)
-  elseif st.nw > 0 and redis.call('ZREM', Q, w) == 1 then
-    redis.call('HDEL', M, 'w:' .. w)
-    st.nw = st.nw - 1
-    st.dirty = true
-  end
+  if st.h == w then exp = st.hx end
+elseif slot then
+  exp = tonumber(redis.call('ZSCORE', L, w))
+end
+if exp then
+  if exp > now then r = 1 end
+  drop(st, w, slot)
+elseif st.nw > 0 and redis.call('ZREM', Q, w .. ' ' .. ARGV[2]) == 1 then
+  st.head = false -- it may have been the head
+  st.nw = st.nw - 1
+  st.dirty = true
 end
 pump(st)
 tidy(st)
@@ -357,7 +387,7 @@ return 1
 `
 
 // A waiting client's heartbeat, which also reports on its waiters.
-// ARGV: client id, heartbeat ms, waiter ids...
+// ARGV: client id, heartbeat ms, then per waiter: its id, its lease ms.
 // Reply: { ms-to-next-lease-expiry or -1, per id: {1, slot, fence, lease-left} | {2} queued | {0} gone }.
 const beat = prelude + `
 local ctx, hb = ARGV[1], tonumber(ARGV[2])
@@ -365,19 +395,20 @@ local st, bad = open(nil, nil, nil, false)
 if not st then return redis.error_reply(bad) end
 local out = { -1 }
 if not st.nr then
-  for i = 3, #ARGV do out[#out + 1] = { 0 } end
+  for i = 3, #ARGV, 2 do out[#out + 1] = { 0 } end
   return out
 end
 if st.nw > 0 then
   redis.call('ZADD', B, now + hb, ctx)
   later(st, now + hb)
+  if st.head and st.head.ctx == ctx then st.head.alive = true end
 end
 pump(st)
-for i = 3, #ARGV do
+for i = 3, #ARGV, 2 do
   local w = ARGV[i]
   local held = holding(st, w)
   if held then out[#out + 1] = held
-  elseif st.nw > 0 and redis.call('ZSCORE', Q, w) then out[#out + 1] = { 2 }
+  elseif st.nw > 0 and redis.call('ZSCORE', Q, w .. ' ' .. ARGV[i + 1]) then out[#out + 1] = { 2 }
   else out[#out + 1] = { 0 } end
 end
 out[1] = nextExpiry(st)
@@ -394,9 +425,8 @@ if not st.nr then return 0 end
 pump(st)
 local n = 0
 if st.nw > 0 then
-  for _, w in ipairs(redis.call('ZRANGE', Q, 0, -1)) do
-    local info = redis.call('HGET', M, 'w:' .. w)
-    local ctx = info and string.match(info, '^(%S+) ')
+  for _, m in ipairs(redis.call('ZRANGE', Q, 0, -1)) do
+    local ctx = string.match(m, '^([^ :]+):')
     local alive = ctx and redis.call('ZSCORE', B, ctx)
     if alive and tonumber(alive) > now then n = n + 1 end
   end
@@ -469,11 +499,11 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // Names carry a version: two copies of sabsync in one process never
 // share a command whose script differs.
 const commands = {
-  sabsync2Take: { numberOfKeys: 5, lua: take },
-  sabsync2Leave: { numberOfKeys: 5, lua: leave },
-  sabsync2Renew: { numberOfKeys: 5, lua: renew },
-  sabsync2Beat: { numberOfKeys: 5, lua: beat },
-  sabsync2Count: { numberOfKeys: 5, lua: count },
+  sabsync3Take: { numberOfKeys: 4, lua: take },
+  sabsync3Leave: { numberOfKeys: 4, lua: leave },
+  sabsync3Renew: { numberOfKeys: 4, lua: renew },
+  sabsync3Beat: { numberOfKeys: 4, lua: beat },
+  sabsync3Count: { numberOfKeys: 4, lua: count },
   sabsync2Rate: { numberOfKeys: 2, lua: rate },
   sabsync2Unrate: { numberOfKeys: 1, lua: unrate },
   sabsync2RateWaiting: { numberOfKeys: 1, lua: rateWaiting }
