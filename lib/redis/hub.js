@@ -56,8 +56,14 @@ class Hub {
     for (const [name, def] of Object.entries(commands)) {
       if (typeof redis[name] !== 'function') redis.defineCommand(name, def)
     }
-    // An ended client reconnects no more: let the process exit.
-    if (typeof redis.on === 'function') redis.on('end', () => this.closeSub())
+    // Connections this client lost: a take that was unanswered across one
+    // may have been sent again by the client (queue.js).
+    this.drops = 0
+    if (typeof redis.on === 'function') {
+      redis.on('close', () => { this.drops++ })
+      // An ended client reconnects no more: let the process exit.
+      redis.on('end', () => this.closeSub())
+    }
   }
 
   nextId () {

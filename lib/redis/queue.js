@@ -13,7 +13,7 @@
 // back at once instead of being held, unknowingly, until its lease ends.
 
 const { hubOf } = require('./hub')
-const { msOption, prefixOption, waitOptions, within, noReply, connected, commandError, quiet, SabsyncError } = require('./common')
+const { msOption, prefixOption, waitOptions, within, noReply, connected, commandError, redisError, quiet, SabsyncError } = require('./common')
 
 const KEY_SUFFIXES = ['m', 'q', 'b', 'l'] // the KEYS of lib/redis/scripts.js
 
@@ -85,6 +85,7 @@ class LeaseQueue {
       }, Math.min(bound, 0x7FFFFFFF))
       if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true })
       let sent
+      const drops = hub.drops
       try {
         sent = this.redis.sabsync3Take(...this.keys, wid, hub.id, this.lease, this.heartbeat, queue ? 1 : 0, this.nr, this.fencing ? 1 : 0)
       } catch (err) { // a client that throws instead of rejecting
@@ -93,6 +94,14 @@ class LeaseQueue {
       sent.then(r => {
         replied = true
         if (settled) return
+        // The connection dropped before the answer came: the client may
+        // have sent the take again (ioredis does, by default), to a server
+        // that may have lost its state and so granted it while the old
+        // holder still thinks it holds. Give up whatever it got; the
+        // caller learns that Redis failed, as the other waiters do.
+        if (hub.drops !== drops) {
+          return w.failed(redisError(`sabsync: the connection to Redis dropped while the take on ${this.tag} was unanswered`))
+        }
         if (r[0] === 1) return w.granted(r[1], r[2], r[3], started)
         if (r[0] === 0) {
           settle()
