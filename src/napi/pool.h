@@ -24,6 +24,9 @@
 #ifndef SAB_NAPI_POOL_H
 #define SAB_NAPI_POOL_H
 
+/* check.h first: it defines _GNU_SOURCE, which uv.h (the portable
+ * parker's sabsync.h includes it) needs for the POSIX types. */
+#include "check.h"
 #include "sabsync.h"
 
 #include <stddef.h>
