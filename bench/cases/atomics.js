@@ -2,47 +2,12 @@
 // wait / waitAsync / notify against the built-in Atomics (and a raw C futex
 // ping-pong as the floor). Every subject checks its own result.
 const path = require('path')
-const fs = require('fs')
 const { execFileSync } = require('child_process')
 const { Worker } = require('worker_threads')
+const { pingPongSource, futexPingPong: futex } = require('../support/pingpong')
 
 const root = path.join(__dirname, '..', '..')
 const sabsyncPath = JSON.stringify(root)
-
-// Ping-pong between two workers on one cell: `seq` goes 2k+1 (ping) then
-// 2k+2 (pong). `impl` is 'sabsync' or 'atomics'.
-function pingPongSource (impl) {
-  const w = impl === 'sabsync' ? 's.wait' : 'Atomics.wait'
-  const n = impl === 'sabsync' ? 's.notify' : 'Atomics.notify'
-  return `
-const s = require(${sabsyncPath})
-const { workerData, parentPort } = require('worker_threads')
-const seq = new Int32Array(workerData.sab)
-const rounds = workerData.rounds
-// Both report ready, then sleep until the main thread says go (so that the
-// process CPU time it measures covers the rounds only).
-parentPort.postMessage('ready')
-Atomics.wait(seq, 1, 0)
-// The first fifth of the rounds warms the JIT up and is not timed.
-const warm = Math.floor(rounds / 5)
-if (workerData.role === 'ping') {
-  let t0 = process.hrtime.bigint()
-  for (let k = 0; k < rounds; k++) {
-    if (k === warm) t0 = process.hrtime.bigint()
-    const mine = 2 * k + 1
-    Atomics.store(seq, 0, mine); ${n}(seq, 0, 1)
-    while (Atomics.load(seq, 0) !== mine + 1) ${w}(seq, 0, mine)
-  }
-  parentPort.postMessage({ ns: Number(process.hrtime.bigint() - t0) / (rounds - warm) })
-} else {
-  for (let k = 0; k < rounds; k++) {
-    const want = 2 * k + 1
-    while (Atomics.load(seq, 0) !== want) ${w}(seq, 0, want - 1)
-    Atomics.store(seq, 0, want + 1); ${n}(seq, 0, 1)
-  }
-  parentPort.postMessage({})
-}`
-}
 
 async function workerPingPong (impl, rounds) {
   const sab = new SharedArrayBuffer(8)
@@ -68,16 +33,9 @@ async function workerPingPong (impl, rounds) {
   }
 }
 
-let futexBin = null
 function futexPingPong (rounds) {
-  if (futexBin === null) {
-    const out = path.join(root, 'build', 'bench')
-    fs.mkdirSync(out, { recursive: true })
-    futexBin = path.join(out, 'futex_pingpong')
-    execFileSync('cc', ['-O2', '-pthread', '-o', futexBin, path.join(__dirname, '..', 'futex_pingpong.c')])
-  }
-  const [ns, ok] = execFileSync(futexBin, [String(rounds)], { encoding: 'utf8' }).trim().split(' ')
-  return { value: Number(ns) / 1000, check: ok === '1' }
+  const { us, ok } = futex(rounds)
+  return { value: us, check: ok }
 }
 
 // The main thread awaits waitAsync; a worker answers with a blocking wait.

@@ -8,34 +8,14 @@
 // 'warm' (3 times, unrecorded; answers 'warm'), then 'go'.
 const Redis = require('ioredis')
 const { sent } = require('./redis-count')
+const { lockOf } = require('./redis-lock')
 
 const { subject, url, key, n, lease } = JSON.parse(process.argv[2])
 const redis = new Redis(url)
 const now = () => Number(process.hrtime.bigint())
 
-function lockOf () {
-  if (subject === 'sabsync') {
-    const { Mutex } = require('../../lib/redis')
-    const m = new Mutex(redis, key, { lease })
-    return { acquire: () => m.lockAsync(), release: () => m.unlock() }
-  }
-  if (subject === 'redlock') {
-    const Redlock = require('redlock')
-    // Its defaults (retry every 200 ± 100 ms), retrying without a limit.
-    const redlock = new Redlock([redis], { retryCount: -1 })
-    let lock
-    return { acquire: async () => { lock = await redlock.lock(key, lease) }, release: () => lock.unlock() }
-  }
-  if (subject === 'redis-semaphore') {
-    const { Mutex } = require('redis-semaphore')
-    // Its defaults (retry every 10 ms), without giving up.
-    const m = new Mutex(redis, key, { lockTimeout: lease, acquireTimeout: 600000 })
-    return { acquire: () => m.acquire(), release: () => m.release() }
-  }
-  throw new Error('unknown subject ' + subject)
-}
-
-const lock = lockOf()
+const lock = lockOf(subject, redis, key, lease)
+if (lock === null) throw new Error('unknown subject ' + subject)
 process.on('message', async msg => {
   if (msg === 'warm') {
     for (let i = 0; i < 3; i++) {

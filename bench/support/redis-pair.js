@@ -16,6 +16,7 @@
 // entered: [ns...] }. The one that left asks again only once the other is
 // in.
 const Redis = require('ioredis')
+const { lockOf: libraryLock } = require('./redis-lock')
 
 const { subject, url, key, role, n, lease } = JSON.parse(process.argv[2])
 const redis = new Redis(url)
@@ -38,23 +39,8 @@ const other = name => new Promise(resolve => {
 })
 
 function lockOf () {
-  if (subject === 'sabsync' || subject === 'sabsync-before') {
-    // sabsync-before: another checkout's lib/redis (SABSYNC_BENCH_BEFORE), for a before/after run.
-    const { Mutex } = require(subject === 'sabsync' ? '../../lib/redis' : process.env.SABSYNC_BENCH_BEFORE)
-    const m = new Mutex(redis, key, { lease })
-    return { acquire: () => m.lockAsync(), release: () => m.unlock() }
-  }
-  if (subject === 'redlock') {
-    const Redlock = require('redlock')
-    const redlock = new Redlock([redis], { retryCount: -1 })
-    let lock
-    return { acquire: async () => { lock = await redlock.lock(key, lease) }, release: () => lock.unlock() }
-  }
-  if (subject === 'redis-semaphore') {
-    const { Mutex } = require('redis-semaphore')
-    const m = new Mutex(redis, key, { lockTimeout: lease, acquireTimeout: 600000 })
-    return { acquire: () => m.acquire(), release: () => m.release() }
-  }
+  const lib = libraryLock(subject, redis, key, lease)
+  if (lib !== null) return lib
   // A bare message to the other process: the least a wake-up takes.
   const sub = new Redis(url)
   const mine = `${key}:${role}`

@@ -14,9 +14,8 @@
 // times the rounds); `--impl sabsync,atomics,futex` all of them. Prints one
 // line per run and the medians, in microseconds per round trip.
 const path = require('path')
-const fs = require('fs')
-const { execFileSync } = require('child_process')
 const { Worker } = require('worker_threads')
+const { pingPongSource, futexPingPong } = require('./pingpong')
 
 const args = process.argv.slice(2)
 const valueOf = (flag, dflt) => args.includes(flag) ? args[args.indexOf(flag) + 1] : dflt
@@ -27,52 +26,16 @@ const VALUED = ['--rounds', '--repeats', '--impl']
 const roots = args.filter((a, i) => !a.startsWith('--') && !VALUED.includes(args[i - 1])).map(r => path.resolve(r))
 if (roots.length === 0) roots.push(path.join(__dirname, '..', '..'))
 
-function source (impl, root) {
-  const w = impl === 'sabsync' ? 's.wait' : 'Atomics.wait'
-  const n = impl === 'sabsync' ? 's.notify' : 'Atomics.notify'
-  return `
-const s = require(${JSON.stringify(root)})
-const { workerData, parentPort } = require('worker_threads')
-const seq = new Int32Array(workerData.sab)
-const rounds = workerData.rounds
-parentPort.postMessage('ready')
-Atomics.wait(seq, 1, 0)
-const warm = Math.floor(rounds / 5)
-if (workerData.role === 'ping') {
-  let t0 = process.hrtime.bigint()
-  for (let k = 0; k < rounds; k++) {
-    if (k === warm) t0 = process.hrtime.bigint()
-    const mine = 2 * k + 1
-    Atomics.store(seq, 0, mine); ${n}(seq, 0, 1)
-    while (Atomics.load(seq, 0) !== mine + 1) ${w}(seq, 0, mine)
-  }
-  parentPort.postMessage({ ns: Number(process.hrtime.bigint() - t0) / (rounds - warm) })
-} else {
-  for (let k = 0; k < rounds; k++) {
-    const want = 2 * k + 1
-    while (Atomics.load(seq, 0) !== want) ${w}(seq, 0, want - 1)
-    Atomics.store(seq, 0, want + 1); ${n}(seq, 0, 1)
-  }
-  parentPort.postMessage({})
-}`
-}
-
 function futex () {
-  const out = path.join(__dirname, '..', '..', 'build', 'bench')
-  const bin = path.join(out, 'futex_pingpong')
-  if (!fs.existsSync(bin)) {
-    fs.mkdirSync(out, { recursive: true })
-    execFileSync('cc', ['-O2', '-pthread', '-o', bin, path.join(__dirname, '..', 'futex_pingpong.c')])
-  }
-  const [ns, ok] = execFileSync(bin, [String(5 * rounds)], { encoding: 'utf8' }).trim().split(' ')
-  if (ok !== '1') throw new Error('futex ping-pong: wrong final count')
-  return Number(ns) / 1000
+  const { us, ok } = futexPingPong(5 * rounds)
+  if (!ok) throw new Error('futex ping-pong: wrong final count')
+  return us
 }
 
 async function once (impl, root) {
   if (impl === 'futex') return { us: futex(), cpu: NaN }
   const sab = new SharedArrayBuffer(8)
-  const src = source(impl, root)
+  const src = pingPongSource(impl, root)
   const ws = ['ping', 'pong'].map(role => new Worker(src, { eval: true, workerData: { sab, role, rounds } }))
   const next = w => new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject) })
   await Promise.all(ws.map(next))
