@@ -114,16 +114,12 @@ struct sab_waiter_s {
   /* A value handed to the record with its wake (token semaphores). */
   uint32_t token;
   /* The owner id of the thread the record waits for, and what the record's
-   * primitive needs to find its state (a token semaphore: its sab_sema_t).
+   * primitive needs to find its state (a token semaphore: its
+   * sab_sema_ask_t).
    * Set before the record is queued; read under the bucket lock, and only
    * by the record's death hook: a record without one may keep anything in
    * ctx (the binding's waitAsync records keep their promise's deferred). */
   uint32_t owner;
-  /* When the waiter first asked (sab_now() scale; 0: not yet): a token
-   * semaphore's queue is ordered by it, and a waiter that asked more than
-   * the semaphore's fair_ns ago is handed tokens directly. Kept across the
-   * retries of one acquire. */
-  uint64_t since;
   const void *ctx;
   sab_death_cb on_death; /* NULL, or the primitive's death hook (above) */
 #ifdef SAB_PARKER_UV
@@ -234,8 +230,9 @@ enum {
  * died come back (reclaimed lazily, see sema.c).
  *
  * A sab_sema_t is a checked view of the memory, made per call or kept by a
- * queued record (w->ctx): nr comes from the view, never again from the
- * shared memory, so a corrupted word cannot send an index out of bounds.
+ * queued record's ask (w->ctx): nr comes from the view, never again from
+ * the shared memory, so a corrupted word cannot send an index out of
+ * bounds.
  */
 #define SAB_SEMA_MAGIC 0x53454D31 /* "SEM1" */
 /* Header words that JS reads too (Sema.from, resumeFn's watch, the fast
@@ -269,6 +266,21 @@ typedef struct {
 } sab_sema_t;
 #define SAB_SEMA_FAIR_NS 1000000u /* 1 ms, as the Mutex's */
 
+/*
+ * One acquire that may queue: the view it asks through, and when it first
+ * asked (sab_now() scale; 0: not yet, set by its first sab_sema_ask). The
+ * queue is in order of since, and a record that asked fair_ns ago or more
+ * is handed tokens directly (sema.c F1, F2); an acquire woken to try again
+ * asks again with the same ask, and so keeps its place. A queued record's
+ * ctx points to its ask, which must outlive its stay in the queue: it lies
+ * in the blocking waiter's frame, or in the async record. (Kept here, not
+ * in sab_waiter_t, which every plain wait's record is.)
+ */
+typedef struct {
+  sab_sema_t view;
+  uint64_t since;
+} sab_sema_ask_t;
+
 /* Bytes for nr slots (a multiple of 8), or 0 if nr is 0 or too large. */
 size_t sab_sema_bytes(uint32_t nr);
 /* Initialise `bytes` of 8-aligned memory as a semaphore of nr free slots
@@ -281,22 +293,23 @@ int sab_sema_open(sab_sema_t *s, void *mem, size_t bytes);
 int sab_sema_check(const sab_sema_t *s);
 
 /*
- * Take a slot for `owner`. With w == NULL (try): SAB_OK with *token, or
+ * Take a slot for `owner` if one is free: SAB_OK with *token, or
  * SAB_TIMED_OUT when none is free, or a waiter queued the fairness bound
- * ago or more waits (sema.c F1). With a
- * record: SAB_OK with *token, or SAB_PENDING with `w` queued; its slot then
- * arrives with its wake in w->token (SAB_SEMA_NO_TOKEN: woken without one,
- * to try again, or by a stray notify: acquire again, with w->since, and at
- * least once even past a deadline). SAB_E_CORRUPT on a broken state.
- * A token is the slot, | SAB_SEMA_RECOVERED if its last holder died.
+ * ago or more waits (sema.c F1). SAB_E_CORRUPT on a broken state. A token
+ * is the slot, | SAB_SEMA_RECOVERED if its last holder died.
  */
-int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint32_t *token);
-/* The same, for a caller that first asked at `since` (sab_now() scale; 0:
- * now), w->since then ignored: a waiter woken to try again (w->token
- * SAB_SEMA_NO_TOKEN after its wake) asks again with the since its record
- * had, queued or not, and so keeps its place (see sema.c, F2). */
-int sab_sema_acquire_since(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint64_t since,
-                           uint32_t *token);
+int sab_sema_try(const sab_sema_t *s, uint32_t owner, uint32_t *token);
+/*
+ * Take a slot for `owner` through a->view, or queue `w` for one: SAB_OK
+ * with *token, or SAB_PENDING with `w` queued (w->ctx = a); its slot then
+ * arrives with its wake in w->token (SAB_SEMA_NO_TOKEN: woken without one,
+ * to try again, or by a stray notify: ask again with the same `a`, and at
+ * least once even past a deadline). With w == NULL it does not queue
+ * (SAB_TIMED_OUT), but still asks in the place a->since gives it: a
+ * retry's last try. Sets a->since on the first ask. SAB_E_CORRUPT on a
+ * broken state.
+ */
+int sab_sema_ask(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t *token);
 
 /*
  * Give back a slot `owner` holds: to the oldest waiter if it has waited

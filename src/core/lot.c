@@ -72,7 +72,6 @@ void sab_waiter_init_blocking(sab_waiter_t *w) {
   w->watch = 0;
   w->token = 0;
   w->owner = 0;
-  w->since = 0;
   w->ctx = NULL;
   w->on_death = NULL;
   sab__parker_init(w);
@@ -114,7 +113,6 @@ void sab_waiter_init_async(sab_waiter_t *w, sab_wake_cb wake) {
   w->watch = 0;
   w->token = 0;
   w->owner = 0;
-  w->since = 0;
   w->ctx = NULL;
   w->on_death = NULL;
 }

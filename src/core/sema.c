@@ -92,8 +92,9 @@
  * makes a convoy when threads outnumber CPUs: each release waits for a
  * descheduled waiter to run. So a waiter younger than the bound is only
  * woken to try again, and a running thread may take the slot meanwhile.
- * Each record carries `since` (sab_now() when its acquire first asked; kept
- * across retries) and the view carries the bound fair_ns (1 ms; 0: strict
+ * Each record's ask (sab_sema_ask_t, its ctx) carries `since` (sab_now()
+ * when its acquire first asked; kept across retries) and the view carries
+ * the bound fair_ns (1 ms; 0: strict
  * hand-off, RateLimit's turn), from the view's maker, never from shared
  * memory: "waited the bound" is now - since >= fair_ns.
  *  F1 A queued record that waited the bound is handed slots directly: a
@@ -105,8 +106,8 @@
  *     releaser's own: async-sema hands a release to the thread's own waiting
  *     acquire at once) pools the slot and dequeues that record with its
  *     token SAB_SEMA_NO_TOKEN: a wake to try again. The record asks again
- *     with its since (sab_sema_acquire_since; an async record from its
- *     loop, src/napi/async.c's retry) and, finding no slot, is queued in
+ *     with its ask (sab_sema_ask; an async record from its loop,
+ *     src/napi/async.c's retry) and, finding no slot, is queued in
  *     order of since (enqueue_by_since), in the place its first ask earned.
  *     The key's records are thus always in order of since, so the oldest
  *     is the head.
@@ -361,9 +362,14 @@ uint32_t sab__sema_take(const sab_sema_t *s, uint32_t owner) {
   return SAB_SEMA_NO_TOKEN;
 }
 
+/* When a queued record's acquire first asked: its ask's (the key's records
+ * are all this file's, each with ctx pointing to its sab_sema_ask_t). */
+static uint64_t since_of(const sab_waiter_t *w) { return ((const sab_sema_ask_t *)w->ctx)->since; }
+
 /* Whether queued record w has waited the fairness bound at `now` (F1). */
 static int starving(const sab_sema_t *s, const sab_waiter_t *w, uint64_t now) {
-  return s->fair_ns == 0 || (now >= w->since && now - w->since >= s->fair_ns);
+  uint64_t since = since_of(w);
+  return s->fair_ns == 0 || (now >= since && now - since >= s->fair_ns);
 }
 
 /* Under the lock: queue w among the records of the key in order of since
@@ -372,9 +378,10 @@ static int starving(const sab_sema_t *s, const sab_waiter_t *w, uint64_t now) {
  * stops at the first one not younger. */
 static void enqueue_by_since(sab__bucket_t *b, sab_waiter_t *w, uintptr_t key) {
   sab_waiter_t *before = NULL;
+  uint64_t since = since_of(w);
   for (sab_waiter_t *p = b->tail; p != NULL; p = p->prev) {
     if (p->addr != key) continue;
-    if (p->since <= w->since) break;
+    if (since_of(p) <= since) break;
     before = p;
   }
   sab__enqueue_before_locked(b, w, key, before);
@@ -422,7 +429,7 @@ static int sync_deaths(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *
 static void on_death(sab__bucket_t *b, sab_waiter_t *w, sab__wake_list_t *l) {
   /* A copy: w->ctx may live in the frame of a blocking waiter, gone once
    * hand_out has dequeued that waiter. */
-  sab_sema_t view = *(const sab_sema_t *)w->ctx;
+  sab_sema_t view = ((const sab_sema_ask_t *)w->ctx)->view;
   /* A view checked by the record's owner; w keeps the memory alive (R2).
    * Slots left over after every waiter got one stay pooled. Those who wait
    * for a refill (resumeFn) watch every death themselves and look again, so
@@ -430,8 +437,9 @@ static void on_death(sab__bucket_t *b, sab_waiter_t *w, sab__wake_list_t *l) {
   sync_deaths(b, &view, l, 1, sab_now());
 }
 
-int sab_sema_acquire_since(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint64_t since,
-                           uint32_t *token) {
+/* The one acquire: a's view and since; w NULL: do not queue. */
+static int acquire(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t *token) {
+  const sab_sema_t *s = &a->view;
   uintptr_t key = key_of(s);
   int32_t *count = &sab_bucket_counts()[sab_bucket_of(key) * SAB_COUNT_STRIDE];
   sab__wake_list_t l;
@@ -443,14 +451,15 @@ int sab_sema_acquire_since(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w,
    * (the search reads holders seq-cst). */
   __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
   uint64_t now = sab_now();
-  if (since == 0 || since > now) since = now;
+  if (a->since == 0 || a->since > now) a->since = now;
+  uint64_t since = a->since;
   back = reclaim(s);
   if (back > 0) hand_out(b, s, &l, 1, now);
   /* F3: a caller older than every queued record (a woken waiter's retry)
    * is first in line; then those that waited the bound (F1); then anyone,
    * unless the oldest queued record waited the bound (K3, F1). */
   sab_waiter_t *o = sab__oldest_locked(b, key);
-  if (o == NULL || since <= o->since) t = sab__sema_take(s, owner);
+  if (o == NULL || since <= since_of(o)) t = sab__sema_take(s, owner);
   if (t == SAB_SEMA_NO_TOKEN) {
     hand_out(b, s, &l, 0, now);
     o = sab__oldest_locked(b, key);
@@ -463,9 +472,8 @@ int sab_sema_acquire_since(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w,
     r = SAB_TIMED_OUT;
   } else {
     w->owner = owner;
-    w->ctx = s;
+    w->ctx = a;
     w->token = SAB_SEMA_NO_TOKEN;
-    w->since = since;
     w->on_death = on_death;
     enqueue_by_since(b, w, key);
     r = SAB_PENDING;
@@ -477,8 +485,13 @@ int sab_sema_acquire_since(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w,
   return r;
 }
 
-int sab_sema_acquire(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint32_t *token) {
-  return sab_sema_acquire_since(s, owner, w, w != NULL ? w->since : 0, token);
+int sab_sema_ask(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t *token) {
+  return acquire(a, owner, w, token);
+}
+
+int sab_sema_try(const sab_sema_t *s, uint32_t owner, uint32_t *token) {
+  sab_sema_ask_t a = {*s, 0};
+  return acquire(&a, owner, NULL, token);
 }
 
 /* Under the lock: the slot `owner` got most recently, or -1. */
@@ -607,13 +620,11 @@ int sab_sema_wait(const sab_sema_t *s, uint32_t owner, uint64_t timeout_ns, uint
     uint64_t now = sab_now();
     deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
   }
-  uint64_t since = 0;
+  sab_sema_ask_t a = {*s, 0}; /* F2: a retry keeps its place */
   for (;;) {
     sab_waiter_t w;
     sab_waiter_init_blocking(&w);
-    w.since = since; /* F2: a retry keeps its place */
-    int r = sab_sema_acquire(s, owner, timeout_ns == 0 ? NULL : &w, token);
-    since = w.since;
+    int r = sab_sema_ask(&a, owner, timeout_ns == 0 ? NULL : &w, token);
     if (r == SAB_PENDING) {
       r = sab_wait_park(&w, deadline);
       if (r == SAB_PENDING) r = sab_wait_cancel(&w, SAB_TIMED_OUT);
@@ -626,6 +637,6 @@ int sab_sema_wait(const sab_sema_t *s, uint32_t owner, uint64_t timeout_ns, uint
     if (r != SAB_PENDING) return r;
     /* F4: woken to try again past the deadline, it still tries once, so
      * the wake is not lost. */
-    if (sab_now() >= deadline) return sab_sema_acquire_since(s, owner, NULL, since, token);
+    if (sab_now() >= deadline) return sab_sema_ask(&a, owner, NULL, token);
   }
 }

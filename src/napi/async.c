@@ -153,7 +153,7 @@ static void loop_failure(sab_env_t *e, napi_status st) {
  * address is still kept, so a semaphore's memory is there. */
 static void hand_on(sab_async_t *a) {
   if (kind_of(a) == SAB_ASYNC_SEMA)
-    sab_sema_give_back(&((sab_async_sema_t *)a)->sema, a->w.owner, a->w.token);
+    sab_sema_give_back(&((sab_async_sema_t *)a)->ask.view, a->w.owner, a->w.token);
   else
     sab_notify(a->w.addr, 1);
 }
@@ -202,7 +202,7 @@ static void async_wake(sab_waiter_t *w);
 
 /* A semaphore's record woken without a token, to try again (sema.c F2):
  * ask again, on its env's loop, in the place its first ask gave it (its
- * `since`), with the same record; past its deadline it tries once without
+ * ask's `since`), with the same record; past its deadline it tries once without
  * queuing (F4). Answers SAB_PENDING (queued again: the record stays
  * pending), or the result to settle with (SAB_OK with w.token, which is
  * SAB_SEMA_NO_TOKEN on a broken state: the JS acquire then asks anew and
@@ -210,10 +210,9 @@ static void async_wake(sab_waiter_t *w);
 static int sema_retry(sab_env_t *e, sab_async_sema_t *r) {
   sab_async_t *a = &r->full.a;
   int timed_out = r->deadline != UINT64_MAX && sab_now() >= r->deadline;
-  uint64_t since = a->w.since;
   uint32_t token = SAB_SEMA_NO_TOKEN;
   sab_waiter_init_async(&a->w, async_wake); /* user8/user16 stay (sabsync.h) */
-  int res = sab_sema_acquire_since(&r->sema, e->id, timed_out ? NULL : &a->w, since, &token);
+  int res = sab_sema_ask(&r->ask, e->id, timed_out ? NULL : &a->w, &token);
   if (res == SAB_PENDING) return SAB_PENDING;
   a->w.token = res == SAB_OK ? token : SAB_SEMA_NO_TOKEN;
   return res == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_OK;

@@ -49,11 +49,12 @@ typedef struct {
 /* A semaphore's record: it resolves with its token (a number;
  * SAB_NAPI_SEMA_TIMED_OUT or SAB_NAPI_SEMA_NO_TOKEN without one), and a
  * token it was handed but will never deliver (its env is torn down) goes
- * back to the semaphore. `sema` is the view its w.ctx points to. */
+ * back to the semaphore. `ask` (the view and when the acquire first asked)
+ * is what its w.ctx points to. */
 typedef struct {
   sab_async_full_t full;
   napi_deferred deferred;
-  sab_sema_t sema;
+  sab_sema_ask_t ask;
   uint64_t deadline; /* sab_now() scale, UINT64_MAX: none */
   /* An abort that came while the record was woken to try again (off the
    * lot, its delivery on the way): the retry rejects with it instead of

@@ -146,7 +146,7 @@ static napi_value sema_try(napi_env env, napi_callback_info info) {
   sab_sema_t s;
   uint32_t token;
   if ((e = sab_napi_env_get(env)) == NULL || get_sema(env, argv[0], &s, NULL) != 0) return NULL;
-  int r = sab_sema_acquire(&s, e->id, NULL, &token);
+  int r = sab_sema_try(&s, e->id, &token);
   if (r == SAB_E_CORRUPT) return corrupt(env);
   return sab_napi_number(env, r == SAB_OK ? (double)token : -1);
 }
@@ -165,15 +165,14 @@ static napi_value sema_acquire(napi_env env, napi_callback_info info) {
   if ((e = sab_napi_env_get(env)) == NULL || get_sema(env, argv[0], &s, NULL) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[1], &ms), NULL);
   uint64_t deadline = sab_napi_deadline(ms);
-  uint64_t since = 0; /* when this call first asked (sema.c F2) */
+  sab_sema_ask_t ask = {s, 0}; /* its since: when this call first asked (sema.c F2) */
   int r;
   for (;;) {
     sab_waiter_t w;
     int woken = 0;
     sab_waiter_init_blocking(&w);
-    r = sab_sema_acquire_since(&s, e->id, &w, since, &token); /* SAB_OK sets token */
+    r = sab_sema_ask(&ask, e->id, &w, &token); /* SAB_OK sets token */
     if (r == SAB_PENDING) {
-      since = w.since;
       r = sab_napi_park(e, &w, deadline, &woken);
       token = w.token;
     }
@@ -189,7 +188,7 @@ static napi_value sema_acquire(napi_env env, napi_callback_info info) {
      * in the same place, and once more even past the deadline (F4). */
     if (r != SAB_OK || token != SAB_SEMA_NO_TOKEN) break;
     if (sab_now() >= deadline) {
-      r = sab_sema_acquire_since(&s, e->id, NULL, since, &token);
+      r = sab_sema_ask(&ask, e->id, NULL, &token);
       break;
     }
   }
@@ -225,8 +224,9 @@ static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
                          flags, ms, "semaAcquireAsync", &result);
   if (a == NULL) return NULL;
   sab_async_sema_t *rec = (sab_async_sema_t *)a;
-  rec->sema = s; /* w.ctx points here while queued */
-  int r = sab_sema_acquire(&rec->sema, e->id, &a->w, &token);
+  rec->ask.view = s; /* w.ctx points here while queued */
+  rec->ask.since = 0;
+  int r = sab_sema_ask(&rec->ask, e->id, &a->w, &token);
   if (r != SAB_PENDING) {
     /* Not queued: the promise is never handed out. */
     sab_napi_async_discard(e, a);

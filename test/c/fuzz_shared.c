@@ -87,6 +87,7 @@ void sab__fuzz_after_read(const void *word) {
 
 typedef struct {
   sab_waiter_t w;
+  sab_sema_ask_t ask; /* the record's ctx while queued */
   int queued;
 } rec_t;
 
@@ -138,12 +139,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rec_t *r = &recs[b % RECORDS];
     switch (op) {
       case 0: /* tryAcquire */
-        if (sab_sema_acquire(&sema, owner, NULL, &token) == SAB_OK) check_token(token, "a try");
+        if (sab_sema_try(&sema, owner, &token) == SAB_OK) check_token(token, "a try");
         break;
       case 1: { /* an async acquire */
         if (r->queued) break;
         sab_waiter_init_async(&r->w, on_wake);
-        int res = sab_sema_acquire(&sema, owner, &r->w, &token);
+        r->ask.view = sema;
+        r->ask.since = 0;
+        int res = sab_sema_ask(&r->ask, owner, &r->w, &token);
         if (res == SAB_OK) check_token(token, "an acquire");
         if (res == SAB_PENDING) r->queued = 1;
         break;

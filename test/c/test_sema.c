@@ -58,16 +58,16 @@ static void test_layout_and_checks(void) {
   uint32_t tok;
   s.base[1] = 99;
   s.base[3] = 1000;
-  CHECK(sab_sema_acquire(&s, 1, NULL, &tok) == SAB_OK && tok < 3);
+  CHECK(sab_sema_try(&s, 1, &tok) == SAB_OK && tok < 3);
   make(&s, &m, 3);
   s.base[1] = -5; /* frees: only a value that changes */
-  CHECK(sab_sema_acquire(&s, 1, NULL, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_sema_try(&s, 1, &tok) == SAB_OK && tok == 0);
   /* A holder word that is neither free nor an owner id is skipped. */
   make(&s, &m, 3);
   s.base[8 + 3 + 1] = (int32_t)0x80000000;
-  CHECK(sab_sema_acquire(&s, 1, NULL, &tok) == SAB_OK && tok == 0);
-  CHECK(sab_sema_acquire(&s, 1, NULL, &tok) == SAB_OK && tok == 2);
-  CHECK(sab_sema_acquire(&s, 1, NULL, &tok) == SAB_TIMED_OUT);
+  CHECK(sab_sema_try(&s, 1, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_sema_try(&s, 1, &tok) == SAB_OK && tok == 2);
+  CHECK(sab_sema_try(&s, 1, &tok) == SAB_TIMED_OUT);
   CHECK(sab_sema_available(&s) == 0);
 }
 
@@ -77,11 +77,11 @@ static void test_try_release_and_bad_tokens(void) {
   uint32_t a = sab_owner_new(), b = sab_owner_new(), tok, info;
   make(&s, &m, 3);
   for (uint32_t i = 0; i < 3; i++) {
-    CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
+    CHECK(sab_sema_try(&s, a, &tok) == SAB_OK);
     CHECK(tok == i);
   }
   CHECK(sab_sema_available(&s) == 0);
-  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_TIMED_OUT);
+  CHECK(sab_sema_try(&s, a, &tok) == SAB_TIMED_OUT);
   CHECK(sab_sema_release(&s, b, 1, NULL) == SAB_E_BAD_TOKEN); /* a stranger */
   CHECK(sab_sema_release(&s, a, 3, NULL) == SAB_E_BAD_TOKEN); /* out of range */
   CHECK(sab_sema_release(&s, a, 1, &info) == 1);
@@ -94,11 +94,11 @@ static void test_try_release_and_bad_tokens(void) {
   CHECK(sab_sema_release(&s, a, -1, NULL) == SAB_E_BAD_TOKEN);
   CHECK(sab_sema_available(&s) == 3);
   /* Next fit: a search starts after the slot granted last (2: so at 0). */
-  CHECK(sab_sema_acquire(&s, b, NULL, &tok) == SAB_OK && tok == 0);
-  CHECK(sab_sema_acquire(&s, b, NULL, &tok) == SAB_OK && tok == 1);
+  CHECK(sab_sema_try(&s, b, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_sema_try(&s, b, &tok) == SAB_OK && tok == 1);
   CHECK(sab_sema_release(&s, b, 0, NULL) == 0);
-  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK && tok == 2);
-  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_sema_try(&s, a, &tok) == SAB_OK && tok == 2);
+  CHECK(sab_sema_try(&s, a, &tok) == SAB_OK && tok == 0);
   CHECK(sab_sema_release(&s, b, -1, NULL) == 1);
   CHECK(sab_sema_release(&s, a, -1, NULL) == 0);
   CHECK(sab_sema_release(&s, a, -1, NULL) == 2);
@@ -133,7 +133,7 @@ static void test_fifo_handoff_no_barging(void) {
   struct waiter_arg args[N];
   make(&s, &m, 1);
   s.fair_ns = 0;
-  CHECK(sab_sema_acquire(&s, holder, NULL, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_sema_try(&s, holder, &tok) == SAB_OK && tok == 0);
   order_counter = 0;
   for (int i = 0; i < N; i++) {
     args[i] = (struct waiter_arg){&s, sab_owner_new(), UINT64_MAX, -1, 0, 0};
@@ -145,7 +145,7 @@ static void test_fifo_handoff_no_barging(void) {
   pthread_join(th[0], NULL);
   CHECK(args[0].result == SAB_OK && args[0].token == 0);
   CHECK(sab_sema_waiting(&s) == N - 1);
-  CHECK(sab_sema_acquire(&s, holder, NULL, &tok) == SAB_TIMED_OUT);
+  CHECK(sab_sema_try(&s, holder, &tok) == SAB_TIMED_OUT);
   for (int i = 1; i < N; i++) {
     CHECK(sab_sema_release(&s, args[i - 1].owner, -1, NULL) == 0);
     pthread_join(th[i], NULL);
@@ -164,8 +164,7 @@ static void *stormer(void *p) {
   const sab_sema_t *s = p;
   uint32_t me = sab_owner_new(), tok;
   for (int i = 0; i < STORM_ITERS; i++) {
-    int r =
-        (i % 3 == 0) ? sab_sema_acquire(s, me, NULL, &tok) : sab_sema_wait(s, me, UINT64_MAX, &tok);
+    int r = (i % 3 == 0) ? sab_sema_try(s, me, &tok) : sab_sema_wait(s, me, UINT64_MAX, &tok);
     if (r == SAB_TIMED_OUT) continue;
     CHECK(r == SAB_OK && SLOT(tok) < STORM_NR);
     int n = __atomic_add_fetch(&in_use, 1, __ATOMIC_SEQ_CST);
@@ -201,8 +200,8 @@ static void test_dead_holder(void) {
   sab_sema_t s;
   uint32_t dead = sab_owner_new(), tok;
   make(&s, &m, 2);
-  CHECK(sab_sema_acquire(&s, dead, NULL, &tok) == SAB_OK && tok == 0);
-  CHECK(sab_sema_acquire(&s, dead, NULL, &tok) == SAB_OK && tok == 1);
+  CHECK(sab_sema_try(&s, dead, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_sema_try(&s, dead, &tok) == SAB_OK && tok == 1);
   struct waiter_arg a = {&s, sab_owner_new(), UINT64_MAX, -1, 0, 0};
   pthread_t t;
   pthread_create(&t, NULL, waiter, &a);
@@ -212,19 +211,19 @@ static void test_dead_holder(void) {
   CHECK(a.result == SAB_OK && (a.token & SAB_SEMA_RECOVERED) && SLOT(a.token) == 0);
   CHECK(sab_sema_release(&s, dead, 1, NULL) == SAB_E_BAD_TOKEN); /* not its any more */
   uint32_t other = sab_owner_new();
-  CHECK(sab_sema_acquire(&s, other, NULL, &tok) == SAB_OK && tok == (1 | SAB_SEMA_RECOVERED));
+  CHECK(sab_sema_try(&s, other, &tok) == SAB_OK && tok == (1 | SAB_SEMA_RECOVERED));
   /* The mark is reported once: released and taken again, a plain slot. */
   CHECK(sab_sema_release(&s, other, 1, NULL) == 1);
-  CHECK(sab_sema_acquire(&s, other, NULL, &tok) == SAB_OK && tok == 1);
+  CHECK(sab_sema_try(&s, other, &tok) == SAB_OK && tok == 1);
   /* No waiter, nobody looking: the next try reclaims. */
   uint32_t dead2 = sab_owner_new();
   CHECK(sab_sema_release(&s, a.owner, 0, NULL) == 0);
-  CHECK(sab_sema_acquire(&s, dead2, NULL, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_sema_try(&s, dead2, &tok) == SAB_OK && tok == 0);
   sab_owner_died(dead2);
-  CHECK(sab_sema_acquire(&s, other, NULL, &tok) == SAB_OK && tok == (0 | SAB_SEMA_RECOVERED));
+  CHECK(sab_sema_try(&s, other, &tok) == SAB_OK && tok == (0 | SAB_SEMA_RECOVERED));
   /* A death that held nothing here changes nothing. */
   sab_owner_died(sab_owner_new());
-  CHECK(sab_sema_acquire(&s, other, NULL, &tok) == SAB_TIMED_OUT);
+  CHECK(sab_sema_try(&s, other, &tok) == SAB_TIMED_OUT);
   CHECK(sab_sema_available(&s) == 0);
 }
 
@@ -247,7 +246,7 @@ static void test_death_races_acquire(void) {
     sab_sema_t s;
     uint32_t victim = sab_owner_new(), tok;
     make(&s, &m, 1);
-    CHECK(sab_sema_acquire(&s, victim, NULL, &tok) == SAB_OK);
+    CHECK(sab_sema_try(&s, victim, &tok) == SAB_OK);
     struct waiter_arg a = {&s, sab_owner_new(), 5000 * MS, -1, 0, 0};
     struct racer_arg k = {&s, victim};
     pthread_t tw, tk;
@@ -265,19 +264,29 @@ static void test_death_races_acquire(void) {
 
 static void on_wake(sab_waiter_t *w) { (void)w; }
 
+/* A first ask through a copy of view s, as if it began at `since` (0: now):
+ * k is the record's ask, kept while w is queued. */
+static int ask(const sab_sema_t *s, sab_sema_ask_t *k, uint32_t owner, sab_waiter_t *w,
+               uint64_t since, uint32_t *tok) {
+  k->view = *s;
+  k->since = since;
+  return sab_sema_ask(k, owner, w, tok);
+}
+
 /* A token handed to a record that gives up goes to the next waiter. */
 static void test_handoff_to_a_quitter(void) {
   mem_t m;
   sab_sema_t s;
   uint32_t a = sab_owner_new(), q = sab_owner_new(), n = sab_owner_new(), tok, info;
   sab_waiter_t wq, wn;
+  sab_sema_ask_t kq, kn;
   make(&s, &m, 1);
   s.fair_ns = 0; /* strict: the release hands over */
-  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
+  CHECK(sab_sema_try(&s, a, &tok) == SAB_OK);
   sab_waiter_init_async(&wq, on_wake);
   sab_waiter_init_async(&wn, on_wake);
-  CHECK(sab_sema_acquire(&s, q, &wq, &tok) == SAB_PENDING);
-  CHECK(sab_sema_acquire(&s, n, &wn, &tok) == SAB_PENDING);
+  CHECK(ask(&s, &kq, q, &wq, 0, &tok) == SAB_PENDING);
+  CHECK(ask(&s, &kn, n, &wn, 0, &tok) == SAB_PENDING);
   CHECK(sab_sema_waiting(&s) == 2);
   CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == 0);
   CHECK(wq.token == 0);
@@ -290,8 +299,8 @@ static void test_handoff_to_a_quitter(void) {
   sab_sema_give_back(&s, q, 0);
   CHECK(sab_sema_release(&s, n, -1, NULL) == 0);
   /* A cancelled record leaves the queue clean. */
-  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
-  CHECK(sab_sema_acquire(&s, q, &wq, &tok) == SAB_PENDING);
+  CHECK(sab_sema_try(&s, a, &tok) == SAB_OK);
+  CHECK(ask(&s, &kq, q, &wq, 0, &tok) == SAB_PENDING);
   CHECK(sab_wait_cancel(&wq, SAB_TIMED_OUT) == SAB_TIMED_OUT);
   CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == SAB_SEMA_POOLED);
   sab_waiter_destroy(&wq);
@@ -306,7 +315,7 @@ static void test_stray_notify(void) {
   sab_sema_t s;
   uint32_t a = sab_owner_new(), tok;
   make(&s, &m, 1);
-  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
+  CHECK(sab_sema_try(&s, a, &tok) == SAB_OK);
   struct waiter_arg w = {&s, sab_owner_new(), UINT64_MAX, -1, 0, 0};
   pthread_t t;
   pthread_create(&t, NULL, waiter, &w);
@@ -328,7 +337,7 @@ static void test_plain_waiter_is_not_served(void) {
   sab_waiter_t w;
   uint32_t a = sab_owner_new(), tok;
   make(&s, &m, 1);
-  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
+  CHECK(sab_sema_try(&s, a, &tok) == SAB_OK);
   sab_waiter_init_blocking(&w);
   CHECK(sab_wait_enqueue(&w, s.base, 4, SAB_SEMA_MAGIC) == SAB_PENDING);
   uint32_t info = 0;
@@ -490,7 +499,7 @@ static void test_fast_protocol(void) {
   CHECK(sab_sema_release(&s, b, 0, NULL) == SAB_E_BAD_TOKEN); /* K1: a's, not b's */
   CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == SAB_SEMA_POOLED);
   /* free -> id by a grant; id -> 0 by a JS give-back. */
-  CHECK(sab_sema_acquire(&s, b, NULL, &tok) == SAB_OK && tok == 1);
+  CHECK(sab_sema_try(&s, b, &tok) == SAB_OK && tok == 1);
   CHECK(!fast_give(&s, a, 1)); /* not a's: the CAS fails */
   CHECK(fast_give(&s, b, 1) && *HOLD(&s, 1) == 0);
   CHECK(sab_sema_release(&s, b, 1, NULL) == SAB_E_BAD_TOKEN); /* given back already */
@@ -561,8 +570,7 @@ static void *fast_stormer(void *p) {
       tok = (uint32_t)t;
       __atomic_add_fetch(&f_fast_takes, 1, __ATOMIC_RELAXED);
     } else {
-      int r = (i % 5 == 0) ? sab_sema_acquire(s, me, NULL, &tok)
-                           : sab_sema_wait(s, me, UINT64_MAX, &tok);
+      int r = (i % 5 == 0) ? sab_sema_try(s, me, &tok) : sab_sema_wait(s, me, UINT64_MAX, &tok);
       if (r == SAB_TIMED_OUT) continue;
       CHECK(r == SAB_OK);
       __atomic_add_fetch(&f_native, 1, __ATOMIC_RELAXED);
@@ -613,11 +621,10 @@ static void test_fast_storm(void) {
 static uint32_t state_of(sab_waiter_t *w) { return __atomic_load_n(&w->state, __ATOMIC_SEQ_CST); }
 
 /* Ask again after a wake without a token, as src/napi/sema.c's retry does. */
-static int retry(const sab_sema_t *s, uint32_t owner, sab_waiter_t *w, uint32_t *tok) {
-  uint64_t since = w->since;
+static int retry(sab_sema_ask_t *k, uint32_t owner, sab_waiter_t *w, uint32_t *tok) {
   CHECK(state_of(w) == SAB_W_NOTIFIED && w->token == SAB_SEMA_NO_TOKEN);
   sab_waiter_init_async(w, on_wake);
-  return sab_sema_acquire_since(s, owner, w, since, tok);
+  return sab_sema_ask(k, owner, w, tok);
 }
 
 static void test_bounded_fairness(void) {
@@ -626,6 +633,7 @@ static void test_bounded_fairness(void) {
   uint32_t a = sab_owner_new(), n = sab_owner_new(), q1 = sab_owner_new(), q2 = sab_owner_new(),
            tok, info;
   sab_waiter_t w1, w2, w3;
+  sab_sema_ask_t k1, k2, k3;
   sab_waiter_init_async(&w1, on_wake);
   sab_waiter_init_async(&w2, on_wake);
   sab_waiter_init_async(&w3, on_wake);
@@ -636,33 +644,33 @@ static void test_bounded_fairness(void) {
    * old place, ahead of a later waiter. */
   make(&s, &m, 1);
   s.fair_ns = NEVER_STARVE;
-  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK && tok == 0);
-  CHECK(sab_sema_acquire(&s, q1, &w1, &tok) == SAB_PENDING);
+  CHECK(sab_sema_try(&s, a, &tok) == SAB_OK && tok == 0);
+  CHECK(ask(&s, &k1, q1, &w1, 0, &tok) == SAB_PENDING);
   CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == SAB_SEMA_POOLED);
   CHECK(sab_sema_waiting(&s) == 0);
-  CHECK(sab_sema_acquire(&s, n, NULL, &tok) == SAB_OK && tok == 0); /* the barge */
-  CHECK(sab_sema_acquire(&s, q2, &w2, &tok) == SAB_PENDING);        /* later than q1 */
-  CHECK(retry(&s, q1, &w1, &tok) == SAB_PENDING);
+  CHECK(sab_sema_try(&s, n, &tok) == SAB_OK && tok == 0); /* the barge */
+  CHECK(ask(&s, &k2, q2, &w2, 0, &tok) == SAB_PENDING);   /* later than q1 */
+  CHECK(retry(&k1, q1, &w1, &tok) == SAB_PENDING);
   CHECK(sab_sema_waiting(&s) == 2);
   CHECK(sab_sema_release(&s, n, 0, &info) == 0 && info == SAB_SEMA_POOLED);
   CHECK(state_of(&w1) == SAB_W_NOTIFIED && state_of(&w2) != SAB_W_NOTIFIED); /* q1 first */
   /* F3: the woken waiter, older than every queued one, is first in line. */
-  CHECK(retry(&s, q1, &w1, &tok) == SAB_OK && tok == 0);
+  CHECK(retry(&k1, q1, &w1, &tok) == SAB_OK && tok == 0);
   CHECK(sab_sema_waiting(&s) == 1);
   /* F4: a wake to try again that will not be used is passed on: the slot
    * goes to the next waiter directly. */
   CHECK(sab_sema_release(&s, q1, 0, &info) == 0 && info == SAB_SEMA_POOLED);
   CHECK(state_of(&w2) == SAB_W_NOTIFIED && w2.token == SAB_SEMA_NO_TOKEN);
-  CHECK(sab_sema_acquire(&s, q1, &w1, &tok) == SAB_OK); /* q1 takes it: nobody queued */
-  CHECK(sab_sema_acquire(&s, n, &w3, &tok) == SAB_PENDING);
+  CHECK(ask(&s, &k1, q1, &w1, 0, &tok) == SAB_OK); /* q1 takes it: nobody queued */
+  CHECK(ask(&s, &k3, n, &w3, 0, &tok) == SAB_PENDING);
   CHECK(sab_sema_release(&s, q1, 0, &info) == 0 && info == SAB_SEMA_POOLED);
   CHECK(state_of(&w3) == SAB_W_NOTIFIED);        /* n woken; q2's wake still unused */
   sab_sema_give_back(&s, q2, SAB_SEMA_NO_TOKEN); /* q2 gives up: passes it on */
   CHECK(sab_sema_available(&s) == 1);            /* n's own wake is still on its way */
-  CHECK(retry(&s, n, &w3, &tok) == SAB_OK && tok == 0);
+  CHECK(retry(&k3, n, &w3, &tok) == SAB_OK && tok == 0);
   /* ... and with a waiter queued, give_back hands the free slot over. */
   sab_waiter_init_async(&w2, on_wake);
-  CHECK(sab_sema_acquire(&s, q2, &w2, &tok) == SAB_PENDING);
+  CHECK(ask(&s, &k2, q2, &w2, 0, &tok) == SAB_PENDING);
   CHECK(fast_free(&s, n, 0)); /* a give-back whose kick never came */
   sab_sema_give_back(&s, q1, SAB_SEMA_NO_TOKEN);
   CHECK(state_of(&w2) == SAB_W_NOTIFIED && w2.token == 0 && sab_sema_waiting(&s) == 0);
@@ -676,30 +684,30 @@ static void test_bounded_fairness(void) {
   uint64_t old = sab_now() - 10 * MS;
   sab_waiter_init_async(&w1, on_wake);
   sab_waiter_init_async(&w2, on_wake);
-  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
-  CHECK(sab_sema_acquire_since(&s, q1, &w1, old, &tok) == SAB_PENDING);
+  CHECK(sab_sema_try(&s, a, &tok) == SAB_OK);
+  CHECK(ask(&s, &k1, q1, &w1, old, &tok) == SAB_PENDING);
   CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == 0); /* handed */
   CHECK(state_of(&w1) == SAB_W_NOTIFIED && w1.token == 0);
-  CHECK(sab_sema_acquire_since(&s, q2, &w2, old, &tok) == SAB_PENDING);
+  CHECK(ask(&s, &k2, q2, &w2, old, &tok) == SAB_PENDING);
   CHECK(fast_free(&s, q1, 0)); /* free slot, a starving waiter queued, no kick */
-  CHECK(sab_sema_acquire(&s, n, NULL, &tok) == SAB_TIMED_OUT); /* not past q2 */
-  CHECK(state_of(&w2) == SAB_W_NOTIFIED && w2.token == 0);     /* served instead */
+  CHECK(sab_sema_try(&s, n, &tok) == SAB_TIMED_OUT);       /* not past q2 */
+  CHECK(state_of(&w2) == SAB_W_NOTIFIED && w2.token == 0); /* served instead */
   /* A young waiter is not protected: the newcomer may take the slot. */
   sab_waiter_init_async(&w1, on_wake);
-  CHECK(sab_sema_acquire(&s, q1, &w1, &tok) == SAB_PENDING); /* since: now */
+  CHECK(ask(&s, &k1, q1, &w1, 0, &tok) == SAB_PENDING); /* since: now */
   CHECK(fast_free(&s, q2, 0));
-  CHECK(sab_sema_acquire(&s, n, NULL, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_sema_try(&s, n, &tok) == SAB_OK && tok == 0);
   CHECK(sab_wait_cancel(&w1, SAB_CANCELLED) == SAB_CANCELLED);
   CHECK(sab_sema_release(&s, n, 0, &info) == 0 && info == SAB_SEMA_POOLED);
   /* F2's order: a retry with an older since goes before younger records. */
-  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
+  CHECK(sab_sema_try(&s, a, &tok) == SAB_OK);
   sab_waiter_init_async(&w1, on_wake);
   sab_waiter_init_async(&w2, on_wake);
   sab_waiter_init_async(&w3, on_wake);
   uint64_t now = sab_now();
-  CHECK(sab_sema_acquire_since(&s, q1, &w1, now, &tok) == SAB_PENDING);
-  CHECK(sab_sema_acquire_since(&s, q2, &w2, now - 1 * MS, &tok) == SAB_PENDING);
-  CHECK(sab_sema_acquire_since(&s, n, &w3, now - 2 * MS, &tok) == SAB_PENDING);
+  CHECK(ask(&s, &k1, q1, &w1, now, &tok) == SAB_PENDING);
+  CHECK(ask(&s, &k2, q2, &w2, now - 1 * MS, &tok) == SAB_PENDING);
+  CHECK(ask(&s, &k3, n, &w3, now - 2 * MS, &tok) == SAB_PENDING);
   CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == SAB_SEMA_POOLED);
   CHECK(state_of(&w3) == SAB_W_NOTIFIED); /* the oldest ask, though it queued last */
   CHECK(state_of(&w1) != SAB_W_NOTIFIED && state_of(&w2) != SAB_W_NOTIFIED);
@@ -712,7 +720,7 @@ static void test_bounded_fairness(void) {
    * asks again and takes the slot, first in line. */
   make(&s, &m, 1);
   s.fair_ns = NEVER_STARVE;
-  CHECK(sab_sema_acquire(&s, a, NULL, &tok) == SAB_OK);
+  CHECK(sab_sema_try(&s, a, &tok) == SAB_OK);
   struct waiter_arg wa = {&s, q1, 30 * MS, -1, 0, 0};
   pthread_t th;
   pthread_create(&th, NULL, waiter, &wa);
