@@ -36,6 +36,38 @@ redisSuite(t, async s => {
     t.equal(await waiter.unlock(), true)
   })
 
+  s.test('a take left unanswered by a server that dies is not granted by its empty successor', async t => {
+    // ioredis sends the commands that a dropped connection left
+    // unanswered again once it reconnects (autoResendUnfulfilledCommands,
+    // on by default): a take sent to a server that dies before it answers
+    // reaches the restarted, empty server, which grants it. The take must
+    // not resolve with that grant (another holder may still think it
+    // holds, as in the test above): it rejects, and gives the grant up.
+    // CLIENT PAUSE holds the take unanswered; its reply means the pause
+    // has begun, so this does not depend on timing.
+    const c = client()
+    // A lease longer than the wait below: a grant not given up would keep
+    // the lock held past it.
+    const m = new Mutex(c, 'resend', { lease: 60000 })
+    await c.ping()
+    await admin.client('PAUSE', 30000, 'ALL')
+    const sentAt = c.commandQueue.length
+    const taking = timed(m.lockAsync({ timeout: 20000 }))
+    await until(() => c.commandQueue.length > sentAt, 'the take to be sent')
+    await server.stop()
+    await server.start() // empty: no persistence
+    const r = await taking
+    t.equal(r.error && r.error.code, 'ERR_SABSYNC_REDIS', 'the take rejects: ' +
+      (r.error ? r.error.message : `it resolved ${r.value} after ${Math.round(r.ms)} ms`))
+    t.match(r.error && r.error.message, /dropped/, 'and says the connection dropped')
+    // The grant the new server made was given up: the lock is free (the
+    // guard waits for the clients to reconnect, well within the lease).
+    const other = new Mutex(client(), 'resend', { lease: 4000 })
+    await until(async () => (await other.tryLock()) !== false, 'the lock to be free', 30000)
+    t.equal(await m.nrWaiting(), 0, 'nobody queued')
+    t.equal(await other.unlock(), true)
+  })
+
   s.test('the server is down: calls reject with ERR_SABSYNC_REDIS within their timeout', async t => {
     const queued = client()
     const offline = client({ enableOfflineQueue: false, retryStrategy: () => 1000 })
