@@ -43,3 +43,13 @@ t.test('the quick-start example: the worker sleeps until notify wakes it', async
       'notify woke one queued waiter, and wait answered ok')
   }
 })
+
+// Each top-level section once: a merge that appended an old copy of four
+// sections (How it is built .. Benchmarks) went unnoticed for a landing,
+// and a reader met the benchmark table twice, with different figures.
+t.test('the README has each section once', async t => {
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
+  const headings = readme.split('\n').filter(l => l.startsWith('## '))
+  t.ok(headings.length >= 10, `${headings.length} sections`)
+  t.same(headings.filter((h, i) => headings.indexOf(h) !== i), [], 'no section heading repeats')
+})
