@@ -33,7 +33,7 @@ const os = require('os')
 const path = require('path')
 const { spawnSync } = require('child_process')
 const { renderSvg } = require('./chart')
-const { sample, otherCpus } = require('./support/other-load')
+const { sample, otherCpus, calibrateEach } = require('./support/other-load')
 
 const args = process.argv.slice(2)
 const quick = args.includes('--quick')
@@ -183,9 +183,14 @@ const fmtUnit = (v, unit) => unit === 'ops/s' ? (v / 1e6).toFixed(2) + ' M' : fm
 // The "other CPU" cell: CPUs' worth of other work during the case (the
 // whole case, every subject and run), marked when it took half the
 // machine or more.
-function otherCell (other, cpus) {
+// And when the machine itself ran slow around the case (on some CPU, just
+// before or just after it, the fixed work of calibrateEach() took 1.25
+// times its time on the fastest CPU at the run's start, or more):
+// ' **slowed ×1.9**'.
+function otherCell (other, cpus, slowed) {
   if (other == null) return ''
-  return other.toFixed(1) + (other >= cpus / 2 ? ' **noisy**' : '')
+  return other.toFixed(1) + (other >= cpus / 2 ? ' **noisy**' : '') +
+    (slowed != null && slowed >= 1.25 ? ` **slowed ×${slowed.toFixed(1)}**` : '')
 }
 
 function table (results) {
@@ -206,7 +211,7 @@ function table (results) {
       const notes = row.notes
       const unitLabel = r.unit === 'ops/s' ? 'ops/s' : r.unit
       lines.push(`| ${r.name} | ${row.name} | ${fmtUnit(row.min, r.unit)} | ${fmtUnit(row.median, r.unit)} | ` +
-        `${fmtUnit(row.max, r.unit)} | ${unitLabel} | ${ratio} | ${goal} | ${otherCell(r.other, cpus)} | ${notes} |`)
+        `${fmtUnit(row.max, r.unit)} | ${unitLabel} | ${ratio} | ${goal} | ${otherCell(r.other, cpus, r.slowed)} | ${notes} |`)
     }
   }
   return lines.join('\n')
@@ -227,6 +232,12 @@ async function main () {
   }
   const chosen = cases.filter(c => filters.length === 0 || filters.some(f => c.name.toLowerCase().includes(f.toLowerCase())))
   const results = []
+  const ncpu = os.cpus().length
+  const cpuPace = [calibrateEach(ncpu)]
+  // The fixed work's time on the fastest CPU at the start: a CPU that
+  // takes 1.25 times as long, just before or after a case, marks its row.
+  const fastest = cpuPace[0] ? Math.min(...cpuPace[0]) : null
+  const slowest = () => { const p = fastest ? calibrateEach(ncpu) : null; return p ? Math.max(...p) / fastest : null }
   for (const c of chosen) {
     if (c.node && nodeBinary(c.node) === null) {
       const why = `needs Node ${c.node}, not installed: run \`npm run bench:setup\` first`
@@ -235,19 +246,27 @@ async function main () {
       continue
     }
     process.stderr.write(`bench: ${c.name} ...\n`)
+    const slowBefore = slowest()
     const before = sample()
     const runs = c.taskset || c.node ? runInChild(c) : await runCase(c)
     const summary = summarize(c, runs)
     summary.other = otherCpus(before, sample())
+    const slowAfter = slowest()
+    summary.slowed = slowBefore === null || slowAfter === null ? null : Math.max(slowBefore, slowAfter)
     results.push(summary)
   }
+  cpuPace.push(calibrateEach(ncpu))
   const cpus = os.cpus()
   const load = os.loadavg().map(x => x.toFixed(1)).join(' / ')
   const header = [
     `Machine: ${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, ${os.type()} ${os.release()}`,
     `Node ${process.version}; ${new Date().toISOString().slice(0, 10)}; \`npm run bench${quick ? ' -- --quick' : ''}\`; ${repeats} runs per subject, interleaved.`,
     `Load average at the end (1 / 5 / 15 min): ${load}; on a shared 2-CPU machine, cases that spin or pin threads suffer most from other load.`,
-    `Other CPU: CPUs' worth of time that work other than this benchmark took during each case (/proc/stat less this process and its children), of ${cpus.length}; **noisy** from half the machine: such a row measures the machine's load as much as the code.`,
+    `Other CPU: CPUs' worth of time that work other than this benchmark took during each case (/proc/stat less this process and its children), of ${cpus.length}; **noisy** from half the machine: such a row measures the machine's load as much as the code. ` +
+      '**slowed ×N**: on some CPU, just before or just after the case, a fixed piece of work (bench/support/other-load.js) took N times as long as on the fastest CPU at the start of the run (a virtual machine\'s host taking or slowing its CPUs, which the other-CPU count cannot see): the row measures the host too.',
+    ...(cpuPace[0] && cpuPace[1]
+      ? [`CPU speed, the fixed work on each CPU at the start and at the end of the run, relative to the fastest: ${cpuPace.map((p, k) => (k ? 'end ' : 'start ') + p.map(v => (v / Math.min(...cpuPace[0], ...cpuPace[1])).toFixed(2)).join(' / ')).join('; ')} (1.00: as fast as any CPU was).`]
+      : []),
     'Ratio: the comparison\'s median over sabsync\'s (for times; the inverse for ops/s): above 1 means sabsync is faster.'
   ].join('\n')
   const md = table(results)

@@ -42,4 +42,42 @@ function otherCpus (a, b) {
   return Math.max(0, other / ticksPerSecond() / secs)
 }
 
-module.exports = { sample, otherCpus }
+// The machine's speed, which other CPU use cannot show: a virtual
+// machine's host may take or slow its CPUs (one vCPU of the development
+// machine once ran memory- and Atomics-heavy JS 1.3-1.65× slower than the
+// other, while a pure arithmetic loop ran as fast on both), and a row then
+// measures the host. A fixed piece of work of the kind the cases do
+// (compare-and-swap, a seq-cst store, typed-array reads, an array used as
+// a stack), timed on each CPU: the least of 15 tries, in ns.
+const CALIBRATE = `
+const cell = new Int32Array(new SharedArrayBuffer(16))
+const held = []
+function once () {
+  let x = 1
+  const t0 = process.hrtime.bigint()
+  for (let i = 0; i < 20000; i++) {
+    if (Atomics.compareExchange(cell, 1, 0, 7) === 0) { held.push(i); x += cell[2] }
+    x = Math.imul(x, 31) + held.pop() | 0
+    Atomics.store(cell, 1, 0)
+  }
+  return Number(process.hrtime.bigint() - t0) + (x === 0.5 ? 1 : 0)
+}
+function calibrate (tries) {
+  let best = Infinity
+  for (let t = 0; t < tries; t++) best = Math.min(best, once())
+  return best
+}`
+
+// The same work on each CPU in turn (a child pinned with taskset), in ns:
+// [cpu0, cpu1, ...], or null where taskset is missing.
+function calibrateEach (cpus) {
+  const out = []
+  for (let i = 0; i < cpus; i++) {
+    const r = spawnSync('taskset', ['-c', String(i), process.execPath, '-e', CALIBRATE + '\ncalibrate(5); console.log(calibrate(15))'], { encoding: 'utf8' })
+    if (r.status !== 0) return null
+    out.push(Number(r.stdout.trim()))
+  }
+  return out
+}
+
+module.exports = { sample, otherCpus, calibrateEach }
