@@ -238,6 +238,8 @@ async function main () {
   // takes 1.25 times as long, just before or after a case, marks its row.
   const fastest = cpuPace[0] ? Math.min(...cpuPace[0]) : null
   const slowest = () => { const p = fastest ? calibrateEach(ncpu) : null; return p ? Math.max(...p) / fastest : null }
+  // The calibration after a case is the one before the next.
+  let slowBefore = slowest()
   for (const c of chosen) {
     if (c.node && nodeBinary(c.node) === null) {
       const why = `needs Node ${c.node}, not installed: run \`npm run bench:setup\` first`
@@ -246,13 +248,13 @@ async function main () {
       continue
     }
     process.stderr.write(`bench: ${c.name} ...\n`)
-    const slowBefore = slowest()
     const before = sample()
     const runs = c.taskset || c.node ? runInChild(c) : await runCase(c)
     const summary = summarize(c, runs)
     summary.other = otherCpus(before, sample())
     const slowAfter = slowest()
     summary.slowed = slowBefore === null || slowAfter === null ? null : Math.max(slowBefore, slowAfter)
+    slowBefore = slowAfter
     results.push(summary)
   }
   cpuPace.push(calibrateEach(ncpu))

@@ -437,8 +437,7 @@ static void on_death(sab__bucket_t *b, sab_waiter_t *w, sab__wake_list_t *l) {
   sync_deaths(b, &view, l, 1, sab_now());
 }
 
-/* The one acquire: a's view and since; w NULL: do not queue. */
-static int acquire(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t *token) {
+int sab_sema_ask(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t *token) {
   const sab_sema_t *s = &a->view;
   uintptr_t key = key_of(s);
   int32_t *count = &sab_bucket_counts()[sab_bucket_of(key) * SAB_COUNT_STRIDE];
@@ -485,13 +484,9 @@ static int acquire(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t 
   return r;
 }
 
-int sab_sema_ask(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t *token) {
-  return acquire(a, owner, w, token);
-}
-
 int sab_sema_try(const sab_sema_t *s, uint32_t owner, uint32_t *token) {
   sab_sema_ask_t a = {*s, 0};
-  return acquire(&a, owner, NULL, token);
+  return sab_sema_ask(&a, owner, NULL, token);
 }
 
 /* Under the lock: the slot `owner` got most recently, or -1. */
