@@ -276,10 +276,24 @@ typedef struct {
  * in the blocking waiter's frame, or in the async record. (Kept here, not
  * in sab_waiter_t, which every plain wait's record is.)
  */
-typedef struct {
+typedef struct sab_sema_ask_s {
   sab_sema_t view;
   uint64_t since;
+  /* Set (under the bucket lock) while the acquire was woken to try again
+   * and has not asked again or given up: it is then on its bucket's list
+   * of such asks (sema.c F5), which keeps its place while it is off the
+   * queue. Start at 0 (sab_sema_ask_init); only sema.c writes them. */
+  struct sab_sema_ask_s *rnext, *rprev;
+  uint32_t retrying;
 } sab_sema_ask_t;
+
+/* An ask through view s that has not asked yet. */
+void sab_sema_ask_init(sab_sema_ask_t *a, const sab_sema_t *s);
+/* The end of an acquire that was woken to try again and will not ask
+ * again (its record is freed: its promise was settled otherwise): its wake
+ * goes to the next waiter, as sab_sema_give_back's. Nothing if it asked
+ * again since. */
+void sab_sema_ask_done(sab_sema_ask_t *a);
 
 /* Bytes for nr slots (a multiple of 8), or 0 if nr is 0 or too large. */
 size_t sab_sema_bytes(uint32_t nr);
@@ -321,11 +335,13 @@ int sab_sema_ask(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t *t
  */
 int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t *info);
 
-/* A token handed to a record that will never use it (its thread ends, or
- * it gave up after the handoff): release it if `owner` still holds it. */
-void sab_sema_give_back(const sab_sema_t *s, uint32_t owner, uint32_t token);
+/* A token handed to ask a's record that will never use it (its thread
+ * ends, or it gave up after the handoff): release it if `owner` still
+ * holds it; SAB_SEMA_NO_TOKEN (a wake to try again): pass the wake on. */
+void sab_sema_give_back(sab_sema_ask_t *a, uint32_t owner, uint32_t token);
 
-/* Queued waiters, all threads. */
+/* Waiters, all threads: those queued, and those woken to try again that
+ * have not asked again yet (F5). */
 uint32_t sab_sema_waiting(const sab_sema_t *s);
 /* Slots in the pool, after reclaiming those of dead holders. */
 int sab_sema_available(const sab_sema_t *s);

@@ -70,6 +70,9 @@ typedef struct sab__bucket_s {
   pthread_mutex_t mu;
   sab_waiter_t *head; /* guarded by mu */
   sab_waiter_t *tail; /* guarded by mu */
+  /* The semaphore's asks woken to try again, not back yet (sema.c F5),
+   * of any key in the bucket; guarded by mu. */
+  struct sab_sema_ask_s *retry;
 } __attribute__((aligned(64))) sab__bucket_t;
 
 /*

@@ -121,7 +121,22 @@
  *     SAB_SEMA_NO_TOKEN, which kicks: free slots go to the oldest records
  *     directly; one woken past its deadline asks once more without queuing.
  *     Paths where nobody would wake a record (kick, deaths: R1, R2) hand
- *     free slots to every queued record directly, whatever its age.
+ *     free slots to every queued record directly, whatever its age, but
+ *     not past a record woken to try again (F5).
+ *  F5 A record woken to try again keeps its place while it is off the
+ *     queue. F2 puts its ask on its bucket's list of retries (b->retry,
+ *     process memory, under the bucket lock); its next ask, or its
+ *     give-back of the wake (sab_sema_give_back, sab_sema_ask_done), takes
+ *     it off. A free slot goes to a record or caller only while more slots
+ *     are free than there are retries older than it (room_for): one stays
+ *     for each of those, which will take it on their return (F3). Without
+ *     this, a death or a kick between F2's wake and the retry (hand_out of
+ *     every record) handed the pooled slot to a younger queued record. A
+ *     barge (a caller not older than the queue) leaves slots only for
+ *     retries that waited the bound: a young one may be overtaken (F2).
+ *     The list holds asks, which outlive the wake: a blocking waiter's
+ *     lies in the frame of the call that asks again or gives back; an
+ *     async record's is taken off before the record is freed.
  *
  * Untrusted memory. Any thread's JS can write any of these words at any
  * moment, lock or no lock. So every word is read once into a local, the
@@ -372,6 +387,51 @@ static int starving(const sab_sema_t *s, const sab_waiter_t *w, uint64_t now) {
   return s->fair_ns == 0 || (now >= since && now - since >= s->fair_ns);
 }
 
+/* ---- F5: the retries' list of a bucket (under its lock) ---- */
+
+static void retry_link(sab__bucket_t *b, sab_sema_ask_t *a) {
+  if (a->retrying) return;
+  a->rprev = NULL;
+  a->rnext = b->retry;
+  if (b->retry != NULL) b->retry->rprev = a;
+  b->retry = a;
+  __atomic_store_n(&a->retrying, 1, __ATOMIC_RELEASE); /* also read unlocked: ask_done */
+}
+
+static void retry_unlink(sab__bucket_t *b, sab_sema_ask_t *a) {
+  if (!a->retrying) return;
+  if (a->rprev != NULL)
+    a->rprev->rnext = a->rnext;
+  else
+    b->retry = a->rnext;
+  if (a->rnext != NULL) a->rnext->rprev = a->rprev;
+  a->rnext = a->rprev = NULL;
+  __atomic_store_n(&a->retrying, 0, __ATOMIC_RELEASE);
+}
+
+/* Retries of s's semaphore that asked before `since`; with `starved`,
+ * only those that waited the bound at `now`. */
+static uint32_t retries_before(const sab__bucket_t *b, const sab_sema_t *s, uint64_t since,
+                               int starved, uint64_t now) {
+  uint32_t n = 0;
+  for (const sab_sema_ask_t *a = b->retry; a != NULL; a = a->rnext) {
+    if (a->view.base != s->base || a->since >= since) continue;
+    if (starved && s->fair_ns != 0 && !(now >= a->since && now - a->since >= s->fair_ns)) continue;
+    n++;
+  }
+  return n;
+}
+
+/* Whether a free slot may go to one that asked at `since` (F5): more slots
+ * are free, counting `extra` about to be, than the retries ahead of it
+ * keep. */
+static int room_for(const sab__bucket_t *b, const sab_sema_t *s, uint64_t since, int starved,
+                    uint64_t now, uint32_t extra) {
+  if (b->retry == NULL) return 1;
+  uint32_t n = retries_before(b, s, since, starved, now);
+  return n == 0 || sab__sema_count_free(s) + extra > n;
+}
+
 /* Under the lock: queue w among the records of the key in order of since
  * (F2): a retry keeps the place its first ask earned; a newcomer goes last.
  * The key's records are in that order already, so the walk from the tail
@@ -396,6 +456,7 @@ static void hand_out(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l,
     sab_waiter_t *w = sab__oldest_locked(b, key_of(s));
     if (w == NULL) return;
     if (!all && !starving(s, w, now)) return;
+    if (!room_for(b, s, since_of(w), 0, now, 0)) return; /* F5 */
     uint32_t t = sab__sema_take(s, w->owner);
     if (t == SAB_SEMA_NO_TOKEN) return;
     w->token = t;
@@ -449,6 +510,7 @@ int sab_sema_ask(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t *t
   /* R3 and K2: raise the counter before the epoch and the holders are read
    * (the search reads holders seq-cst). */
   __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
+  retry_unlink(b, a); /* F5: back (a retry) */
   uint64_t now = sab_now();
   if (a->since == 0 || a->since > now) a->since = now;
   uint64_t since = a->since;
@@ -458,11 +520,13 @@ int sab_sema_ask(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t *t
    * is first in line; then those that waited the bound (F1); then anyone,
    * unless the oldest queued record waited the bound (K3, F1). */
   sab_waiter_t *o = sab__oldest_locked(b, key);
-  if (o == NULL || since <= since_of(o)) t = sab__sema_take(s, owner);
+  if ((o == NULL || since <= since_of(o)) && room_for(b, s, since, 0, now, 0))
+    t = sab__sema_take(s, owner);
   if (t == SAB_SEMA_NO_TOKEN) {
     hand_out(b, s, &l, 0, now);
     o = sab__oldest_locked(b, key);
-    if (o == NULL || !starving(s, o, now)) t = sab__sema_take(s, owner);
+    if ((o == NULL || !starving(s, o, now)) && room_for(b, s, since, 1, now, 0))
+      t = sab__sema_take(s, owner);
   }
   if (t != SAB_SEMA_NO_TOKEN) {
     *token = t;
@@ -485,8 +549,16 @@ int sab_sema_ask(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t *t
 }
 
 int sab_sema_try(const sab_sema_t *s, uint32_t owner, uint32_t *token) {
-  sab_sema_ask_t a = {*s, 0};
+  sab_sema_ask_t a;
+  sab_sema_ask_init(&a, s);
   return sab_sema_ask(&a, owner, NULL, token);
+}
+
+void sab_sema_ask_init(sab_sema_ask_t *a, const sab_sema_t *s) {
+  a->view = *s;
+  a->since = 0;
+  a->rnext = a->rprev = NULL;
+  a->retrying = 0;
 }
 
 /* Under the lock: the slot `owner` got most recently, or -1. */
@@ -543,7 +615,10 @@ int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t
   }
   r = (int)slot;
   sab_waiter_t *w = sab__oldest_locked(b, key);
-  if (w != NULL && (starving(s, w, now) || w->owner == owner)) {
+  /* F5: not past a retry older than w; counting this slot, which is one
+   * of those free if w's turn comes. */
+  int room = w != NULL && room_for(b, s, since_of(w), 0, now, 1);
+  if (room && (starving(s, w, now) || w->owner == owner)) {
     /* K3, K4, F1: straight to the oldest waiter, who waited the bound or
      * is the releaser's own (F2: async-sema's release hands its token to
      * the thread's own waiting acquire at once). */
@@ -562,8 +637,13 @@ int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t
     flags |= SAB_SEMA_POOLED;
     /* F2: the oldest waiter, younger than the bound, is woken to try again
      * (its token stays NO_TOKEN); a running thread may take the slot
-     * first, and the waiter then queues again in its place. */
-    if (w != NULL) sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
+     * first, and the waiter then queues again in its place, which its ask
+     * keeps meanwhile (F5). Not when the slot is kept for an older retry:
+     * that one takes it, and w's turn comes after. */
+    if (room) {
+      retry_link(b, (sab_sema_ask_t *)w->ctx);
+      sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
+    }
   }
 out:
   sab__unlock(b);
@@ -573,17 +653,32 @@ out:
   return r;
 }
 
-void sab_sema_give_back(const sab_sema_t *s, uint32_t owner, uint32_t token) {
+void sab_sema_give_back(sab_sema_ask_t *a, uint32_t owner, uint32_t token) {
   if (token == SAB_SEMA_NO_TOKEN) {
-    /* F4: a wake to try again that will never be used: pass it on. */
-    (void)sab_sema_kick(s);
+    /* F4: a wake to try again that will never be used: pass it on, and
+     * the place it kept (F5). */
+    sab__bucket_t *b = sab__lock(key_of(&a->view));
+    retry_unlink(b, a);
+    sab__unlock(b);
+    (void)sab_sema_kick(&a->view);
     return;
   }
   /* BAD_TOKEN here means: reclaimed already (the owner was seen dead). */
-  (void)sab_sema_release(s, owner, token & ~SAB_SEMA_RECOVERED, NULL);
+  (void)sab_sema_release(&a->view, owner, token & ~SAB_SEMA_RECOVERED, NULL);
 }
 
-uint32_t sab_sema_waiting(const sab_sema_t *s) { return sab_waiters(key_of(s)); }
+void sab_sema_ask_done(sab_sema_ask_t *a) {
+  /* Set and cleared under the lock; read here by the ask's own thread,
+   * after the wake that set it reached it (or after its own ask). */
+  if (__atomic_load_n(&a->retrying, __ATOMIC_ACQUIRE)) sab_sema_give_back(a, 0, SAB_SEMA_NO_TOKEN);
+}
+
+uint32_t sab_sema_waiting(const sab_sema_t *s) {
+  sab__bucket_t *b = sab__lock(key_of(s));
+  uint32_t n = b->retry == NULL ? 0 : retries_before(b, s, UINT64_MAX, 0, 0);
+  sab__unlock(b);
+  return sab_waiters(key_of(s)) + n;
+}
 
 int sab_sema_kick(const sab_sema_t *s) {
   sab__wake_list_t l;
@@ -615,7 +710,8 @@ int sab_sema_wait(const sab_sema_t *s, uint32_t owner, uint64_t timeout_ns, uint
     uint64_t now = sab_now();
     deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
   }
-  sab_sema_ask_t a = {*s, 0}; /* F2: a retry keeps its place */
+  sab_sema_ask_t a; /* F2: a retry keeps its place */
+  sab_sema_ask_init(&a, s);
   for (;;) {
     sab_waiter_t w;
     sab_waiter_init_blocking(&w);

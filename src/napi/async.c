@@ -153,7 +153,7 @@ static void loop_failure(sab_env_t *e, napi_status st) {
  * address is still kept, so a semaphore's memory is there. */
 static void hand_on(sab_async_t *a) {
   if (kind_of(a) == SAB_ASYNC_SEMA)
-    sab_sema_give_back(&((sab_async_sema_t *)a)->ask.view, a->w.owner, a->w.token);
+    sab_sema_give_back(&((sab_async_sema_t *)a)->ask, a->w.owner, a->w.token);
   else
     sab_notify(a->w.addr, 1);
 }
@@ -165,6 +165,10 @@ static void async_free(sab_env_t *e, sab_async_t *a) {
   if (f != NULL) heap_remove(e, f);
   if (kind_of(a) == SAB_ASYNC_SEMA) {
     sab_async_sema_t *r = (sab_async_sema_t *)a;
+    /* Woken to try again and settled otherwise (its env closed): its ask
+     * leaves the semaphore's list of retries (sema.c F5) before the record
+     * is freed, and the wake goes on. */
+    sab_sema_ask_done(&r->ask);
     if (r->abort_reason != NULL)
       sab_napi_note_failure(napi_delete_reference(e->env, r->abort_reason));
     r->abort_reason = NULL;

@@ -165,7 +165,8 @@ static napi_value sema_acquire(napi_env env, napi_callback_info info) {
   if ((e = sab_napi_env_get(env)) == NULL || get_sema(env, argv[0], &s, NULL) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[1], &ms), NULL);
   uint64_t deadline = sab_napi_deadline(ms);
-  sab_sema_ask_t ask = {s, 0}; /* its since: when this call first asked (sema.c F2) */
+  sab_sema_ask_t ask; /* its since: when this call first asked (sema.c F2) */
+  sab_sema_ask_init(&ask, &s);
   int r;
   for (;;) {
     sab_waiter_t w;
@@ -179,7 +180,7 @@ static napi_value sema_acquire(napi_env env, napi_callback_info info) {
     sab_waiter_destroy(&w);
     if (r == SAB_NAPI_TERMINATED) {
       /* A slot handed over goes back; a wake to try again is passed on. */
-      if (woken) sab_sema_give_back(&s, e->id, token);
+      if (woken) sab_sema_give_back(&ask, e->id, token);
       return NULL;
     }
     /* Woken without a slot (to try again, as a release that left the slot
@@ -224,8 +225,7 @@ static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
                          flags, ms, "semaAcquireAsync", &result);
   if (a == NULL) return NULL;
   sab_async_sema_t *rec = (sab_async_sema_t *)a;
-  rec->ask.view = s; /* w.ctx points here while queued */
-  rec->ask.since = 0;
+  sab_sema_ask_init(&rec->ask, &s); /* w.ctx points here while queued */
   int r = sab_sema_ask(&rec->ask, e->id, &a->w, &token);
   if (r != SAB_PENDING) {
     /* Not queued: the promise is never handed out. */

@@ -144,8 +144,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       case 1: { /* an async acquire */
         if (r->queued) break;
         sab_waiter_init_async(&r->w, on_wake);
-        r->ask.view = sema;
-        r->ask.since = 0;
+        /* Woken to try again before (F5's list holds its ask): it asks
+         * again through the same ask, as a real record does. */
+        if (!r->ask.retrying) sab_sema_ask_init(&r->ask, &sema);
         int res = sab_sema_ask(&r->ask, owner, &r->w, &token);
         if (res == SAB_OK) check_token(token, "an acquire");
         if (res == SAB_PENDING) r->queued = 1;
@@ -159,7 +160,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       case 3: /* cancel a queued record; give back a slot handed to it */
         if (!r->queued) break;
         if (sab_wait_cancel(&r->w, SAB_CANCELLED) == SAB_OK)
-          sab_sema_give_back(&sema, r->w.owner, r->w.token);
+          sab_sema_give_back(&r->ask, r->w.owner, r->w.token);
         r->queued = 0;
         break;
       case 4: /* an owner dies: the death hook reclaims on this memory */
@@ -181,6 +182,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (recs[i].queued && sab_wait_cancel(&recs[i].w, SAB_CANCELLED) == SAB_OK)
       FAIL("a queued record had left without its wake\n");
     recs[i].queued = 0;
+    sab_sema_ask_done(&recs[i].ask); /* a wake to try again, never used */
   }
   if (sab_sema_waiting(&sema) != 0) FAIL("records left behind\n");
   check_guards();

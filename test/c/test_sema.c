@@ -268,7 +268,8 @@ static void on_wake(sab_waiter_t *w) { (void)w; }
  * k is the record's ask, kept while w is queued. */
 static int ask(const sab_sema_t *s, sab_sema_ask_t *k, uint32_t owner, sab_waiter_t *w,
                uint64_t since, uint32_t *tok) {
-  k->view = *s;
+  CHECK(!k->retrying); /* a retry asks again with its ask as it is */
+  sab_sema_ask_init(k, s);
   k->since = since;
   return sab_sema_ask(k, owner, w, tok);
 }
@@ -279,7 +280,7 @@ static void test_handoff_to_a_quitter(void) {
   sab_sema_t s;
   uint32_t a = sab_owner_new(), q = sab_owner_new(), n = sab_owner_new(), tok, info;
   sab_waiter_t wq, wn;
-  sab_sema_ask_t kq, kn;
+  sab_sema_ask_t kq = {0}, kn = {0};
   make(&s, &m, 1);
   s.fair_ns = 0; /* strict: the release hands over */
   CHECK(sab_sema_try(&s, a, &tok) == SAB_OK);
@@ -292,11 +293,11 @@ static void test_handoff_to_a_quitter(void) {
   CHECK(wq.token == 0);
   /* Its cancel comes too late: a handoff is an answer (SAB_OK). */
   CHECK(sab_wait_cancel(&wq, SAB_CANCELLED) == SAB_OK);
-  sab_sema_give_back(&s, q, wq.token);
+  sab_sema_give_back(&kq, q, wq.token);
   CHECK(wn.token == 0 && sab_sema_waiting(&s) == 0);
   CHECK(sab_wait_cancel(&wn, SAB_TIMED_OUT) == SAB_OK);
   /* Giving back what is no longer held does nothing. */
-  sab_sema_give_back(&s, q, 0);
+  sab_sema_give_back(&kq, q, 0);
   CHECK(sab_sema_release(&s, n, -1, NULL) == 0);
   /* A cancelled record leaves the queue clean. */
   CHECK(sab_sema_try(&s, a, &tok) == SAB_OK);
@@ -633,7 +634,7 @@ static void test_bounded_fairness(void) {
   uint32_t a = sab_owner_new(), n = sab_owner_new(), q1 = sab_owner_new(), q2 = sab_owner_new(),
            tok, info;
   sab_waiter_t w1, w2, w3;
-  sab_sema_ask_t k1, k2, k3;
+  sab_sema_ask_t k1 = {0}, k2 = {0}, k3 = {0};
   sab_waiter_init_async(&w1, on_wake);
   sab_waiter_init_async(&w2, on_wake);
   sab_waiter_init_async(&w3, on_wake);
@@ -647,7 +648,7 @@ static void test_bounded_fairness(void) {
   CHECK(sab_sema_try(&s, a, &tok) == SAB_OK && tok == 0);
   CHECK(ask(&s, &k1, q1, &w1, 0, &tok) == SAB_PENDING);
   CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == SAB_SEMA_POOLED);
-  CHECK(sab_sema_waiting(&s) == 0);
+  CHECK(sab_sema_waiting(&s) == 1 && k1.retrying);        /* off the queue, still waiting (F5) */
   CHECK(sab_sema_try(&s, n, &tok) == SAB_OK && tok == 0); /* the barge */
   CHECK(ask(&s, &k2, q2, &w2, 0, &tok) == SAB_PENDING);   /* later than q1 */
   CHECK(retry(&k1, q1, &w1, &tok) == SAB_PENDING);
@@ -664,15 +665,16 @@ static void test_bounded_fairness(void) {
   CHECK(ask(&s, &k1, q1, &w1, 0, &tok) == SAB_OK); /* q1 takes it: nobody queued */
   CHECK(ask(&s, &k3, n, &w3, 0, &tok) == SAB_PENDING);
   CHECK(sab_sema_release(&s, q1, 0, &info) == 0 && info == SAB_SEMA_POOLED);
-  CHECK(state_of(&w3) == SAB_W_NOTIFIED);        /* n woken; q2's wake still unused */
-  sab_sema_give_back(&s, q2, SAB_SEMA_NO_TOKEN); /* q2 gives up: passes it on */
-  CHECK(sab_sema_available(&s) == 1);            /* n's own wake is still on its way */
-  CHECK(retry(&k3, n, &w3, &tok) == SAB_OK && tok == 0);
+  /* F5: the slot stays for q2's retry, older than n: n is not woken. */
+  CHECK(state_of(&w3) != SAB_W_NOTIFIED && sab_sema_waiting(&s) == 2);
+  sab_sema_give_back(&k2, q2, SAB_SEMA_NO_TOKEN);          /* q2 gives up: passes it on */
+  CHECK(state_of(&w3) == SAB_W_NOTIFIED && w3.token == 0); /* handed to n */
+  CHECK(sab_sema_available(&s) == 0 && sab_sema_waiting(&s) == 0);
   /* ... and with a waiter queued, give_back hands the free slot over. */
   sab_waiter_init_async(&w2, on_wake);
   CHECK(ask(&s, &k2, q2, &w2, 0, &tok) == SAB_PENDING);
   CHECK(fast_free(&s, n, 0)); /* a give-back whose kick never came */
-  sab_sema_give_back(&s, q1, SAB_SEMA_NO_TOKEN);
+  sab_sema_give_back(&k1, q1, SAB_SEMA_NO_TOKEN);
   CHECK(state_of(&w2) == SAB_W_NOTIFIED && w2.token == 0 && sab_sema_waiting(&s) == 0);
   CHECK(sab_sema_release(&s, q2, 0, &info) == 0 && info == SAB_SEMA_POOLED);
 
@@ -713,7 +715,7 @@ static void test_bounded_fairness(void) {
   CHECK(state_of(&w1) != SAB_W_NOTIFIED && state_of(&w2) != SAB_W_NOTIFIED);
   CHECK(sab_wait_cancel(&w1, SAB_CANCELLED) == SAB_CANCELLED);
   CHECK(sab_wait_cancel(&w2, SAB_CANCELLED) == SAB_CANCELLED);
-  sab_sema_give_back(&s, n, SAB_SEMA_NO_TOKEN);
+  sab_sema_give_back(&k3, n, SAB_SEMA_NO_TOKEN);
   CHECK(sab_sema_available(&s) == 1 && sab_sema_waiting(&s) == 0);
 
   /* F2, F3 with a blocking waiter (sab_sema_wait): woken to try again, it
@@ -734,6 +736,99 @@ static void test_bounded_fairness(void) {
   sab_waiter_destroy(&w3);
 }
 
+/* F5: a record woken to try again keeps its place while it is off the
+ * queue. A death or a kick meanwhile (both hand free slots to queued
+ * records) does not hand its slot to a younger queued record; a barge may
+ * overtake it while it is young, not once it waited the bound; nrWaiting
+ * counts it; a give-up passes its place on. */
+static void test_retry_keeps_place(void) {
+  mem_t m;
+  sab_sema_t s;
+  uint32_t a = sab_owner_new(), q1 = sab_owner_new(), q2 = sab_owner_new(), q3 = sab_owner_new(),
+           n = sab_owner_new(), tok, info;
+  sab_waiter_t w1, w2, w3;
+  sab_sema_ask_t k1 = {0}, k2 = {0}, k3 = {0};
+  make(&s, &m, 1);
+  s.fair_ns = NEVER_STARVE;
+  for (int round = 0; round < 3; round++) {
+    sab_waiter_init_async(&w1, on_wake);
+    sab_waiter_init_async(&w2, on_wake);
+    CHECK(sab_sema_try(&s, a, &tok) == SAB_OK && tok == 0);
+    CHECK(ask(&s, &k1, q1, &w1, 0, &tok) == SAB_PENDING);
+    CHECK(ask(&s, &k2, q2, &w2, 0, &tok) == SAB_PENDING);
+    CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+    CHECK(state_of(&w1) == SAB_W_NOTIFIED && k1.retrying); /* F2: q1 to try again */
+    CHECK(sab_sema_waiting(&s) == 2);                      /* q2 queued, q1 on its way back */
+    if (round == 0) sab_owner_died(sab_owner_new());       /* a death elsewhere (R2) */
+    if (round == 1) CHECK(sab_sema_kick(&s) == 0);         /* a kick (F4) */
+    if (round == 2) {
+      /* q1 gives up: its place goes on, the slot to q2 directly. */
+      sab_sema_give_back(&k1, q1, SAB_SEMA_NO_TOKEN);
+      CHECK(!k1.retrying && state_of(&w2) == SAB_W_NOTIFIED && w2.token == 0);
+      CHECK(sab_sema_release(&s, q2, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+      break;
+    }
+    CHECK(state_of(&w2) != SAB_W_NOTIFIED); /* not past q1 */
+    CHECK(retry(&k1, q1, &w1, &tok) == SAB_OK && tok == 0 && !k1.retrying);
+    CHECK(sab_sema_waiting(&s) == 1);
+    CHECK(sab_sema_release(&s, q1, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+    CHECK(retry(&k2, q2, &w2, &tok) == SAB_OK && tok == 0);
+    CHECK(sab_sema_release(&s, q2, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+    CHECK(sab_sema_waiting(&s) == 0 && sab_sema_available(&s) == 1);
+  }
+
+  /* Two free slots, one retry ahead: a death hands the other to the next
+   * queued record, and keeps one for the retry. */
+  make(&s, &m, 2);
+  s.fair_ns = NEVER_STARVE;
+  sab_waiter_init_async(&w1, on_wake);
+  sab_waiter_init_async(&w2, on_wake);
+  sab_waiter_init_async(&w3, on_wake);
+  CHECK(sab_sema_try(&s, a, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_sema_try(&s, a, &tok) == SAB_OK && tok == 1);
+  CHECK(ask(&s, &k1, q1, &w1, 0, &tok) == SAB_PENDING);
+  CHECK(ask(&s, &k2, q2, &w2, 0, &tok) == SAB_PENDING);
+  CHECK(ask(&s, &k3, q3, &w3, 0, &tok) == SAB_PENDING);
+  CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  CHECK(k1.retrying && sab_sema_waiting(&s) == 3);
+  CHECK(fast_free(&s, a, 1)); /* a JS give-back whose kick never came */
+  sab_owner_died(sab_owner_new());
+  CHECK(state_of(&w2) == SAB_W_NOTIFIED && w2.token != SAB_SEMA_NO_TOKEN);
+  CHECK(state_of(&w3) != SAB_W_NOTIFIED);
+  CHECK(retry(&k1, q1, &w1, &tok) == SAB_OK && tok != w2.token);
+  CHECK(sab_sema_waiting(&s) == 1);
+  CHECK(sab_wait_cancel(&w3, SAB_CANCELLED) == SAB_CANCELLED);
+  CHECK(sab_sema_release(&s, q1, -1, NULL) >= 0 && sab_sema_release(&s, q2, -1, NULL) >= 0);
+
+  /* A barge may overtake a young retry (F2), not one that waited the
+   * bound: a slot stays for it. */
+  make(&s, &m, 1);
+  s.fair_ns = 30 * MS;
+  sab_waiter_init_async(&w1, on_wake);
+  sab_waiter_init_async(&w2, on_wake);
+  CHECK(sab_sema_try(&s, a, &tok) == SAB_OK);
+  CHECK(ask(&s, &k1, q1, &w1, 0, &tok) == SAB_PENDING);
+  CHECK(ask(&s, &k2, q2, &w2, 0, &tok) == SAB_PENDING);
+  CHECK(sab_sema_release(&s, a, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  CHECK(k1.retrying);
+  CHECK(sab_sema_try(&s, n, &tok) == SAB_OK); /* young: the barge is allowed */
+  CHECK(sab_sema_release(&s, n, 0, &info) == 0);
+  /* q2 is queued and young, so that release woke nobody (q1's wake is
+   * still on its way: one pooled slot, one wake). */
+  CHECK(state_of(&w2) != SAB_W_NOTIFIED);
+  sleep_ms(40); /* q1 (and q2) now waited the bound */
+  CHECK(sab_sema_try(&s, n, &tok) == SAB_TIMED_OUT);
+  CHECK(state_of(&w2) != SAB_W_NOTIFIED); /* nor handed to q2, younger */
+  CHECK(retry(&k1, q1, &w1, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_sema_release(&s, q1, 0, &info) == 0 && info == 0); /* handed to q2 */
+  CHECK(state_of(&w2) == SAB_W_NOTIFIED && w2.token == 0);
+  CHECK(sab_sema_release(&s, q2, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  CHECK(sab_sema_waiting(&s) == 0);
+  sab_waiter_destroy(&w1);
+  sab_waiter_destroy(&w2);
+  sab_waiter_destroy(&w3);
+}
+
 int main(void) {
   test_layout_and_checks();
   test_try_release_and_bad_tokens();
@@ -749,5 +844,6 @@ int main(void) {
   test_fast_protocol();
   test_fast_storm();
   test_bounded_fairness();
+  test_retry_keeps_place();
   return report("test_sema");
 }
