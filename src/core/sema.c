@@ -127,13 +127,20 @@
  *     queue. F2 puts its ask on its bucket's list of retries (b->retry,
  *     process memory, under the bucket lock); its next ask, or its
  *     give-back of the wake (sab_sema_give_back, sab_sema_ask_done), takes
- *     it off. A free slot goes to a record or caller only while more slots
- *     are free than there are retries older than it (room_for): one stays
- *     for each of those, which will take it on their return (F3). Without
- *     this, a death or a kick between F2's wake and the retry (hand_out of
- *     every record) handed the pooled slot to a younger queued record. A
- *     barge (a caller not older than the queue) leaves slots only for
- *     retries that waited the bound: a young one may be overtaken (F2).
+ *     it off. The paths that hand free slots to every queued record (F4:
+ *     kick, deaths) give one to a record only while more slots are free
+ *     than there are retries older than it (room_for): one stays for each
+ *     of those, which takes it on its return (F3). Without this, a death
+ *     or a kick between F2's wake and the retry handed the pooled slot to
+ *     a younger queued record, which no fairness rule allows (the test
+ *     saw FIFO 1,3,4,2 when worker 1 exited). The other paths take no
+ *     account of retries, as before: a retry's wake is on its way, and a
+ *     caller that finds the slot free may take it (F2), a record that
+ *     waited the bound is handed it (F1). Keeping slots for retries there
+ *     too held them idle until the retry's thread ran, the convoy F2
+ *     avoids: 4 threads on 2 CPUs took 1.6x as long per acquire
+ *     (`bench/index.js contended --quick`, interleaved with the build
+ *     before).
  *     The list holds asks, which outlive the wake: a blocking waiter's
  *     lies in the frame of the call that asks again or gives back; an
  *     async record's is taken off before the record is freed.
@@ -409,27 +416,21 @@ static void retry_unlink(sab__bucket_t *b, sab_sema_ask_t *a) {
   __atomic_store_n(&a->retrying, 0, __ATOMIC_RELEASE);
 }
 
-/* Retries of s's semaphore that asked before `since`; with `starved`,
- * only those that waited the bound at `now`. */
-static uint32_t retries_before(const sab__bucket_t *b, const sab_sema_t *s, uint64_t since,
-                               int starved, uint64_t now) {
+/* Retries of s's semaphore that asked before `since`. */
+static uint32_t retries_before(const sab__bucket_t *b, const sab_sema_t *s, uint64_t since) {
   uint32_t n = 0;
-  for (const sab_sema_ask_t *a = b->retry; a != NULL; a = a->rnext) {
-    if (a->view.base != s->base || a->since >= since) continue;
-    if (starved && s->fair_ns != 0 && !(now >= a->since && now - a->since >= s->fair_ns)) continue;
-    n++;
-  }
+  for (const sab_sema_ask_t *a = b->retry; a != NULL; a = a->rnext)
+    n += a->view.base == s->base && a->since < since;
   return n;
 }
 
-/* Whether a free slot may go to one that asked at `since` (F5): more slots
- * are free, counting `extra` about to be, than the retries ahead of it
+/* Whether a hand-out to every record may give a free slot to one that
+ * asked at `since` (F5): more slots are free than the retries ahead of it
  * keep. */
-static int room_for(const sab__bucket_t *b, const sab_sema_t *s, uint64_t since, int starved,
-                    uint64_t now, uint32_t extra) {
+static int room_for(const sab__bucket_t *b, const sab_sema_t *s, uint64_t since) {
   if (b->retry == NULL) return 1;
-  uint32_t n = retries_before(b, s, since, starved, now);
-  return n == 0 || sab__sema_count_free(s) + extra > n;
+  uint32_t n = retries_before(b, s, since);
+  return n == 0 || sab__sema_count_free(s) > n;
 }
 
 /* Under the lock: queue w among the records of the key in order of since
@@ -456,7 +457,7 @@ static void hand_out(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l,
     sab_waiter_t *w = sab__oldest_locked(b, key_of(s));
     if (w == NULL) return;
     if (!all && !starving(s, w, now)) return;
-    if (!room_for(b, s, since_of(w), 0, now, 0)) return; /* F5 */
+    if (all && !room_for(b, s, since_of(w))) return; /* F5 */
     uint32_t t = sab__sema_take(s, w->owner);
     if (t == SAB_SEMA_NO_TOKEN) return;
     w->token = t;
@@ -520,13 +521,11 @@ int sab_sema_ask(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t *t
    * is first in line; then those that waited the bound (F1); then anyone,
    * unless the oldest queued record waited the bound (K3, F1). */
   sab_waiter_t *o = sab__oldest_locked(b, key);
-  if ((o == NULL || since <= since_of(o)) && room_for(b, s, since, 0, now, 0))
-    t = sab__sema_take(s, owner);
+  if (o == NULL || since <= since_of(o)) t = sab__sema_take(s, owner);
   if (t == SAB_SEMA_NO_TOKEN) {
     hand_out(b, s, &l, 0, now);
     o = sab__oldest_locked(b, key);
-    if ((o == NULL || !starving(s, o, now)) && room_for(b, s, since, 1, now, 0))
-      t = sab__sema_take(s, owner);
+    if (o == NULL || !starving(s, o, now)) t = sab__sema_take(s, owner);
   }
   if (t != SAB_SEMA_NO_TOKEN) {
     *token = t;
@@ -615,10 +614,7 @@ int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t
   }
   r = (int)slot;
   sab_waiter_t *w = sab__oldest_locked(b, key);
-  /* F5: not past a retry older than w; counting this slot, which is one
-   * of those free if w's turn comes. */
-  int room = w != NULL && room_for(b, s, since_of(w), 0, now, 1);
-  if (room && (starving(s, w, now) || w->owner == owner)) {
+  if (w != NULL && (starving(s, w, now) || w->owner == owner)) {
     /* K3, K4, F1: straight to the oldest waiter, who waited the bound or
      * is the releaser's own (F2: async-sema's release hands its token to
      * the thread's own waiting acquire at once). */
@@ -640,7 +636,7 @@ int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t
      * first, and the waiter then queues again in its place, which its ask
      * keeps meanwhile (F5). Not when the slot is kept for an older retry:
      * that one takes it, and w's turn comes after. */
-    if (room) {
+    if (w != NULL) {
       retry_link(b, (sab_sema_ask_t *)w->ctx);
       sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
     }
@@ -675,7 +671,7 @@ void sab_sema_ask_done(sab_sema_ask_t *a) {
 
 uint32_t sab_sema_waiting(const sab_sema_t *s) {
   sab__bucket_t *b = sab__lock(key_of(s));
-  uint32_t n = b->retry == NULL ? 0 : retries_before(b, s, UINT64_MAX, 0, 0);
+  uint32_t n = b->retry == NULL ? 0 : retries_before(b, s, UINT64_MAX);
   sab__unlock(b);
   return sab_waiters(key_of(s)) + n;
 }
