@@ -634,8 +634,7 @@ int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t
     /* F2: the oldest waiter, younger than the bound, is woken to try again
      * (its token stays NO_TOKEN); a running thread may take the slot
      * first, and the waiter then queues again in its place, which its ask
-     * keeps meanwhile (F5). Not when the slot is kept for an older retry:
-     * that one takes it, and w's turn comes after. */
+     * keeps meanwhile (F5). */
     if (w != NULL) {
       retry_link(b, (sab_sema_ask_t *)w->ctx);
       sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
