@@ -86,6 +86,8 @@ typedef struct sab__bucket_s {
 sab__bucket_t *sab__lock(uintptr_t addr);
 void sab__unlock(sab__bucket_t *b);
 sab_waiter_t *sab__oldest_locked(sab__bucket_t *b, uintptr_t addr);
+/* Records queued on addr (sab_waiters, under the caller's lock). */
+uint32_t sab__waiters_locked(const sab__bucket_t *b, uintptr_t addr);
 void sab__enqueue_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr);
 /* Queue `w` just before `before` (a record in b's list; NULL: at the tail). */
 void sab__enqueue_before_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr,

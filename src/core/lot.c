@@ -341,12 +341,17 @@ void sab_owner_died(uint32_t id) {
   wake_watchers(id);
 }
 
-uint32_t sab_waiters(uintptr_t addr) {
+uint32_t sab__waiters_locked(const sab__bucket_t *b, uintptr_t addr) {
   uint32_t n = 0;
-  sab__bucket_t *b = lock_bucket(addr, NULL);
-  for (sab_waiter_t *w = b->head; w != NULL; w = w->next) {
+  for (const sab_waiter_t *w = b->head; w != NULL; w = w->next) {
     if (w->addr == addr) n++;
   }
+  return n;
+}
+
+uint32_t sab_waiters(uintptr_t addr) {
+  sab__bucket_t *b = lock_bucket(addr, NULL);
+  uint32_t n = sab__waiters_locked(b, addr);
   unlock_bucket(b);
   return n;
 }

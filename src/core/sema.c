@@ -428,7 +428,6 @@ static uint32_t retries_before(const sab__bucket_t *b, const sab_sema_t *s, uint
  * asked at `since` (F5): more slots are free than the retries ahead of it
  * keep. */
 static int room_for(const sab__bucket_t *b, const sab_sema_t *s, uint64_t since) {
-  if (b->retry == NULL) return 1;
   uint32_t n = retries_before(b, s, since);
   return n == 0 || sab__sema_count_free(s) > n;
 }
@@ -669,10 +668,12 @@ void sab_sema_ask_done(sab_sema_ask_t *a) {
 }
 
 uint32_t sab_sema_waiting(const sab_sema_t *s) {
+  /* One lock for both: a record moves between the queue and the retries
+   * only under it, so it is counted once. */
   sab__bucket_t *b = sab__lock(key_of(s));
-  uint32_t n = b->retry == NULL ? 0 : retries_before(b, s, UINT64_MAX);
+  uint32_t n = sab__waiters_locked(b, key_of(s)) + retries_before(b, s, UINT64_MAX);
   sab__unlock(b);
-  return sab_waiters(key_of(s)) + n;
+  return n;
 }
 
 int sab_sema_kick(const sab_sema_t *s) {
