@@ -104,6 +104,10 @@ redisSuite(t, async s => {
     const ma = new Mutex(a, 'pause', { lease: 5000 })
     const mb = new Mutex(b, 'pause', { lease: 5000 })
     await ma.lockAsync()
+    // b must be connected before the server stops answering: a client
+    // still in its ready check counts as not connected, whose take fails
+    // at the deadline instead of timing out (queue.js).
+    await until(() => b.status === 'ready', 'the waiter\'s client to connect')
     await admin.client('PAUSE', 1200, 'ALL')
     const r = await timed(mb.lockAsync({ timeout: 300 }))
     t.equal(r.value, false, 'a timeout answers false while the server is paused')
@@ -121,6 +125,7 @@ redisSuite(t, async s => {
     const ma = new Mutex(a, 'sleep', { lease: 5000 })
     const mb = new Mutex(b, 'sleep', { lease: 5000, commandTimeout: 300 })
     await ma.lockAsync()
+    await until(() => b.status === 'ready', 'the waiter\'s client to connect') // as in CLIENT PAUSE
     admin.debug('SLEEP', 1.2).catch(() => {})
     await tick(50)
     const r = await timed(mb.lockAsync({ timeout: 200 }))
