@@ -2,9 +2,9 @@
  * sabsync core: a named space of shared memory between the processes of one
  * host, with its own wait queues and owner ids.
  *
- * This header never includes node_api.h; the space is plain C (Linux: POSIX
- * shared memory under /dev/shm, process-shared futexes, robust process-shared
- * pthread mutexes). Elsewhere every call answers SAB_E_UNSUPPORTED.
+ * This header never includes node_api.h; the space is plain C (Linux: a file
+ * under /dev/shm, futexes on shared words, OFD byte-range locks for
+ * liveness). Elsewhere every call answers SAB_E_UNSUPPORTED.
  *
  * Model. A space is a file under /dev/shm mapped MAP_SHARED by every process
  * that opens it, once per process (every thread of a process sees one
@@ -25,14 +25,20 @@
  * each opener and compared with the header, never taken from it.
  *
  * Owner ids. A thread that uses a space registers in one of its slots and
- * holds that slot's "lifeline", a robust process-shared mutex, for as long as
- * it is registered. Its owner id is the slot index plus the slot's generation
- * (bumped at every registration), so ids mean the same in every process and a
- * reused slot never revives an old id. A thread (or its whole process) that
- * ends without unregistering leaves its lifeline to the kernel, which marks
- * it: the next trylock answers EOWNERDEAD. Probing a lifeline is a userspace
- * compare-exchange; nobody polls the dead, waiters that suspect an owner probe
- * it.
+ * holds that slot's "lifeline" for as long as it is registered: an OFD
+ * byte-range lock (fcntl F_OFD_SETLK) on the slot's byte of the space's
+ * file, through an open file description of its own. The lock lives in the
+ * kernel, not in the shared memory, so no co-tenant can forge or steal it
+ * by writing the space; the kernel drops it when the description is closed,
+ * which a process's death does. Its owner id is the slot index plus the
+ * slot's generation (bumped at every registration), so ids mean the same in
+ * every process and a reused slot never revives an old id. Probing a
+ * lifeline is one F_OFD_GETLK; nobody polls the dead, waiters that suspect
+ * an owner probe it.
+ *
+ * Nothing in a space is a pointer that anyone follows, and every lock on
+ * the space's bookkeeping is sabsync's own word (holder id | waiters bit),
+ * waited for with a deadline: see sab_space_deadline.
  */
 #ifndef SABSYNC_SPACE_H
 #define SABSYNC_SPACE_H
@@ -61,7 +67,9 @@ enum {
   SAB_E_SPACE_FULL = -24,     /* no room left: heap, directory, slots or records */
   SAB_E_SPACE_SYS = -25,      /* a system call failed; errno says why */
   SAB_E_UNSUPPORTED = -26,    /* no shared spaces on this platform */
-  SAB_E_SPACE_KEY = -27       /* a key that cannot name an object */
+  SAB_E_SPACE_KEY = -27,      /* a key that cannot name an object */
+  SAB_E_SPACE_FOREIGN = -28   /* a file at the name that this call must not trust: another
+                                 user's, a mode wider than asked, not a regular file */
 };
 
 typedef struct sab_space_s sab_space_t;
@@ -88,6 +96,14 @@ typedef struct {
  * *created says whether this call made the space.
  */
 int sab_space_open(const char *name, uint32_t size, unsigned mode, sab_space_t **out, int *created);
+/*
+ * The deadline (sab_now() scale) by which this thread gives up waiting for
+ * a bookkeeping lock of any space (a bucket, the directory): the call then
+ * answers SAB_E_CORRUPT, since a lock held that long names a holder that
+ * lives and never lets go. UINT64_MAX: SAB_SLOCK_BOUND_NS from the start
+ * of each wait. Answers the previous one, for the caller to put back.
+ */
+uint64_t sab_space_deadline(uint64_t deadline);
 /* Drop one reference taken by open or sab_space_ref; the last one unmaps. */
 void sab_space_close(sab_space_t *sp);
 /* One more reference to an open space (a JS buffer over it, a pending wait). */
@@ -125,13 +141,13 @@ void sab_space_doorbell_ring(sab_space_t *sp, uint32_t id);
  *   SAB_SPACE_CREATE  it must be initialised by the caller at *off (zeroed
  *                     memory of `bytes` bytes, 64-aligned): either it did not
  *                     exist, or its creator died before publishing it. The
- *                     directory lock is held (by this thread) until
+ *                     directory lock is held (by `id`, the caller) until
  *                     sab_space_publish (the object is then visible) or
  *                     sab_space_abandon (the next caller creates it again);
  *   or SAB_E_SPACE_MISMATCH, SAB_E_SPACE_FULL, SAB_E_SPACE_KEY, SAB_E_CORRUPT.
  */
 enum { SAB_SPACE_ATTACH = 1, SAB_SPACE_CREATE = 2 };
-int sab_space_lookup(sab_space_t *sp, const char *key, size_t keylen, uint32_t kind,
+int sab_space_lookup(sab_space_t *sp, uint32_t id, const char *key, size_t keylen, uint32_t kind,
                      const uint32_t params[SAB_SPACE_NPARAMS], uint32_t bytes, uint32_t *off);
 void sab_space_publish(sab_space_t *sp, uint32_t off);
 void sab_space_abandon(sab_space_t *sp);

@@ -4,7 +4,7 @@
  * them a new version, GLIBC_2.34, which a binary linked on a newer system
  * would then need. The space's files use some of them: each file that does
  * includes this header, which binds them to their first version (x86-64:
- * GLIBC_2.2.5, or 2.12 for the robust-mutex calls; aarch64: GLIBC_2.17),
+ * GLIBC_2.2.5; aarch64: GLIBC_2.17),
  * which every glibc since defines. Include it after a libc header (it needs
  * __GLIBC__).
  */
@@ -16,24 +16,10 @@
 #if defined(__x86_64__)
 SAB__OLD(pthread_create, 2.2.5);
 SAB__OLD(pthread_join, 2.2.5);
-SAB__OLD(pthread_mutex_trylock, 2.2.5);
-SAB__OLD(pthread_mutexattr_init, 2.2.5);
-SAB__OLD(pthread_mutexattr_destroy, 2.2.5);
-SAB__OLD(pthread_mutexattr_settype, 2.2.5);
-SAB__OLD(pthread_mutexattr_setpshared, 2.2.5);
-SAB__OLD(pthread_mutexattr_setrobust, 2.12);
-SAB__OLD(pthread_mutex_consistent, 2.12);
 SAB__OLD(dlsym, 2.2.5);
 #elif defined(__aarch64__)
 SAB__OLD(pthread_create, 2.17);
 SAB__OLD(pthread_join, 2.17);
-SAB__OLD(pthread_mutex_trylock, 2.17);
-SAB__OLD(pthread_mutexattr_init, 2.17);
-SAB__OLD(pthread_mutexattr_destroy, 2.17);
-SAB__OLD(pthread_mutexattr_settype, 2.17);
-SAB__OLD(pthread_mutexattr_setpshared, 2.17);
-SAB__OLD(pthread_mutexattr_setrobust, 2.17);
-SAB__OLD(pthread_mutex_consistent, 2.17);
 SAB__OLD(dlsym, 2.17);
 #endif
 #endif

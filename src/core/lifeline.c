@@ -1,12 +1,19 @@
 /*
  * Owners of a space: thread slots, their lifelines, and deaths.
  *
- * A registered thread holds its slot's lifeline (a robust, process-shared
- * pthread mutex) from sab_space_register to sab_space_unregister. The
- * kernel marks the lifelines of a thread that ends without unlocking them
- * (SIGKILL of its process included): the next trylock answers EOWNERDEAD.
- * So liveness is one trylock, a userspace compare-exchange that fails with
- * EBUSY while the owner lives; nothing polls, and nobody asks the dead.
+ * A registered thread holds its slot's lifeline from sab_space_register to
+ * sab_space_unregister: an OFD lock (fcntl F_OFD_SETLK, a write lock) on
+ * byte LIFELINE_OFF + i of the space's file, taken through an open file
+ * description of the thread's own (a fresh open of /proc/self/fd/N of the
+ * process's description: the same file, whatever has become of its name).
+ * The kernel keeps the lock with the description and drops it when the
+ * description is closed: by the thread when it unregisters, or by the
+ * kernel when the process dies (SIGKILL included). A probe asks the kernel
+ * through the process's probe description, which holds nothing
+ * (F_OFD_GETLK: any other description's lock conflicts with it, this
+ * process's own included). The lock is not in the shared memory, so a
+ * co-tenant that writes the space can neither forge a death nor follow,
+ * or make us follow, anything in it.
  *
  * The slot word:
  *
@@ -17,22 +24,22 @@
  * The owner id of a tenant is gen << SLOT_BITS | slot. Written only by the
  * holder of the lifeline (a registrant, the thread itself when it
  * unregisters), or by whoever buries the tenant after finding its lifeline
- * abandoned, with a compare-exchange from that very LIVE value.
+ * free, with a compare-exchange from that very LIVE value.
  *
  * Invariants:
  *  O1 A slot word says LIVE with gen g only while the tenant g holds the
  *     lifeline, or after it died and before it is buried. A registrant takes
  *     the lifeline before it writes LIVE; an unregistering thread writes
- *     FREE before it lets go. So LIVE with the lifeline free, or abandoned
- *     (EOWNERDEAD), means: dead, not yet buried.
+ *     FREE before it lets go. So LIVE with the lifeline free means: dead,
+ *     not yet buried.
  *  O2 Burial raises the space's death epoch before the slot word changes
  *     and before any watcher is told (space_owners.c, which visits the
- *     queues after sab__slot_mark_dead). A waiter
- *     compares the epoch it read before it looked at an owner with the one
- *     under its bucket lock (space_lot.c), so either it sees the death, or
- *     the visit of its bucket finds its record. A burier that dies half-way
- *     has raised the epoch at least, which waiters that re-check
- *     periodically see (the binding does).
+ *     queues after sab__slot_mark_dead). A waiter compares the epoch it
+ *     read before it looked at an owner with the one under its bucket lock
+ *     (space_lot.c), so either it sees the death, or the visit of its
+ *     bucket finds its record. A burier that dies half-way has raised the
+ *     epoch at least, which waiters that re-check periodically see (the
+ *     binding does).
  *  O3 Generations only grow (mod GEN_MAX, skipping 0): a dead id never comes
  *     back before GEN_MAX more tenants of its slot.
  *
@@ -42,10 +49,12 @@
  *   slot.word  alive, reap, register  compared with LIVE | gen of the id asked
  *                                     about; gen taken from it only to make the
  *                                     next one (masked, wrapped to 1..GEN_MAX)
- *   lifeline   every probe            glibc's: trylock only, never a blocking
- *                                     lock, so a lifeline that is not a mutex any
- *                                     more answers an error, taken as "alive"
  *   doorbell   the waker (binding)    a futex value; compared only
+ *
+ * A co-tenant can still hold OFD locks on slot bytes itself (a lifeline
+ * that looks held forever, or no free slot): that breaks liveness for that
+ * space's objects (waits last until their timeouts, SAB_E_SPACE_FULL), and
+ * nothing else.
  *
  * Slots are reached only by ids checked with sab__id_parts (slot < NSLOTS).
  *
@@ -60,7 +69,17 @@
 #if defined(__linux__)
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
+
+#ifndef F_OFD_GETLK
+#define F_OFD_GETLK  36
+#define F_OFD_SETLK  37
+#define F_OFD_SETLKW 38
+#endif
 
 static uint32_t live_word(uint32_t gen) { return gen << 2 | SLOT_LIVE; }
 
@@ -77,18 +96,34 @@ int sab__slot_mark_dead(sab_space_t *sp, uint32_t id) {
                                      __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
 }
 
-/* Probe the lifeline of slot i. Answers 1 (held: its tenant lives), or 0
- * (abandoned or free: the lifeline was taken and let go again). */
-static int probe(sab__slot_t *s) {
-  int r = pthread_mutex_trylock(&s->lifeline);
-  if (r == EBUSY || r == EDEADLK) return 1; /* EDEADLK: our own */
-  if (r == EOWNERDEAD) {
-    pthread_mutex_consistent(&s->lifeline);
-  } else if (r != 0) {
-    return 1; /* not a mutex any more: no evidence of a death */
-  }
-  pthread_mutex_unlock(&s->lifeline);
-  return 0;
+/* Lifeline locks: one byte each, write locks, never waited for. */
+static int lifeline_lock(int fd, int cmd, uint32_t i, struct flock *fl) {
+  memset(fl, 0, sizeof *fl);
+  fl->l_type = F_WRLCK;
+  fl->l_whence = SEEK_SET;
+  fl->l_start = (off_t)(LIFELINE_OFF + i);
+  fl->l_len = 1;
+  return fcntl(fd, cmd, fl);
+}
+
+static void lifeline_unlock(int fd, uint32_t i) {
+  struct flock fl;
+  memset(&fl, 0, sizeof fl);
+  fl.l_type = F_UNLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = (off_t)(LIFELINE_OFF + i);
+  fl.l_len = 1;
+  fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+/* Whether slot i's lifeline is held: 1 (its tenant lives), or 0. A slot
+ * this process's thread holds is known without asking the kernel. A probe
+ * that fails is no evidence of a death. */
+static int probe(sab_space_t *sp, uint32_t i) {
+  struct flock fl;
+  if (__atomic_load_n(&sp->slot_fd[i], __ATOMIC_ACQUIRE) >= 0) return 1;
+  if (lifeline_lock(sp->probe_fd, F_OFD_GETLK, i, &fl) != 0) return 1;
+  return fl.l_type != F_UNLCK;
 }
 
 int sab__slot_alive(sab_space_t *sp, uint32_t id) {
@@ -96,7 +131,7 @@ int sab__slot_alive(sab_space_t *sp, uint32_t id) {
   if (!sab__id_parts(id, &i, &gen)) return 0;
   sab__slot_t *s = sab__slot(sp, i);
   if (sab__ld(&s->word) != live_word(gen)) return 0;
-  return probe(s) ? 1 : -1; /* -1: O1, LIVE and its lifeline not held: dead, unburied */
+  return probe(sp, i) ? 1 : -1; /* -1: O1, LIVE and its lifeline not held: dead, unburied */
 }
 
 int sab__space_alive_locked(sab_space_t *sp, uint32_t id, sab__deaths_t *dead) {
@@ -104,7 +139,7 @@ int sab__space_alive_locked(sab_space_t *sp, uint32_t id, sab__deaths_t *dead) {
   if (!sab__id_parts(id, &i, &gen)) return 0;
   sab__slot_t *s = sab__slot(sp, i);
   if (sab__ld(&s->word) != live_word(gen)) return 0;
-  if (probe(s)) return 1;
+  if (probe(sp, i)) return 1;
   /* Buried by the caller's caller after the bucket lock is released
    * (burial visits every bucket); until then the slot still says LIVE and
    * any other prober may bury it first. */
@@ -118,27 +153,31 @@ uint32_t sab__slot_live_id(sab_space_t *sp, uint32_t i) {
   return gen << SLOT_BITS | i;
 }
 
-int sab__slot_claim(sab_space_t *sp, uint32_t *id, uint32_t *unburied) {
+int sab__slot_claim_fd(sab_space_t *sp, int fd, uint32_t *id, uint32_t *unburied) {
   /* Start the search where other threads are unlikely to be looking. */
   uint32_t start =
       ((uint32_t)getpid() * 2654435761u + (uint32_t)((uintptr_t)pthread_self() >> 12)) % NSLOTS;
-  *unburied = 0;
+  if (unburied != NULL) *unburied = 0;
   for (uint32_t k = 0; k < NSLOTS; k++) {
     uint32_t i = (start + k) % NSLOTS;
+    struct flock fl;
+    /* The kernel decides who has the slot: held by another description
+     * (any process), it is not free whatever its word says. */
+    if (lifeline_lock(fd, F_OFD_SETLK, i, &fl) != 0) continue;
     sab__slot_t *s = sab__slot(sp, i);
-    int r = pthread_mutex_trylock(&s->lifeline);
-    if (r == EOWNERDEAD) {
-      pthread_mutex_consistent(&s->lifeline);
-    } else if (r != 0) {
-      continue; /* held by a live tenant (or not a mutex) */
-    }
     uint32_t w = sab__ld(&s->word), gen = (w >> 2) & 0x3FFFFFFFu;
     if ((w & 3u) == SLOT_LIVE && gen >= 1 && gen <= GEN_MAX) {
-      /* A tenant that died unburied: the caller tells its watchers. */
+      /* A tenant that died unburied: the caller tells its watchers; a
+       * caller that cannot tell (unburied NULL) leaves it to another. */
       uint32_t old = gen << SLOT_BITS | i;
+      if (unburied == NULL) {
+        lifeline_unlock(fd, i);
+        continue;
+      }
       if (sab__slot_mark_dead(sp, old)) *unburied = old;
     }
-    gen = gen >= GEN_MAX ? 1 : gen + 1;
+    gen = gen >= 1 && gen < GEN_MAX ? gen + 1 : 1;
+    __atomic_store_n(&sp->slot_fd[i], fd, __ATOMIC_RELEASE);
     __atomic_store_n(&s->pid, (uint32_t)getpid(), __ATOMIC_RELAXED);
     __atomic_store_n(&s->word, live_word(gen), __ATOMIC_SEQ_CST);
     *id = gen << SLOT_BITS | i;
@@ -147,9 +186,38 @@ int sab__slot_claim(sab_space_t *sp, uint32_t *id, uint32_t *unburied) {
   return SAB_E_SPACE_FULL;
 }
 
+int sab__slot_claim(sab_space_t *sp, uint32_t *id, uint32_t *unburied) {
+  /* A description of our own: the process's (sp->fd) holds the lock id's
+   * lifeline, and two locks of one description would be one. */
+  char path[32];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", sp->fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  *unburied = 0;
+  if (fd < 0) return SAB_E_SPACE_SYS;
+  int r = sab__slot_claim_fd(sp, fd, id, unburied);
+  if (r != 0) close(fd);
+  return r;
+}
+
 void sab__slot_leave(sab_space_t *sp, uint32_t id) {
   uint32_t i, gen;
-  if (sab__id_parts(id, &i, &gen)) pthread_mutex_unlock(&sab__slot(sp, i)->lifeline);
+  if (!sab__id_parts(id, &i, &gen)) return;
+  int fd = __atomic_exchange_n(&sp->slot_fd[i], -1, __ATOMIC_ACQ_REL);
+  if (fd < 0) return;
+  if (fd != sp->fd) {
+    close(fd); /* closing the description drops its lock: the lifeline is let go */
+  } else {
+    lifeline_unlock(fd, i);
+  }
+}
+
+void sab__slot_free_quietly(sab_space_t *sp, uint32_t id) {
+  uint32_t i, gen;
+  if (!sab__id_parts(id, &i, &gen)) return;
+  uint32_t expected = live_word(gen);
+  __atomic_compare_exchange_n(&sab__slot(sp, i)->word, &expected, gen << 2 | SLOT_FREE, 0,
+                              __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+  sab__slot_leave(sp, id);
 }
 
 uint32_t *sab_space_doorbell(sab_space_t *sp, uint32_t id) {

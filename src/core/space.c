@@ -2,43 +2,46 @@
  * A named space of shared memory: the file, the mapping, the header and the
  * directory of named objects. (Queues: space_lot.c; owners: lifeline.c.)
  *
- * Opening. The file is /dev/shm/sabsync.NAME, opened with O_NOFOLLOW and
- * created with the caller's mode (then fchmod'ed to exactly that mode, so
- * the umask does not widen or narrow it). Every opener holds an exclusive
- * flock on it while it looks at the header; one that finds the file empty,
- * or its header not marked ready, initialises it. A process that dies while
- * initialising drops its flock with its descriptors, so the next opener
- * finds `ready` still 0 and starts again: no crash leaves a half-made space
- * that later openers believe.
+ * Opening. The file is /dev/shm/sabsync.NAME, and /dev/shm is writable by
+ * every user, so a file found at a name is somebody's claim, not ours:
+ *
+ *  - A space is made whole before it has a name: an unnamed file
+ *    (O_TMPFILE in /dev/shm; where the kernel lacks it, a random name made
+ *    with O_EXCL) is sized, mapped and initialised, then linked to the
+ *    name, which fails if the name exists. So a file at the name was
+ *    complete when it got it, a creator that dies leaves no half-made
+ *    space, and of racing creators exactly one names its file (the others
+ *    attach to it).
+ *  - Attaching never initialises anything. The file is opened with
+ *    O_NOFOLLOW and must be a regular file this user owns, or, where the
+ *    mode asked gives the group or others access, one no wider than that
+ *    mode (a squatter's file is neither); then its header must be a space
+ *    of this layout, else SAB_E_SPACE_VERSION: a zeroed or foreign header
+ *    is reported, never made anew under the processes that use it.
  *
  * One mapping per name per process: a process-local registry (a list under
  * `registry_mu`) counts the references to each mapping (opens, JS buffers,
- * pending waits, a held directory lock) and unmaps at the last. A mapping
- * must outlive every robust mutex of it that a thread of this process
- * holds: glibc links held robust mutexes into a per-thread list through the
- * mutexes themselves, and an unmapped one in that list would be followed
- * at the next unlock. The lifeline a registered thread holds and the
- * directory lock held across an object's initialisation each hold a
- * reference for that reason; bucket locks are never held across calls.
+ * pending waits, a held directory lock) and unmaps at the last. The
+ * mapping's open file description stays open as long (sp->fd): it holds
+ * the lifeline of the process's lock id, and threads open theirs from it
+ * (lifeline.c).
  *
- * Directory entries are written only under the directory lock, a robust
- * mutex in the header. A creator takes an entry (DIR_CREATING) and its heap
- * bytes and keeps the lock while its caller initialises the object, then
- * publishes it (DIR_READY). A creator that dies meanwhile leaves the lock to
- * the kernel; the next locker gets EOWNERDEAD, and the entry, still
- * CREATING, is handed to the next caller of that key to initialise again.
- * So two processes creating one key at the same moment meet under the lock,
- * and no reader ever sees an entry before its object is initialised.
+ * Directory entries are written only under the directory lock, a
+ * bookkeeping lock word in the header (space_sys.c) held by the caller's
+ * owner id. A creator takes an entry (DIR_CREATING) and its heap bytes and
+ * keeps the lock while its caller initialises the object, then publishes
+ * it (DIR_READY). A creator that dies meanwhile (its thread, or its
+ * process) leaves its id dead; the next locker takes the lock over, and
+ * the entry, still CREATING, is handed to the next caller of that key to
+ * initialise again. So two processes creating one key at the same moment
+ * meet under the lock, and no reader ever sees an entry before its object
+ * is initialised.
  *
  * Shared words read here, and how each is checked:
  *
  *   word             read by          checked / used as
  *   magic, version   attach           == SPACE_MAGIC, SAB_SPACE_VERSION, else VERSION
- *   abi              attach           == this build's, else VERSION
- *   size             attach           == the file's size, else VERSION
- *   ready            attach           1: use it; 0 with magic 0 or SPACE_MAGIC: an
- *                                     initialisation never finished, redo it (flock
- *                                     held); anything else: VERSION
+ *   abi, size, ready attach           == this build's, the file's size, 1, else VERSION
  *   heap_used        lookup           <= heap_bytes, else SAB_E_CORRUPT; an offset
  *   dir_count        lookup           <= NDIR, else SAB_E_CORRUPT; a loop bound
  *   entry.state      lookup           one of DIR_*; anything else: entry skipped
@@ -59,18 +62,22 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
-#define ABI_WORD ((uint32_t)sizeof(pthread_mutex_t) | (uint32_t)sizeof(void *) << 8)
+#ifndef O_TMPFILE
+#define O_TMPFILE (020000000 | O_DIRECTORY)
+#endif
+
+#define ABI_WORD ((uint32_t)sizeof(void *))
 
 _Static_assert(sizeof(sab__slot_t) <= SLOT_BYTES, "slot layout");
 _Static_assert(sizeof(sab__sbucket_t) <= BUCKET_BYTES, "bucket layout");
 _Static_assert(sizeof(sab__record_t) == RECORD_BYTES, "record layout");
 _Static_assert(sizeof(sab__dirent_t) == DIR_BYTES, "directory layout");
-_Static_assert(HDR_DIR_LOCK + sizeof(pthread_mutex_t) <= HDR_BYTES, "header layout");
+_Static_assert(HDR_DIR_LOCK * 4 + 4 <= HDR_BYTES, "header layout");
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static sab_space_t *registry;
@@ -116,116 +123,228 @@ static void path_of(const char *name, char *out, size_t cap) {
   snprintf(out, cap, "/dev/shm/sabsync.%s", name);
 }
 
-/* ---- initialisation and checks (flock held) ---- */
+/* ---- making and attaching ---- */
 
-static int init_space(sab_space_t *sp) {
+static void init_space(sab_space_t *sp) {
   uint32_t *h = sab__hdr(sp);
-  memset(sp->base, 0, sp->size);
+  /* The file is new and unnamed: nobody else sees it yet. */
   h[HDR_VERSION] = SAB_SPACE_VERSION;
   h[HDR_ABI] = ABI_WORD;
   h[HDR_SIZE] = sp->size;
-  if (sab__robust_init(sab__dir_lock(sp)) != 0) return SAB_E_SPACE_SYS;
-  for (uint32_t i = 0; i < NSLOTS; i++) {
-    if (sab__robust_init(&sab__slot(sp, i)->lifeline) != 0) return SAB_E_SPACE_SYS;
-  }
-  sab__space_lot_init(sp);
   h[HDR_MAGIC] = SPACE_MAGIC;
-  /* Last: an opener that sees ready sees everything above. */
-  __atomic_store_n(&h[HDR_READY], 1, __ATOMIC_RELEASE);
-  return 0;
+  h[HDR_READY] = 1;
 }
 
 static int check_space(sab_space_t *sp) {
   uint32_t *h = sab__hdr(sp);
   if (sab__ld(&h[HDR_MAGIC]) != SPACE_MAGIC || sab__ld(&h[HDR_VERSION]) != SAB_SPACE_VERSION ||
-      sab__ld(&h[HDR_ABI]) != ABI_WORD || sab__ld(&h[HDR_SIZE]) != sp->size) {
+      sab__ld(&h[HDR_ABI]) != ABI_WORD || sab__ld(&h[HDR_SIZE]) != sp->size ||
+      sab__ld(&h[HDR_READY]) != 1) {
     return SAB_E_SPACE_VERSION;
   }
   return 0;
 }
 
-/* Open or create the file and map it; the registry lock is held. */
-static int map_space(const char *name, uint32_t size, unsigned mode, sab_space_t *sp,
-                     int *created) {
-  char path[sizeof "/dev/shm/sabsync." + SAB_SPACE_NAME_MAX];
-  int fd, made = 0, r;
-  off_t bytes;
-  path_of(name, path, sizeof path);
-  for (int tries = 0;; tries++) {
-    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 0777);
-    if (fd >= 0) {
-      if (fchmod(fd, mode & 0777) != 0) goto sys;
-      break;
-    }
-    if (errno != EEXIST) return SAB_E_SPACE_SYS;
-    fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0) break;
-    /* Unlinked between the two opens: try again, a few times. */
-    if (errno != ENOENT || tries == 8) return SAB_E_SPACE_SYS;
-  }
-  /* The size by lseek rather than fstat, which glibc 2.33 versioned anew
-   * (glibc_old.h). Not a regular file (a pipe): not a space. */
-  if (flock(fd, LOCK_EX) != 0) goto sys;
-  bytes = lseek(fd, 0, SEEK_END);
-  if (bytes < 0) {
-    r = SAB_E_SPACE_VERSION;
-    goto fail;
-  }
-  if (bytes == 0) {
-    /* New, or its creator died before it sized it: ours to make. */
-    uint32_t want = size == 0 ? SAB_SPACE_DEFAULT_SIZE : size;
-    if (space_geometry(sp, want) != 0) {
-      r = SAB_E_SPACE_SIZE;
-      goto fail;
-    }
-    if (ftruncate(fd, want) != 0) goto sys;
-    made = 1;
-  } else {
-    if (bytes > SAB_SPACE_MAX_SIZE || space_geometry(sp, (uint32_t)bytes) != 0) {
-      r = SAB_E_SPACE_VERSION;
-      goto fail;
-    }
-    if (size != 0 && size != sp->size) {
-      r = SAB_E_SPACE_SIZE;
-      goto fail;
-    }
-  }
+/* fstat through the system call: glibc 2.33 versioned fstat anew, and the
+ * prebuilt binaries load on 2.17 (glibc_old.h). The kernel's struct stat is
+ * glibc's on x86-64 and aarch64. */
+static int stat_fd(int fd, struct stat *st) { return (int)syscall(SYS_fstat, fd, st); }
+
+/* Whether the file at the name may be attached for a caller asking `mode`. */
+static int trusted(const struct stat *st, unsigned mode) {
+  if (!S_ISREG(st->st_mode)) return 0;
+  if (st->st_uid == geteuid()) return 1;
+  return (mode & 077) != 0 && (st->st_mode & 0777 & ~(mode & 0777)) == 0;
+}
+
+static int map_fd(sab_space_t *sp, int fd) {
   sp->base = mmap(NULL, sp->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (sp->base == MAP_FAILED) {
     sp->base = NULL;
-    goto sys;
+    return SAB_E_SPACE_SYS;
   }
-  uint32_t ready = __atomic_load_n(&sab__hdr(sp)[HDR_READY], __ATOMIC_ACQUIRE);
-  uint32_t magic = __atomic_load_n(&sab__hdr(sp)[HDR_MAGIC], __ATOMIC_RELAXED);
-  if (ready == 0 && (magic == 0 || magic == SPACE_MAGIC)) {
-    /* New (zero-filled), or its initialiser died half-way: init_space zeroes
-     * everything and stores the magic before `ready`. Anything else is not
-     * ours to overwrite. */
-    r = init_space(sp);
-    made = 1;
+  return 0;
+}
+
+/* Attach to the file at `path`: 0, 1 if there is none, or an error. */
+static int attach(const char *path, uint32_t size, unsigned mode, sab_space_t *sp) {
+  struct stat st;
+  int r, fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return errno == ENOENT ? 1 : errno == ELOOP ? SAB_E_SPACE_FOREIGN : SAB_E_SPACE_SYS;
+  if (stat_fd(fd, &st) != 0) {
+    r = SAB_E_SPACE_SYS;
+  } else if (!trusted(&st, mode)) {
+    r = SAB_E_SPACE_FOREIGN;
+  } else if (st.st_size <= 0 || st.st_size > SAB_SPACE_MAX_SIZE ||
+             space_geometry(sp, (uint32_t)st.st_size) != 0) {
+    r = SAB_E_SPACE_VERSION;
+  } else if (size != 0 && size != sp->size) {
+    r = SAB_E_SPACE_SIZE;
   } else {
-    r = ready == 1 ? check_space(sp) : SAB_E_SPACE_VERSION;
+    r = map_fd(sp, fd);
+    if (r == 0 && (r = check_space(sp)) != 0) {
+      munmap(sp->base, sp->size);
+      sp->base = NULL;
+    }
   }
   if (r != 0) {
-    munmap(sp->base, sp->size);
-    sp->base = NULL;
-    goto fail;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
   }
-  /* Unlock explicitly: the mapping keeps the open file description (and
-   * with it the flock) alive after close. */
-  flock(fd, LOCK_UN);
-  close(fd);
-  *created = made;
+  sp->fd = fd;
   return 0;
-sys:
-  r = SAB_E_SPACE_SYS;
-fail : {
-  int e = errno;
-  flock(fd, LOCK_UN);
-  close(fd);
-  errno = e;
 }
+
+/* An unnamed file in /dev/shm of the exact mode (fchmod: the umask neither
+ * widens nor narrows it); *tmp gets the name it has where the kernel has
+ * no O_TMPFILE (empty otherwise). */
+static int unnamed_file(unsigned mode, char *tmp, size_t cap) {
+  tmp[0] = 0;
+  int fd = open("/dev/shm", O_TMPFILE | O_RDWR | O_CLOEXEC, mode & 0777);
+  if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+    for (int tries = 0; tries < 16 && fd < 0; tries++) {
+      uint64_t salt = sab_now() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)tries * 0x9E3779B97F4A7C15ull;
+      snprintf(tmp, cap, "/dev/shm/.sabsync-new.%d.%016llx", (int)getpid(), (unsigned long long)salt);
+      fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 0777);
+      if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) tmp[0] = 0;
+  }
+  if (fd >= 0 && fchmod(fd, mode & 0777) != 0) {
+    int e = errno;
+    close(fd);
+    if (tmp[0]) unlink(tmp);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+/* Make a space and name it `path`: 0, 1 if the name was taken meanwhile,
+ * or an error. */
+static int create(const char *path, uint32_t size, unsigned mode, sab_space_t *sp) {
+  char tmp[64], self[32];
+  int r, fd;
+  if (space_geometry(sp, size == 0 ? SAB_SPACE_DEFAULT_SIZE : size) != 0) return SAB_E_SPACE_SIZE;
+  fd = unnamed_file(mode, tmp, sizeof tmp);
+  if (fd < 0) return SAB_E_SPACE_SYS;
+  r = ftruncate(fd, sp->size) == 0 ? map_fd(sp, fd) : SAB_E_SPACE_SYS;
+  if (r == 0) {
+    init_space(sp);
+    if (tmp[0]) {
+      r = link(tmp, path);
+    } else {
+      snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+      r = linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
+    }
+    r = r == 0 ? 0 : errno == EEXIST ? 1 : SAB_E_SPACE_SYS;
+    if (r != 0) {
+      munmap(sp->base, sp->size);
+      sp->base = NULL;
+    }
+  }
+  int e = errno;
+  if (tmp[0]) unlink(tmp);
+  if (r != 0) {
+    close(fd);
+    errno = e;
+    return r;
+  }
+  sp->fd = fd;
+  return 0;
+}
+
+static void fd_path(char out[32], int fd) {
+  static const char head[] = "/proc/self/fd/";
+  char digits[12];
+  int n = 0, k = 0;
+  do digits[n++] = (char)('0' + fd % 10);
+  while ((fd /= 10) > 0 && n < 11);
+  for (; head[k] != 0; k++) out[k] = head[k];
+  while (n > 0) out[k++] = digits[--n];
+  out[k] = 0;
+}
+
+/* The process's own descriptions and lock id (lifeline.c). */
+static int take_lock_id(sab_space_t *sp) {
+  char self[32];
+  fd_path(self, sp->fd);
+  sp->probe_fd = open(self, O_RDWR | O_CLOEXEC);
+  if (sp->probe_fd < 0) return SAB_E_SPACE_SYS;
+  int r = sab__slot_claim_fd(sp, sp->fd, &sp->lock_id, NULL);
+  if (r != 0) {
+    close(sp->probe_fd);
+    sp->probe_fd = -1;
+  }
   return r;
+}
+
+static void unmap_space(sab_space_t *sp) {
+  if (sp->lock_id != 0) sab__slot_free_quietly(sp, sp->lock_id);
+  munmap(sp->base, sp->size);
+  if (sp->probe_fd >= 0) close(sp->probe_fd);
+  close(sp->fd);
+}
+
+/* A forked child inherits the parent's descriptions, and with them the
+ * parent's lifelines: its own lock id, and any thread's slot, must come
+ * from descriptions of its own, or a child killed inside a bucket lock
+ * would leave it naming its parent, alive. Only async-signal-safe calls
+ * here (the parent may have had other threads). */
+static void atfork_prepare(void) {
+  if (pthread_mutex_lock(&registry_mu) != 0) abort();
+}
+
+static void atfork_parent(void) { pthread_mutex_unlock(&registry_mu); }
+
+static void atfork_child(void) {
+  char self[32];
+  for (sab_space_t *sp = registry; sp != NULL; sp = sp->next) {
+    for (uint32_t i = 0; i < NSLOTS; i++) {
+      int fd = sp->slot_fd[i];
+      sp->slot_fd[i] = -1;
+      if (fd >= 0 && fd != sp->fd) close(fd);
+    }
+    sp->lock_id = 0;
+    fd_path(self, sp->fd);
+    int fd = open(self, O_RDWR | O_CLOEXEC);
+    if (fd < 0) continue; /* no lock id: its bucket locks answer SAB_E_CORRUPT */
+    close(sp->fd);
+    sp->fd = fd;
+    if (sab__slot_claim_fd(sp, fd, &sp->lock_id, NULL) != 0) sp->lock_id = 0;
+  }
+  pthread_mutex_unlock(&registry_mu);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void atfork_register(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+
+/* Open the file at the name, or make it; the registry lock is held. */
+static int map_space(const char *name, uint32_t size, unsigned mode, sab_space_t *sp,
+                     int *created) {
+  char path[sizeof "/dev/shm/sabsync." + SAB_SPACE_NAME_MAX];
+  path_of(name, path, sizeof path);
+  for (uint32_t i = 0; i < NSLOTS; i++) sp->slot_fd[i] = -1;
+  sp->probe_fd = -1;
+  for (int tries = 0; tries < 8; tries++) {
+    int r = attach(path, size, mode, sp);
+    if (r == 1) {
+      r = create(path, size, mode, sp);
+      if (r == 0) *created = 1;
+    }
+    if (r == 1) continue; /* created (or unlinked) by another meanwhile */
+    if (r == 0 && (r = take_lock_id(sp)) != 0) {
+      int e = errno;
+      munmap(sp->base, sp->size);
+      close(sp->fd);
+      errno = e;
+    }
+    return r;
+  }
+  errno = EAGAIN;
+  return SAB_E_SPACE_SYS;
 }
 
 int sab_space_open(const char *name, uint32_t size, unsigned mode, sab_space_t **out,
@@ -237,6 +356,7 @@ int sab_space_open(const char *name, uint32_t size, unsigned mode, sab_space_t *
     return SAB_E_SPACE_SIZE;
   }
   if (size != 0) size = align_up(size, 4096);
+  pthread_once(&atfork_once, atfork_register);
   if (pthread_mutex_lock(&registry_mu) != 0) abort();
   for (sab_space_t *s = registry; s != NULL; s = s->next) {
     if (strcmp(s->name, name) == 0) {
@@ -291,7 +411,7 @@ void sab_space_close(sab_space_t *sp) {
     }
   }
   pthread_mutex_unlock(&registry_mu);
-  munmap(sp->base, sp->size);
+  unmap_space(sp);
   free(sp);
 }
 
@@ -349,11 +469,11 @@ static int key_matches(const sab__dirent_t *e, const char *key, size_t n, uint32
   return memcmp(copy, key, n) == 0;
 }
 
-static int dir_lock(sab_space_t *sp) {
-  return sab__robust_lock(sab__dir_lock(sp)) < 0 ? SAB_E_CORRUPT : 0;
+static int dir_lock(sab_space_t *sp, uint32_t id) {
+  return sab__slock(sp, sab__dir_lock(sp), id) < 0 ? SAB_E_CORRUPT : 0;
 }
 
-static void dir_unlock(sab_space_t *sp) { pthread_mutex_unlock(sab__dir_lock(sp)); }
+static void dir_unlock(sab_space_t *sp) { sab__sunlock(sab__dir_lock(sp)); }
 
 /* Under the directory lock: the entry of `key`, or NULL (*count gets the
  * checked number of entries). */
@@ -374,14 +494,14 @@ static sab__dirent_t *dir_find(sab_space_t *sp, const char *key, size_t n, uint3
   return NULL;
 }
 
-int sab_space_lookup(sab_space_t *sp, const char *key, size_t keylen, uint32_t kind,
+int sab_space_lookup(sab_space_t *sp, uint32_t id, const char *key, size_t keylen, uint32_t kind,
                      const uint32_t params[SAB_SPACE_NPARAMS], uint32_t bytes, uint32_t *off) {
   uint32_t hash, count, o;
   int corrupt;
   if (keylen == 0 || keylen > SAB_SPACE_KEY_MAX) return SAB_E_SPACE_KEY;
   hash = hash_key(key, keylen);
   if (bytes == 0 || bytes > sp->heap_bytes) return SAB_E_SPACE_FULL;
-  if (dir_lock(sp) != 0) return SAB_E_CORRUPT;
+  if (dir_lock(sp, id) != 0) return SAB_E_CORRUPT;
   sab__dirent_t *e = dir_find(sp, key, keylen, hash, &count, &corrupt);
   if (corrupt) {
     dir_unlock(sp);

@@ -8,7 +8,7 @@
  *
  *   0            header      4096 bytes, below
  *   slots_off    slots       NSLOTS x 128: one per registered thread
- *   buckets_off  buckets     NBUCKETS x 64: a robust mutex and a FIFO list
+ *   buckets_off  buckets     NBUCKETS x 64: a lock word and a FIFO list
  *   records_off  records     NRECORDS x 64: waiter records
  *   dir_off      directory   NDIR x 128: named objects
  *   pub_off      public      epoch line (64), then NBUCKETS counters, 64 apart
@@ -19,13 +19,14 @@
  *   word  name       written            meaning
  *   0     magic      init               SPACE_MAGIC
  *   1     version    init               SAB_SPACE_VERSION
- *   2     abi        init               sizeof(pthread_mutex_t) | sizeof(void *) << 8
- *   3     ready      init (flock held)  1 once initialised; 0 while (or if) not
+ *   2     abi        init               sizeof(void *)
+ *   3     ready      init               1: initialised (a space is named only
+ *                                       once it is; see space.c)
  *   4     size       init               bytes
  *   5     heap_used  dir lock           bytes of the heap handed out
  *   6     dir_count  dir lock           directory entries in use
  *   7     rec_hint   anyone, relaxed    where the next record search starts
- *   32..  dir_lock   -                  pthread_mutex_t (robust, process-shared)
+ *   32    dir_lock   sab__slock         the directory's lock word (space_sys.c)
  *
  * How each word is read is in the file that reads it (tables at the top of
  * space.c, space_lot.c and lifeline.c).
@@ -36,9 +37,7 @@
 #include "internal.h"
 #include "sabsync_space.h"
 
-#include <pthread.h>
-
-#define SPACE_MAGIC 0x53425331u /* "SBS1" */
+#define SPACE_MAGIC 0x53425332u /* "SBS2" */
 
 #define HDR_MAGIC     0
 #define HDR_VERSION   1
@@ -48,7 +47,7 @@
 #define HDR_HEAP_USED 5
 #define HDR_DIR_COUNT 6
 #define HDR_REC_HINT  7
-#define HDR_DIR_LOCK  128 /* byte offset */
+#define HDR_DIR_LOCK  32 /* word index */
 #define HDR_BYTES     4096u
 
 #define NSLOTS       512u /* 9 bits of an owner id */
@@ -64,22 +63,24 @@
 #define DIR_BYTES    128u
 #define COUNT_STRIDE 64u /* bytes between two buckets' counters */
 
-/* A slot (128 bytes): */
+/* A slot (128 bytes). Its lifeline is not in it: it is the kernel's OFD
+ * lock on byte LIFELINE_OFF + i of the space's file (lifeline.c). */
 typedef struct {
   uint32_t word;     /* gen << 2 | SLOT_LIVE or SLOT_FREE */
-  uint32_t pid;      /* informational */
+  uint32_t pid;      /* a hint for the death watcher; never trusted */
   uint32_t doorbell; /* futex word rung for its async waiters */
-  uint32_t pad[13];
-  pthread_mutex_t lifeline; /* held by the registered thread */
+  uint32_t pad[29];
 } sab__slot_t;
+#define LIFELINE_OFF 0 /* byte range locks, apart from the mapping's meaning */
 #define SLOT_FREE 0u
 #define SLOT_LIVE 1u
 
 /* A bucket (64 bytes): records are named by index + 1 (0: none). */
 typedef struct {
-  pthread_mutex_t mu;
-  uint32_t head, tail; /* guarded by mu */
-  uint32_t seq;        /* guarded by mu: enqueues so far, the records' order */
+  uint32_t lock;       /* sab__slock's word: holder id | SLOCK_WAITERS, or 0 */
+  uint32_t head, tail; /* guarded by lock */
+  uint32_t seq;        /* guarded by lock: enqueues so far, the records' order */
+  uint32_t pad[12];
 } sab__sbucket_t;
 
 /* A waiter record (64 bytes). */
@@ -126,6 +127,16 @@ struct sab_space_s {
   uint32_t size;
   uint32_t slots_off, buckets_off, records_off, dir_off, pub_off, heap_off;
   uint32_t heap_bytes;
+  /* Fixed while open: the file as this process opened it (its OFD holds the
+   * lifeline of lock_id, the id that holds bucket locks for every thread
+   * of this process), and a second description of it that holds nothing
+   * and only asks the kernel whose lifelines are held (F_OFD_GETLK). */
+  int fd, probe_fd;
+  uint32_t lock_id;
+  /* slot_fd[i]: the description holding slot i's lifeline when a thread of
+   * this process is its tenant, else -1; written by that thread, read
+   * atomically by any. */
+  int slot_fd[NSLOTS];
   /* Guarded by the registry lock (space.c). */
   struct sab_space_s *next;
   int refs;
@@ -133,8 +144,8 @@ struct sab_space_s {
 };
 
 static inline uint32_t *sab__hdr(const sab_space_t *sp) { return (uint32_t *)sp->base; }
-static inline pthread_mutex_t *sab__dir_lock(const sab_space_t *sp) {
-  return (pthread_mutex_t *)(sp->base + HDR_DIR_LOCK);
+static inline uint32_t *sab__dir_lock(const sab_space_t *sp) {
+  return &sab__hdr(sp)[HDR_DIR_LOCK];
 }
 static inline sab__slot_t *sab__slot(const sab_space_t *sp, uint32_t i) {
   return (sab__slot_t *)(sp->base + sp->slots_off + (size_t)i * SLOT_BYTES);
@@ -198,6 +209,12 @@ typedef struct {
 } sab__wakes_t;
 void sab__wakes_run(sab__wakes_t *w);
 
+/* lifeline.c (slots): claim a slot whose lifeline `fd` takes (unburied
+ * NULL: pass over slots whose dead tenant is not buried yet), for the
+ * process's lock id at open (space.c); give it up at the last close, with
+ * no burial (nothing but bookkeeping locks names a lock id); */
+int sab__slot_claim_fd(sab_space_t *sp, int fd, uint32_t *id, uint32_t *unburied);
+void sab__slot_free_quietly(sab_space_t *sp, uint32_t id);
 /* lifeline.c (slots): whether `id` lives (a probe, no burial: 1 alive, 0
  * dead and marked, or no id; -1 dead and not marked yet); mark it
  * dead (epoch, then the slot word: answers 1 if this call did); the id of
@@ -213,7 +230,6 @@ void sab__slot_leave(sab_space_t *sp, uint32_t id);
 int sab__space_alive_locked(sab_space_t *sp, uint32_t id, sab__deaths_t *dead);
 
 /* space_lot.c (queues): */
-void sab__space_lot_init(sab_space_t *sp);
 /* Bucket locks (NULL: unusable), for space_sema.c. */
 sab__sbucket_t *sab__space_lock(sab_space_t *sp, uint32_t b);
 void sab__space_unlock(sab__sbucket_t *bk);
@@ -259,12 +275,19 @@ void sab__space_sema_died(sab_space_t *sp, uint32_t b, uint32_t off, sab__wakes_
                           sab__deaths_t *dead);
 
 /* space_sys.c: futexes on shared words (no FUTEX_PRIVATE_FLAG), and the
- * space's robust mutexes: lock, repairing nothing itself; 0, or 1 when the
- * previous holder died holding it (the lock is held either way), or -1
- * when the mutex is unusable (it is not held). */
+ * space's bookkeeping locks. sab__slock takes the lock word `w` for the
+ * owner `me`: 0, or 1 when the previous holder died holding it (the caller
+ * repairs what it guards), or -1 when it could not be had by the lock's
+ * deadline (sab_space_deadline, else SAB_SLOCK_BOUND_NS from now): the
+ * word names a holder that lives and never lets go, or nothing sensible;
+ * the caller answers SAB_E_CORRUPT. sab__sunlock lets it go. */
+#define SLOCK_WAITERS      0x80000000u
+#define SAB_SLOCK_BOUND_NS (250ull * 1000000ull)
 void sab__futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline);
 void sab__futex_wake_shared(uint32_t *word, int n);
-int sab__robust_init(pthread_mutex_t *mu);
-int sab__robust_lock(pthread_mutex_t *mu);
+int sab__slock(sab_space_t *sp, uint32_t *w, uint32_t me);
+void sab__sunlock(uint32_t *w);
+/* The deadline of this thread's bookkeeping locks (sab_space_deadline). */
+uint64_t sab__slock_deadline(void);
 
 #endif /* SAB_SPACE_INTERNAL_H */

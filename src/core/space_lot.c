@@ -4,8 +4,8 @@
  *
  * A waiter takes a record (a 64-byte slot of the records table, claimed by a
  * compare-exchange of its owner word from 0 to the waiter's owner id) and
- * queues it in the bucket its cell's offset hashes to. A bucket is a robust
- * process-shared mutex and a doubly linked FIFO list of record indexes
+ * queues it in the bucket its cell's offset hashes to. A bucket is a
+ * bookkeeping lock word (space_sys.c) and a doubly linked FIFO list of record indexes
  * (index + 1; 0 ends the list). A blocking waiter sleeps on its record's
  * state word with a shared futex; an async waiter's owner has a waker thread
  * sleeping on its slot's doorbell, which a notifier rings after it moved the
@@ -24,7 +24,7 @@
  *     spurious wake, absorbed by its waiter's state loop.
  *
  * A holder killed inside a critical section (any instruction) leaves the
- * bucket's mutex to the kernel; the next locker gets EOWNERDEAD and rebuilds
+ * bucket's lock naming a dead id; the next locker takes it over and rebuilds
  * the list from the records' states, keys and seqs (repair), which is also
  * what any walk does when it meets a link that does not check out. So a
  * dead holder costs one rebuild, never a wedged or corrupt queue.
@@ -67,14 +67,6 @@
 #define QUEUED(s) ((s) == REC_WAITING || (s) == REC_PARKED)
 
 static int rec_ok(uint32_t i) { return i >= 1 && i <= NRECORDS; }
-
-void sab__space_lot_init(sab_space_t *sp) {
-  for (uint32_t b = 0; b < NBUCKETS; b++) {
-    sab__sbucket_t *bk = sab__sbucket(sp, b);
-    if (sab__robust_init(&bk->mu) != 0) abort(); /* the attribute calls cannot fail here */
-    bk->head = bk->tail = bk->seq = 0;
-  }
-}
 
 /* ---- wakes collected under a lock, run after it ---- */
 
@@ -135,17 +127,20 @@ static void repair_counted(sab_space_t *sp, uint32_t b, uint32_t extra) {
 
 static void repair(sab_space_t *sp, uint32_t b) { repair_counted(sp, b, 0); }
 
-/* Lock bucket b, repairing it if its last holder died inside. NULL: the
- * mutex itself is unusable (its bytes are not a mutex any more). */
+/* Lock bucket b for this process (its lock id: bucket locks are never held
+ * across calls, so a thread's death inside one is its process's),
+ * repairing it if its last holder died inside. NULL: the lock could not be
+ * had by the thread's lock deadline (space_sys.c). */
 static sab__sbucket_t *lock_bucket(sab_space_t *sp, uint32_t b) {
   sab__sbucket_t *bk = sab__sbucket(sp, b);
-  int r = sab__robust_lock(&bk->mu);
+  if (sp->lock_id == 0) return NULL; /* a forked child that could not get one (space.c) */
+  int r = sab__slock(sp, &bk->lock, sp->lock_id);
   if (r < 0) return NULL;
   if (r == 1) repair(sp, b);
   return bk;
 }
 
-static void unlock_bucket(sab__sbucket_t *bk) { pthread_mutex_unlock(&bk->mu); }
+static void unlock_bucket(sab__sbucket_t *bk) { sab__sunlock(&bk->lock); }
 
 sab__sbucket_t *sab__space_lock(sab_space_t *sp, uint32_t b) { return lock_bucket(sp, b); }
 void sab__space_unlock(sab__sbucket_t *bk) { unlock_bucket(bk); }

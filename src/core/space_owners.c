@@ -9,7 +9,7 @@
  * order: epoch, slot word), then visits the queues with the semaphore's
  * death hook, which may find more deaths, buried in turn.
  *
- *   space_sys.c    futexes, robust mutexes
+ *   space_sys.c    futexes, bookkeeping locks
  *   lifeline.c     slots: probe, mark, claim, leave
  *   space_lot.c    queues (probes owners through lifeline.c)
  *   space_sema.c   the semaphore on the queues
@@ -25,12 +25,22 @@
 
 /* Tell the watchers of `id`, whose slot this call just marked dead, and
  * bury whatever that visit found dead in turn. */
-static void tell(sab_space_t *sp, uint32_t id) {
+static void tell_within(sab_space_t *sp, uint32_t id) {
   sab__deaths_t more = {{0}, 0};
   sab__space_wake_watchers(sp, id, sab__space_sema_died, &more);
   for (unsigned k = 0; k < more.n; k++) {
-    if (sab__slot_mark_dead(sp, more.ids[k])) tell(sp, more.ids[k]);
+    if (sab__slot_mark_dead(sp, more.ids[k])) tell_within(sp, more.ids[k]);
   }
+}
+
+/* A telling visits every bucket: a caller with no lock deadline of its own
+ * gets one for the whole visit, so that locks held by a co-tenant that
+ * never lets go cost it one bound, not one per bucket. */
+static void tell(sab_space_t *sp, uint32_t id) {
+  uint64_t old = sab_space_deadline(UINT64_MAX);
+  sab_space_deadline(old != UINT64_MAX ? old : sab_now() + SAB_SLOCK_BOUND_NS);
+  tell_within(sp, id);
+  sab_space_deadline(old);
 }
 
 /* Bury the deaths a call collected. */

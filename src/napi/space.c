@@ -443,7 +443,7 @@ static napi_value space_lookup(napi_env env, napi_callback_info info) {
   }
   int r = len > SAB_SPACE_KEY_MAX || strlen(key) != len
               ? SAB_E_SPACE_KEY
-              : sab_space_lookup(reg->sp, key, len, kind, params, bytes, &off);
+              : sab_space_lookup(reg->sp, reg->id, key, len, kind, params, bytes, &off);
   if (r != SAB_SPACE_ATTACH && r != SAB_SPACE_CREATE) {
     throw_space(env, r, key);
     return NULL;
