@@ -104,6 +104,7 @@ int sab_space_open(const char *name, uint32_t size, unsigned mode, sab_space_t *
  * of each wait. Answers the previous one, for the caller to put back.
  */
 uint64_t sab_space_deadline(uint64_t deadline);
+#define SAB_SLOCK_BOUND_NS (250ull * 1000000ull)
 /* Drop one reference taken by open or sab_space_ref; the last one unmaps. */
 void sab_space_close(sab_space_t *sp);
 /* One more reference to an open space (a JS buffer over it, a pending wait). */

@@ -86,8 +86,20 @@ function call (fn, ...args) {
 // Control characters, and '/' (a path separator in the file's name).
 const BAD_NAME = /[\u0000-\u001f\u007f/]/ // eslint-disable-line no-control-regex
 
+// A lone surrogate has no UTF-8 form: the encoder would write U+FFFD for
+// each, and 'x\ud800y' and 'x\udfffy' would name one file. Such strings are
+// refused, so that two names never share a file (nor two keys an object).
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+
+function wellFormed (name, s) {
+  if (LONE_SURROGATE.test(s)) {
+    throw invalidValue(name, 'a well-formed string (no lone surrogate: it has no UTF-8 form)', s)
+  }
+}
+
 function checkName (name) {
   if (typeof name !== 'string') throw invalidType('name', 'a string', name)
+  wellFormed('name', name)
   const bytes = Buffer.byteLength(name)
   if (bytes === 0 || bytes > C.NAME_MAX) {
     throw outOfRange('name', `a string of 1 to ${C.NAME_MAX} bytes (UTF-8)`, bytes)
@@ -99,6 +111,7 @@ function checkName (name) {
 
 function checkKey (key) {
   if (typeof key !== 'string') throw invalidType('key', 'a string', key)
+  wellFormed('key', key)
   const bytes = Buffer.byteLength(key)
   if (bytes === 0 || bytes > C.KEY_MAX) {
     throw outOfRange('key', `a string of 1 to ${C.KEY_MAX} bytes (UTF-8)`, bytes)

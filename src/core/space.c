@@ -205,8 +205,10 @@ static int unnamed_file(unsigned mode, char *tmp, size_t cap) {
   int fd = open("/dev/shm", O_TMPFILE | O_RDWR | O_CLOEXEC, mode & 0777);
   if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
     for (int tries = 0; tries < 16 && fd < 0; tries++) {
-      uint64_t salt = sab_now() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)tries * 0x9E3779B97F4A7C15ull;
-      snprintf(tmp, cap, "/dev/shm/.sabsync-new.%d.%016llx", (int)getpid(), (unsigned long long)salt);
+      uint64_t salt =
+          sab_now() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)tries * 0x9E3779B97F4A7C15ull;
+      snprintf(tmp, cap, "/dev/shm/.sabsync-new.%d.%016llx", (int)getpid(),
+               (unsigned long long)salt);
       fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 0777);
       if (fd < 0 && errno != EEXIST) break;
     }

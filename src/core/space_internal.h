@@ -72,8 +72,8 @@ typedef struct {
   uint32_t pad[29];
 } sab__slot_t;
 #define LIFELINE_OFF 0 /* byte range locks, apart from the mapping's meaning */
-#define SLOT_FREE 0u
-#define SLOT_LIVE 1u
+#define SLOT_FREE    0u
+#define SLOT_LIVE    1u
 
 /* A bucket (64 bytes): records are named by index + 1 (0: none). */
 typedef struct {
@@ -144,9 +144,7 @@ struct sab_space_s {
 };
 
 static inline uint32_t *sab__hdr(const sab_space_t *sp) { return (uint32_t *)sp->base; }
-static inline uint32_t *sab__dir_lock(const sab_space_t *sp) {
-  return &sab__hdr(sp)[HDR_DIR_LOCK];
-}
+static inline uint32_t *sab__dir_lock(const sab_space_t *sp) { return &sab__hdr(sp)[HDR_DIR_LOCK]; }
 static inline sab__slot_t *sab__slot(const sab_space_t *sp, uint32_t i) {
   return (sab__slot_t *)(sp->base + sp->slots_off + (size_t)i * SLOT_BYTES);
 }
@@ -281,8 +279,7 @@ void sab__space_sema_died(sab_space_t *sp, uint32_t b, uint32_t off, sab__wakes_
  * deadline (sab_space_deadline, else SAB_SLOCK_BOUND_NS from now): the
  * word names a holder that lives and never lets go, or nothing sensible;
  * the caller answers SAB_E_CORRUPT. sab__sunlock lets it go. */
-#define SLOCK_WAITERS      0x80000000u
-#define SAB_SLOCK_BOUND_NS (250ull * 1000000ull)
+#define SLOCK_WAITERS 0x80000000u
 void sab__futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline);
 void sab__futex_wake_shared(uint32_t *word, int n);
 int sab__slock(sab_space_t *sp, uint32_t *w, uint32_t me);

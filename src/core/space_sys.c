@@ -104,9 +104,8 @@ int sab__slock(sab_space_t *sp, uint32_t *w, uint32_t me) {
       }
       continue;
     }
-    if (!(v & SLOCK_WAITERS) &&
-        !__atomic_compare_exchange_n(w, &v, v | SLOCK_WAITERS, 0, __ATOMIC_RELAXED,
-                                     __ATOMIC_RELAXED)) {
+    if (!(v & SLOCK_WAITERS) && !__atomic_compare_exchange_n(w, &v, v | SLOCK_WAITERS, 0,
+                                                             __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
       continue;
     }
     uint64_t now = sab_now();

@@ -102,6 +102,10 @@ static const struct {
 } space_errors[] = {
     {SAB_E_SPACE_NAME, "ERR_SABSYNC_SHARED_NAME", "not a valid space name"},
     {SAB_E_SPACE_SIZE, "ERR_SABSYNC_SHARED_MISMATCH", "the space exists with another size"},
+    {SAB_E_SPACE_FOREIGN, "ERR_SABSYNC_SHARED_FOREIGN",
+     "the file at that name is not one this process may trust (owned by another user, a mode "
+     "wider than asked, or not a regular file): it was not made by this user's sabsync; remove "
+     "it, or choose another name"},
     {SAB_E_SPACE_VERSION, "ERR_SABSYNC_SHARED_VERSION", "not a sabsync space of layout version"},
     {SAB_E_SPACE_MISMATCH, "ERR_SABSYNC_SHARED_MISMATCH",
      "the key names an object of another kind or parameters"},
@@ -114,12 +118,15 @@ static const struct {
 
 /* Throw the error of a core code. */
 static void throw_space(napi_env env, int r, const char *what) {
-  char msg[256];
+  char msg[512];
   for (size_t i = 0; i < sizeof space_errors / sizeof space_errors[0]; i++) {
     if (space_errors[i].r != r) continue;
     if (r == SAB_E_SPACE_VERSION) {
-      snprintf(msg, sizeof msg, "%s: %s %d (made by another version, or not by sabsync)", what,
-               space_errors[i].says, SAB_SPACE_VERSION);
+      snprintf(msg, sizeof msg,
+               "%s: %s %d (made by another version, not by sabsync, or its header was "
+               "overwritten); a space in use is never initialised again: unlink it when no "
+               "process uses it",
+               what, space_errors[i].says, SAB_SPACE_VERSION);
     } else {
       snprintf(msg, sizeof msg, "%s: %s", what, space_errors[i].says);
     }
@@ -346,8 +353,10 @@ static napi_value space_open(napi_env env, napi_callback_info info) {
   int created = 0;
   int r = sab_space_open(name, size, mode, &reg->sp, &created);
   if (r != 0) {
+    char what[SAB_SPACE_NAME_MAX + 64];
+    snprintf(what, sizeof what, "openShared: /dev/shm/sabsync.%s", name);
     free(reg);
-    throw_space(env, r, "openShared");
+    throw_space(env, r, what);
     return NULL;
   }
   r = sab_space_register(reg->sp, &reg->id);
@@ -514,7 +523,17 @@ static sab_env_t *env_of(napi_env env) {
 }
 
 /* spaceWait(handle, off, size, value, timeoutMs, watch, epoch) -> result */
-static napi_value space_wait(napi_env env, napi_callback_info info) {
+/* The lock deadline of a blocking call with this deadline (space_sys.c):
+ * its own, plus slack for a holder that was preempted, within the bound
+ * every bookkeeping lock has anyway. The blocking calls set it once their
+ * deadline is known; their wrappers put the thread's previous one back. */
+#define LOCK_SLACK_NS (50ull * 1000000ull)
+static void set_lock_deadline(uint64_t deadline) {
+  uint64_t bound = sab_now() + SAB_SLOCK_BOUND_NS;
+  sab_space_deadline(deadline < bound - LOCK_SLACK_NS ? deadline + LOCK_SLACK_NS : bound);
+}
+
+static napi_value space_wait_in(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 7, NULL);
   reg_t *reg = unwrap(env, argv[0]);
   sab_env_t *e = reg != NULL ? env_of(env) : NULL;
@@ -530,6 +549,7 @@ static napi_value space_wait(napi_env env, napi_callback_info info) {
     return NULL;
   }
   uint64_t deadline = sab_napi_deadline(ms), last_reap = sab_now();
+  set_lock_deadline(deadline);
   int r = sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch, 0, &rec);
   if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT) {
     throw_space(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "wait");
@@ -566,6 +586,13 @@ static napi_value space_wait(napi_env env, napi_callback_info info) {
     }
   }
   return number(env, code(r));
+}
+
+static napi_value space_wait(napi_env env, napi_callback_info info) {
+  uint64_t old = sab_space_deadline(UINT64_MAX);
+  napi_value r = space_wait_in(env, info);
+  sab_space_deadline(old);
+  return r;
 }
 
 /* spaceWaitAsync(handle, off, size, value, watch, epoch, proxy, flags)
@@ -743,7 +770,7 @@ static napi_value space_sema_try(napi_env env, napi_callback_info info) {
 /* spaceSemaAcquire(handle, off, timeoutMs) -> token, or -1 on timeout. Blocks
  * in slices as spaceWait does, probing lifelines meanwhile (a holder killed
  * with SIGKILL gives its slot back when found). */
-static napi_value space_sema_acquire(napi_env env, napi_callback_info info) {
+static napi_value space_sema_acquire_in(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 3, NULL);
   uint32_t off, token = SAB_SEMA_NO_TOKEN, rec;
   double ms;
@@ -751,6 +778,7 @@ static napi_value space_sema_acquire(napi_env env, napi_callback_info info) {
   sab_env_t *e = reg != NULL ? env_of(env) : NULL;
   if (e == NULL || get_double(env, argv[2], &ms) != 0) return NULL;
   uint64_t deadline = sab_napi_deadline(ms), last_reap = sab_now();
+  set_lock_deadline(deadline);
   int r;
   for (;;) {
     r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, &rec);
@@ -790,6 +818,13 @@ static napi_value space_sema_acquire(napi_env env, napi_callback_info info) {
     return NULL;
   }
   return number(env, token);
+}
+
+static napi_value space_sema_acquire(napi_env env, napi_callback_info info) {
+  uint64_t old = sab_space_deadline(UINT64_MAX);
+  napi_value r = space_sema_acquire_in(env, info);
+  sab_space_deadline(old);
+  return r;
 }
 
 /* spaceSemaAcquireAsync(handle, off, proxy) -> a token (>= 0: one was

@@ -147,18 +147,21 @@ static void test_directory(void) {
   CHECK(sab_space_lookup(sp, sp->lock_id, "", 0, 1, p3, 8, &off) == SAB_E_SPACE_KEY);
   char long_key[SAB_SPACE_KEY_MAX + 1];
   memset(long_key, 'k', sizeof long_key);
-  CHECK(sab_space_lookup(sp, sp->lock_id, long_key, sizeof long_key, 1, p3, 8, &off) == SAB_E_SPACE_KEY);
+  CHECK(sab_space_lookup(sp, sp->lock_id, long_key, sizeof long_key, 1, p3, 8, &off) ==
+        SAB_E_SPACE_KEY);
   CHECK(sab_space_lookup(sp, sp->lock_id, "sema", 4, 7, p3, 64, &off) == SAB_SPACE_CREATE);
   CHECK(off % 64 == 0);
   sab_space_publish(sp, off);
-  CHECK(sab_space_lookup(sp, sp->lock_id, "sema", 4, 7, p3, 64, &off2) == SAB_SPACE_ATTACH && off2 == off);
+  CHECK(sab_space_lookup(sp, sp->lock_id, "sema", 4, 7, p3, 64, &off2) == SAB_SPACE_ATTACH &&
+        off2 == off);
   CHECK(sab_space_lookup(sp, sp->lock_id, "sema", 4, 7, p4, 64, &off2) == SAB_E_SPACE_MISMATCH);
   CHECK(sab_space_lookup(sp, sp->lock_id, "sema", 4, 8, p3, 64, &off2) == SAB_E_SPACE_MISMATCH);
   /* Abandoned: the next caller creates it again, at the same place. */
   CHECK(sab_space_lookup(sp, sp->lock_id, "gone", 4, 1, p3, 8, &off) == SAB_SPACE_CREATE);
   at(sp, off)[0] = 7;
   sab_space_abandon(sp);
-  CHECK(sab_space_lookup(sp, sp->lock_id, "gone", 4, 1, p3, 8, &off2) == SAB_SPACE_CREATE && off2 == off);
+  CHECK(sab_space_lookup(sp, sp->lock_id, "gone", 4, 1, p3, 8, &off2) == SAB_SPACE_CREATE &&
+        off2 == off);
   CHECK(at(sp, off)[0] == 0); /* zeroed again */
   sab_space_publish(sp, off);
   /* A creator killed before it published: the key is made again. */
@@ -176,7 +179,8 @@ static void test_directory(void) {
   CHECK(sab_space_lookup(sp, sp->lock_id, "killed", 6, 1, p3, 8, &off) == SAB_SPACE_CREATE);
   CHECK(at(sp, off)[0] == 0);
   sab_space_publish(sp, off);
-  CHECK(sab_space_lookup(sp, sp->lock_id, "killed", 6, 1, p3, 8, &off2) == SAB_SPACE_ATTACH && off2 == off);
+  CHECK(sab_space_lookup(sp, sp->lock_id, "killed", 6, 1, p3, 8, &off2) == SAB_SPACE_ATTACH &&
+        off2 == off);
   /* Full: the heap runs out. */
   int full = 0;
   for (int i = 0; i < 100000 && !full; i++) {
@@ -568,7 +572,8 @@ static void test_rate(void) {
   sab_space_t *sp = open_new("rate");
   size_t rbytes = sab_rate_bytes(2), bytes = rbytes + sab_sema_bytes(1);
   uint32_t params[SAB_SPACE_NPARAMS] = {2, 0, 0, 0}, off, me, tok;
-  CHECK(sab_space_lookup(sp, sp->lock_id, "limit", 5, 11, params, (uint32_t)bytes, &off) == SAB_SPACE_CREATE);
+  CHECK(sab_space_lookup(sp, sp->lock_id, "limit", 5, 11, params, (uint32_t)bytes, &off) ==
+        SAB_SPACE_CREATE);
   sab_rate_t r;
   sab_sema_t s;
   CHECK(sab_rate_init(&r, at(sp, off), rbytes, 2, 1000 * MS, 0) == 0);
@@ -621,7 +626,8 @@ static int attach_main(const char *name) {
   int created = 1;
   uint32_t off, params[SAB_SPACE_NPARAMS] = {1, 0, 0, 0};
   if (sab_space_open(name, 0, 0600, &sp, &created) != 0 || created) return 1;
-  if (sab_space_lookup(sp, sp->lock_id, "shared", 6, 1, params, 4, &off) != SAB_SPACE_ATTACH) return 2;
+  if (sab_space_lookup(sp, sp->lock_id, "shared", 6, 1, params, 4, &off) != SAB_SPACE_ATTACH)
+    return 2;
   return at(sp, off)[0] == 42 ? 0 : 3;
 }
 

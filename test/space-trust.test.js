@@ -1,0 +1,226 @@
+'use strict'
+// A shared space against a hostile or broken co-tenant: another user who
+// squats the name, and another process that writes the space's file. What
+// must hold: the squatted file is refused (naming it), a space in use is
+// never initialised again, two names never share a file, and whatever the
+// private part holds (holder ids of live threads, pointer-like values),
+// every timed call returns within its timeout plus slack, and close() and
+// exit stay clean: no signal, no hang.
+const t = require('tap')
+const fs = require('fs')
+const { execFileSync, spawnSync } = require('child_process')
+const path = require('path')
+const sabsync = require('..')
+const { spaceName, spawn } = require('./space-helpers')
+
+const { openShared } = sabsync
+const file = name => `/dev/shm/sabsync.${name}`
+const root = path.join(__dirname, '..')
+
+// Layout of the private part (src/core/space_internal.h): the header, then
+// 512 slots of 128 bytes, then 256 buckets of 64 bytes (the lock word
+// first); the directory's lock word is header word 32.
+const SLOTS_OFF = 4096
+const NSLOTS = 512
+const BUCKETS_OFF = SLOTS_OFF + NSLOTS * 128
+const NBUCKETS = 256
+const DIR_LOCK = 32 * 4
+
+// A user other than this one, to squat as: `runuser -u nobody` when the
+// tests run as root and nobody can run this checkout's node.
+// (Through `env -i`: the test runner adds hooks to every child's
+// environment, and they write where nobody may not.)
+function otherUser () {
+  if (process.getuid() !== 0) return { skip: 'needs root to act as a second user (runuser -u nobody)' }
+  const argv = code => ['-u', 'nobody', '--', 'env', '-i', 'PATH=' + process.env.PATH, process.execPath, '-e', code]
+  const probe = spawnSync('runuser', argv(`require(${JSON.stringify(root)})`), { encoding: 'utf8' })
+  if (probe.error || probe.status !== 0) return { skip: 'runuser -u nobody cannot run node here: ' + (probe.error ? probe.error.message : probe.stderr.split('\n')[0]) }
+  return { run: code => execFileSync('runuser', argv(code), { encoding: 'utf8' }) }
+}
+
+const other = otherUser()
+
+t.test('a name squatted by another user is refused, and the error names the file', { skip: other.skip }, async t => {
+  for (const mode of [0o666, 0o600]) {
+    const name = spaceName(t)
+    other.run(`require('fs').writeFileSync(${JSON.stringify(file(name))}, Buffer.alloc(1 << 20)); require('fs').chmodSync(${JSON.stringify(file(name))}, ${mode})`)
+    t.equal(fs.statSync(file(name)).uid !== process.getuid(), true, 'the file is the other user\'s')
+    t.throws(() => openShared(name, { mode: 0o600 }), { code: 'ERR_SABSYNC_SHARED_FOREIGN', message: new RegExp(file(name).replace(/[.]/g, '\\.')) },
+      `mode ${mode.toString(8)}: refused`)
+    // Not touched: still the squatter's, with its mode.
+    const st = fs.statSync(file(name))
+    t.equal(st.mode & 0o777, mode)
+    t.equal(st.size, 1 << 20)
+  }
+})
+
+t.test('another user reaches a space only through the mode asked', { skip: other.skip }, async t => {
+  const name = spaceName(t)
+  const space = openShared(name, { mode: 0o600 })
+  t.equal(fs.statSync(file(name)).mode & 0o777, 0o600, 'exactly the mode asked')
+  const out = other.run(`try { require(${JSON.stringify(root)}).openShared(${JSON.stringify(name)}, { mode: 0o666 }); console.log('opened') } catch (e) { console.log(e.code, e.message) }`)
+  t.match(out, /ERR_SABSYNC_SHARED_SYSTEM .*\/dev\/shm\/sabsync\..*Permission denied/, 'a 0o600 space: denied, naming the file')
+  space.close()
+
+  const shared = spaceName(t)
+  const s2 = openShared(shared, { mode: 0o666 })
+  s2.int32Array('cells', 1)[0] = 7
+  // Another user may attach where the mode asked gives it access and the
+  // file is no wider than asked.
+  const seen = other.run(`const s = require(${JSON.stringify(root)}).openShared(${JSON.stringify(shared)}, { mode: 0o666 }); console.log(s.int32Array('cells', 1)[0]); s.close()`)
+  t.equal(seen.trim(), '7')
+  const narrow = other.run(`try { require(${JSON.stringify(root)}).openShared(${JSON.stringify(shared)}, { mode: 0o660 }); console.log('opened') } catch (e) { console.log(e.code) }`)
+  t.equal(narrow.trim(), 'ERR_SABSYNC_SHARED_FOREIGN', 'a file wider than the mode asked is refused')
+  s2.close()
+})
+
+t.test('a link at the name, or a file that is no space, is never used or initialised', async t => {
+  const name = spaceName(t)
+  const target = `/dev/shm/sabsync-trust-target-${process.pid}`
+  fs.writeFileSync(target, 'not a space')
+  t.teardown(() => fs.rmSync(target, { force: true }))
+  fs.symlinkSync(target, file(name))
+  t.throws(() => openShared(name), { code: 'ERR_SABSYNC_SHARED_FOREIGN' }, 'a symbolic link is not followed')
+  t.equal(fs.readFileSync(target, 'utf8'), 'not a space')
+  fs.unlinkSync(file(name))
+
+  fs.writeFileSync(file(name), Buffer.alloc(1 << 20))
+  t.throws(() => openShared(name), { code: 'ERR_SABSYNC_SHARED_VERSION', message: /never initialised again/ }, 'a zero-filled file is not made a space')
+  t.equal(fs.readFileSync(file(name)).every(b => b === 0), true, 'and it is left as it was')
+})
+
+t.test('a space whose header was zeroed while in use is reported, never made again', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  const m = space.mutex('m')
+  t.equal(m.tryLock(), true)
+  const fd = fs.openSync(file(name), 'r+')
+  fs.writeSync(fd, Buffer.alloc(64), 0, 64, 0)
+  fs.closeSync(fd)
+  // Another process opens the name: it must neither initialise it nor take
+  // the Mutex this one holds.
+  const child = spawn(t, '-', `
+    try { sabsync.openShared(${JSON.stringify(name)}); return 'opened' } catch (e) { return e.code }
+  `)
+  t.equal(await child.done, 'ERR_SABSYNC_SHARED_VERSION')
+  t.equal(m.isLocked, true, 'still held here')
+  m.unlock()
+  space.close()
+})
+
+t.test('names and keys that are not well-formed UTF-16 are refused', async t => {
+  for (const bad of ['x\ud800y', 'x\udfffy', '\udc00', 'a\ud83d']) {
+    t.throws(() => openShared(bad), { code: 'ERR_INVALID_ARG_VALUE', message: /lone surrogate/ })
+  }
+  const space = openShared(spaceName(t))
+  t.throws(() => space.mutex('k\ud800'), { code: 'ERR_INVALID_ARG_VALUE' })
+  t.ok(space.mutex('k\ud83d\ude00'), 'a surrogate pair is fine')
+  space.close()
+})
+
+// Live owner ids in the space: each slot word LIVE (state 1) gives
+// gen << 9 | slot.
+function liveIds (name) {
+  const buf = fs.readFileSync(file(name)).subarray(SLOTS_OFF, SLOTS_OFF + NSLOTS * 128)
+  const ids = []
+  for (let i = 0; i < NSLOTS; i++) {
+    const w = buf.readUInt32LE(i * 128)
+    if ((w & 3) === 1) ids.push(((w >>> 2) << 9 | i) >>> 0)
+  }
+  return ids
+}
+
+function pwrite (name, off, buf) {
+  const fd = fs.openSync(file(name), 'r+')
+  try { fs.writeSync(fd, buf, 0, buf.length, off) } finally { fs.closeSync(fd) }
+}
+
+// A victim: timed calls on every primitive, each timed; reports the worst
+// overshoot past its timeout and what the calls answered.
+const VICTIM = `
+  const m = space.mutex('m'); const s = space.sema('s', 1); const cells = space.int32Array('cells', 4)
+  const rw = space.rwlock('rw'); const latch = space.latch('latch', 1); const flag = space.atomicFlag('flag')
+  send({ ready: true })
+  const answers = {}
+  let worst = 0
+  const timed = (what, ms, fn) => {
+    const t0 = performance.now()
+    let r
+    try { r = String(fn()) } catch (e) { r = e.code || e.message }
+    worst = Math.max(worst, performance.now() - t0 - ms)
+    answers[what + ':' + r] = (answers[what + ':' + r] || 0) + 1
+  }
+  const until = Date.now() + Number(process.env.VICTIM_MS || 1500)
+  while (Date.now() < until) {
+    timed('wait', 5, () => sabsync.wait(cells, 0, 0, 5))
+    timed('lock', 3, () => { const ok = m.lock(3); if (ok === true) m.unlock(); return ok })
+    timed('acquire', 2, () => { const tok = s.acquireSync(2); if (tok !== undefined) s.release(tok); return tok !== undefined })
+    timed('notify', 0, () => sabsync.notify(cells, 0, 1))
+    timed('read', 4, () => { const ok = rw.readLock(4); if (ok) rw.readUnlock(); return ok })
+    timed('latch', 2, () => latch.wait(2))
+    timed('flag', 2, () => flag.wait(true, 2))
+    timed('open', 0, () => space.mutex('m-' + (Date.now() % 7)) && 'ok')
+  }
+  const t0 = performance.now()
+  space.close()
+  return { worst, answers, close: performance.now() - t0 }
+`
+
+t.test('a holder id of a live thread in every bookkeeping lock: timed calls keep their deadlines', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  space.int32Array('cells', 4)
+  const victims = [spawn(t, name, VICTIM), spawn(t, name, VICTIM)]
+  await Promise.all(victims.map(v => v.message(m => m && m.ready)))
+  // Every bucket lock and the directory lock name a live owner (with its
+  // waiters bit), as a co-tenant that wanted them hung would write.
+  const ids = liveIds(name)
+  t.ok(ids.length >= 3, 'live owners found in the slots')
+  const id = (ids[0] | 0x80000000) >>> 0
+  const word = Buffer.alloc(4)
+  word.writeUInt32LE(id)
+  const start = Date.now()
+  while (Date.now() - start < 1000) {
+    for (let b = 0; b < NBUCKETS; b++) pwrite(name, BUCKETS_OFF + b * 64, word)
+    pwrite(name, DIR_LOCK, word)
+    await new Promise(resolve => setTimeout(resolve, 20))
+  }
+  for (const v of victims) {
+    const r = await v.done
+    t.equal((await v.exited).signal, null, 'no signal')
+    t.ok(r.worst < 1500, `every timed call returned within its timeout plus slack (worst ${r.worst.toFixed(1)} ms over)`)
+    t.ok(r.close < 1500, `close() returned in ${r.close.toFixed(1)} ms`)
+  }
+  space.close()
+})
+
+t.test('scribbling the whole private part with pointers, pids and ids: no signal, no hang', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  space.int32Array('cells', 4)
+  const victims = [spawn(t, name, VICTIM), spawn(t, name, VICTIM)]
+  await Promise.all(victims.map(v => v.message(m => m && m.ready)))
+  const privateEnd = space.publicOffset ?? BUCKETS_OFF + NBUCKETS * 64 + 2048 * 64 + 512 * 128
+  const ids = liveIds(name)
+  const values = [0x42424240, 0x42424242, 0xffffffff, 0x80000000, 1, 2, 3,
+    ...victims.map(v => v.pid), process.pid, ...ids, ...ids.map(i => (i | 0x80000000) >>> 0)]
+  let seed = 12345
+  const rand = n => { seed = (seed * 1103515245 + 12345) >>> 0; return seed % n }
+  const start = Date.now()
+  while (Date.now() - start < 1200) {
+    const buf = Buffer.alloc(4096)
+    for (let i = 0; i < 1024; i++) buf.writeUInt32LE(values[rand(values.length)] >>> 0, i * 4)
+    pwrite(name, 4096 + rand(Math.floor((privateEnd - 8192) / 4)) * 4, buf)
+    if (rand(4) === 0) pwrite(name, 0, buf.subarray(0, 512)) // the header too
+    await new Promise(resolve => setImmediate(resolve))
+  }
+  for (const v of victims) {
+    const r = await v.done
+    const exit = await v.exited
+    t.equal(exit.signal, null, 'no signal')
+    t.equal(exit.code, 0, 'a clean exit')
+    t.ok(r.worst < 1500, `every timed call returned within its timeout plus slack (worst ${r.worst.toFixed(1)} ms over)`)
+    t.ok(r.close < 1500, `close() returned in ${r.close.toFixed(1)} ms`)
+  }
+  space.close()
+})
