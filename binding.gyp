@@ -38,6 +38,7 @@
         ["OS=='linux'", {
           "sources": [
             "src/core/space_sys.c",
+            "src/core/space_lock.c",
             "src/core/lifeline.c",
             "src/core/space_lot.c",
             "src/core/space_sema.c",

@@ -64,7 +64,6 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifndef O_TMPFILE
@@ -145,11 +144,6 @@ static int check_space(sab_space_t *sp) {
   return 0;
 }
 
-/* fstat through the system call: glibc 2.33 versioned fstat anew, and the
- * prebuilt binaries load on 2.17 (glibc_old.h). The kernel's struct stat is
- * glibc's on x86-64 and aarch64. */
-static int stat_fd(int fd, struct stat *st) { return (int)syscall(SYS_fstat, fd, st); }
-
 /* Whether the file at the name may be attached for a caller asking `mode`. */
 static int trusted(const struct stat *st, unsigned mode) {
   if (!S_ISREG(st->st_mode)) return 0;
@@ -171,7 +165,7 @@ static int attach(const char *path, uint32_t size, unsigned mode, sab_space_t *s
   struct stat st;
   int r, fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) return errno == ENOENT ? 1 : errno == ELOOP ? SAB_E_SPACE_FOREIGN : SAB_E_SPACE_SYS;
-  if (stat_fd(fd, &st) != 0) {
+  if (sab__fstat(fd, &st) != 0) {
     r = SAB_E_SPACE_SYS;
   } else if (!trusted(&st, mode)) {
     r = SAB_E_SPACE_FOREIGN;

@@ -272,8 +272,8 @@ int sab__space_rate_in_take(sab_space_t *sp, uint32_t turn_off, uint32_t rate_of
 void sab__space_sema_died(sab_space_t *sp, uint32_t b, uint32_t off, sab__wakes_t *w,
                           sab__deaths_t *dead);
 
-/* space_sys.c: futexes on shared words (no FUTEX_PRIVATE_FLAG), and the
- * space's bookkeeping locks. sab__slock takes the lock word `w` for the
+/* space_sys.c: futexes on shared words (no FUTEX_PRIVATE_FLAG), fstat.
+ * space_lock.c: the space's bookkeeping locks. sab__slock takes the lock word `w` for the
  * owner `me`: 0, or 1 when the previous holder died holding it (the caller
  * repairs what it guards), or -1 when it could not be had by the lock's
  * deadline (sab_space_deadline, else SAB_SLOCK_BOUND_NS from now): the
@@ -282,6 +282,8 @@ void sab__space_sema_died(sab_space_t *sp, uint32_t b, uint32_t off, sab__wakes_
 #define SLOCK_WAITERS 0x80000000u
 void sab__futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline);
 void sab__futex_wake_shared(uint32_t *word, int n);
+struct stat;
+int sab__fstat(int fd, struct stat *st);
 int sab__slock(sab_space_t *sp, uint32_t *w, uint32_t me);
 void sab__sunlock(uint32_t *w);
 /* The deadline of this thread's bookkeeping locks (sab_space_deadline). */
