@@ -39,6 +39,7 @@
           "sources": [
             "src/core/space_sys.c",
             "src/core/space_lock.c",
+            "src/core/space_watch.c",
             "src/core/lifeline.c",
             "src/core/space_lot.c",
             "src/core/space_sema.c",

@@ -126,6 +126,14 @@ void sab_space_unregister(sab_space_t *sp, uint32_t id);
 int sab_space_alive(sab_space_t *sp, uint32_t id);
 /* Probe every registered slot (as sab_space_alive); answers the deaths found. */
 int sab_space_reap(sab_space_t *sp);
+/* The death watcher (src/core/space_watch.c): a thread that reaps the
+ * space as soon as a process with slots in it exits (pidfds), so waiters
+ * of what it held are woken at once. Start it once per mapping and stop it
+ * before the last close; 0 or SAB_E_SPACE_SYS (then waiters find deaths by
+ * their own periodic reaps). Counted: the thread runs from the first start
+ * to the matching last stop. */
+int sab_space_watch_start(sab_space_t *sp);
+void sab_space_watch_stop(sab_space_t *sp);
 /* Deaths so far, mod 2^32 (also readable by JS at epoch_off). */
 uint32_t sab_space_epoch(const sab_space_t *sp);
 /* The word that async waiters of `id` are rung on (waker threads): sleep

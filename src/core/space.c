@@ -304,6 +304,8 @@ static void atfork_child(void) {
       if (fd >= 0 && fd != sp->fd) close(fd);
     }
     sp->lock_id = 0;
+    sp->watch = NULL; /* its thread is the parent's */
+    sp->watch_users = 0;
     fd_path(self, sp->fd);
     int fd = open(self, O_RDWR | O_CLOEXEC);
     if (fd < 0) continue; /* no lock id: its bucket locks answer SAB_E_CORRUPT */

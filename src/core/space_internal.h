@@ -137,6 +137,10 @@ struct sab_space_s {
    * this process is its tenant, else -1; written by that thread, read
    * atomically by any. */
   int slot_fd[NSLOTS];
+  /* The death watcher (space_watch.c), or NULL, and how many
+   * registrations asked for it; guarded by space_watch.c's lock. */
+  struct sab__watch_s *watch;
+  unsigned watch_users;
   /* Guarded by the registry lock (space.c). */
   struct sab_space_s *next;
   int refs;
@@ -284,6 +288,8 @@ void sab__futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline
 void sab__futex_wake_shared(uint32_t *word, int n);
 struct stat;
 int sab__fstat(int fd, struct stat *st);
+/* A pidfd of `pid` (close-on-exec), or -1 (gone, or no pidfds here). */
+int sab__pidfd_open(int pid);
 int sab__slock(sab_space_t *sp, uint32_t *w, uint32_t me);
 void sab__sunlock(uint32_t *w);
 /* The deadline of this thread's bookkeeping locks (sab_space_deadline). */

@@ -39,4 +39,12 @@ void sab__futex_wake_shared(uint32_t *word, int n) {
  * glibc's on x86-64 and aarch64. */
 int sab__fstat(int fd, struct stat *st) { return (int)syscall(SYS_fstat, fd, st); }
 
+/* ---- processes ---- */
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434 /* the same on every architecture (Linux 5.3) */
+#endif
+
+int sab__pidfd_open(int pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
 #endif /* __linux__ */

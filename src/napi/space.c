@@ -262,6 +262,7 @@ static void reg_close(reg_t *reg, int in_cleanup) {
   }
   if (reg->buffer != NULL) napi_delete_reference(reg->env, reg->buffer);
   reg->buffer = NULL;
+  sab_space_watch_stop(reg->sp);
   sab_space_unregister(reg->sp, reg->id);
   sab_space_close(reg->sp);
 }
@@ -369,6 +370,8 @@ static napi_value space_open(napi_env env, napi_callback_info info) {
   sab_space_info(reg->sp, &reg->info);
   reg->env = env;
   pthread_mutex_init(&reg->mu, NULL);
+  /* Without the watcher, deaths are still found by the waiters' reaps. */
+  (void)sab_space_watch_start(reg->sp);
 
   napi_value result, handle, buffer;
   bool shared = false;
@@ -405,6 +408,7 @@ static napi_value space_open(napi_env env, napi_callback_info info) {
   return result;
 fail:
   if (reg->buffer != NULL) napi_delete_reference(env, reg->buffer);
+  sab_space_watch_stop(reg->sp);
   sab_space_unregister(reg->sp, reg->id);
   sab_space_close(reg->sp);
   pthread_mutex_destroy(&reg->mu);

@@ -1,0 +1,167 @@
+/*
+ * The death watcher of a space: a thread per mapping that notices at once
+ * when a process holding slots of the space dies, without polling the
+ * living.
+ *
+ * A lifeline (lifeline.c) says whether an owner lives when asked; nothing
+ * tells anyone when a process is SIGKILLed. Each slot carries its tenant's
+ * pid as a hint, which this thread turns into pidfds (pidfd_open), kept in
+ * an epoll set: the kernel makes a pidfd readable when its process exits.
+ * Then the thread reaps the space (sab_space_reap: every live slot probed
+ * through its lifeline, the dead buried, their watchers woken), so a
+ * waiter for a lock that a killed process held is woken within about a
+ * millisecond. The hint is never trusted: a pid written by a co-tenant
+ * costs a pidfd and, when that process exits, one reap that finds nobody
+ * dead; a pid reused by another process, or a kernel without pidfds, falls
+ * back on the waiters' own periodic reaps (the binding's WATCH_NS). New
+ * tenants are found by reading the slot words again every RESCAN_NS.
+ *
+ * Started with the first registration of this process in the space and
+ * stopped with the last (the binding: each start is paired with a stop); a
+ * forked child has no watcher (space.c's fork handler forgets it).
+ */
+#define _GNU_SOURCE
+#include "space_internal.h"
+#include "glibc_old.h"
+
+#if defined(__linux__)
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define RESCAN_NS (100ull * 1000000ull)
+#define MAX_PIDS  NSLOTS
+
+struct sab__watch_s {
+  pthread_t thread;
+  int epfd, stopfd;
+  /* The thread's own: pids it holds a pidfd of. */
+  uint32_t npids;
+  int32_t pids[MAX_PIDS];
+  int fds[MAX_PIDS];
+};
+
+static void forget(struct sab__watch_s *w, uint32_t k) {
+  close(w->fds[k]); /* leaves the epoll set with it */
+  w->npids--;
+  w->pids[k] = w->pids[w->npids];
+  w->fds[k] = w->fds[w->npids];
+}
+
+/* Add a pidfd for each pid hinted by a live slot that is not watched yet. */
+static void rescan(sab_space_t *sp, struct sab__watch_s *w) {
+  int32_t self = (int32_t)getpid();
+  for (uint32_t i = 0; i < NSLOTS && w->npids < MAX_PIDS; i++) {
+    if (sab__slot_live_id(sp, i) == 0) continue;
+    int32_t pid = (int32_t)__atomic_load_n(&sab__slot(sp, i)->pid, __ATOMIC_RELAXED);
+    if (pid <= 0 || pid == self) continue;
+    uint32_t k = 0;
+    while (k < w->npids && w->pids[k] != pid) k++;
+    if (k < w->npids) continue;
+    int fd = sab__pidfd_open(pid);
+    if (fd < 0) continue; /* gone already (a reap finds it), or no pidfds */
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN;
+    ev.data.u32 = (uint32_t)pid;
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      close(fd);
+      continue;
+    }
+    w->pids[w->npids] = pid;
+    w->fds[w->npids] = fd;
+    w->npids++;
+  }
+}
+
+static void *watch_main(void *arg) {
+  sab_space_t *sp = arg;
+  struct sab__watch_s *w = sp->watch;
+  uint64_t last = 0;
+  for (;;) {
+    uint64_t now = sab_now();
+    if (now - last >= RESCAN_NS) {
+      rescan(sp, w);
+      last = now;
+    }
+    struct epoll_event evs[16];
+    int n = epoll_wait(w->epfd, evs, 16, (int)(RESCAN_NS / 1000000u));
+    int exited = 0;
+    for (int e = 0; e < n; e++) {
+      int32_t pid = (int32_t)evs[e].data.u32;
+      if (pid == 0) return NULL; /* the stop event */
+      for (uint32_t k = 0; k < w->npids; k++) {
+        if (w->pids[k] == pid) {
+          forget(w, k);
+          exited = 1;
+          break;
+        }
+      }
+    }
+    if (exited) sab_space_reap(sp);
+  }
+}
+
+/* Guards every mapping's watch and watch_users (starts and stops are
+ * rare: a thread's first and last use of a space). */
+static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int start(sab_space_t *sp) {
+  struct sab__watch_s *w = calloc(1, sizeof *w);
+  if (w == NULL) return SAB_E_SPACE_SYS;
+  w->epfd = epoll_create1(EPOLL_CLOEXEC);
+  w->stopfd = eventfd(0, EFD_CLOEXEC);
+  struct epoll_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.events = EPOLLIN;
+  ev.data.u32 = 0;
+  if (w->epfd < 0 || w->stopfd < 0 || epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->stopfd, &ev) != 0) {
+    goto fail;
+  }
+  sp->watch = w;
+  if (pthread_create(&w->thread, NULL, watch_main, sp) != 0) {
+    sp->watch = NULL;
+    goto fail;
+  }
+  return 0;
+fail:
+  if (w->epfd >= 0) close(w->epfd);
+  if (w->stopfd >= 0) close(w->stopfd);
+  free(w);
+  return SAB_E_SPACE_SYS;
+}
+
+static void stop(sab_space_t *sp) {
+  struct sab__watch_s *w = sp->watch;
+  if (w == NULL) return;
+  uint64_t one = 1;
+  if (write(w->stopfd, &one, sizeof one) != sizeof one) abort(); /* an eventfd takes it */
+  pthread_join(w->thread, NULL);
+  while (w->npids > 0) forget(w, 0);
+  close(w->epfd);
+  close(w->stopfd);
+  free(w);
+  sp->watch = NULL;
+}
+
+int sab_space_watch_start(sab_space_t *sp) {
+  int r = 0;
+  if (pthread_mutex_lock(&watch_mu) != 0) abort();
+  if (sp->watch_users++ == 0) r = start(sp);
+  if (r != 0) sp->watch_users = 0;
+  pthread_mutex_unlock(&watch_mu);
+  return r;
+}
+
+void sab_space_watch_stop(sab_space_t *sp) {
+  if (pthread_mutex_lock(&watch_mu) != 0) abort();
+  if (sp->watch_users > 0 && --sp->watch_users == 0) stop(sp);
+  pthread_mutex_unlock(&watch_mu);
+}
+
+#endif /* __linux__ */
