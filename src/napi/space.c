@@ -21,10 +21,12 @@
  * agree across processes as they do within one.
  *
  * Blocking waits park on their record's futex directly, in slices, looking
- * for their thread's termination between slices (as wait.c does), and, when
- * they watch owners, probing the space's lifelines every WATCH_NS: a process
- * killed with SIGKILL runs no teardown, so its death is found by whoever
- * waits for it.
+ * for their thread's termination between slices (as wait.c does). A process
+ * killed with SIGKILL runs no teardown: the space's death watcher
+ * (space_watch.c, started with the first registration of this process)
+ * reaps the space when it exits, and waiters that watch owners also reap
+ * every WATCH_NS, for deaths the watcher cannot see (a reused pid, a kernel
+ * without pidfds).
  *
  * Threads: a reg's pending list and `stop` are guarded by reg->mu and read
  * by its waker thread; everything else belongs to the registering thread.
