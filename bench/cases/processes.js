@@ -1,7 +1,8 @@
 'use strict'
 // Between processes, in a shared space (openShared): a Mutex uncontended
 // and contended by 2 processes against the same Mutex within one process
-// (threads); a RateLimit check by each of 4 cluster workers against
+// (threads); the time from a holder's SIGKILL to a waiter's takeover; a
+// RateLimit check by each of 4 cluster workers against
 // rate-limiter-flexible's cluster mode (every call an IPC round trip to the
 // primary); a lock hand-off between 2 processes against proper-lockfile (a
 // lock directory, polled). Each scenario runs in fresh processes
@@ -43,6 +44,13 @@ module.exports = [
     subjects: {
       sabsync: async ({ quick }) => run('contended', 'space', quick ? 20000 : 100000),
       'Mutex (2 threads)': async ({ quick }) => run('contended', 'local', quick ? 20000 : 100000)
+    }
+  },
+  {
+    name: 'a space Mutex holder SIGKILLed: ms until a waiter in another process has it (median of kills)',
+    unit: 'ms',
+    subjects: {
+      sabsync: async ({ quick }) => run('takeover', 'sabsync', quick ? 5 : 15)
     }
   },
   peers && {

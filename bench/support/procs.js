@@ -6,6 +6,7 @@
 //   node bench/support/procs.js contended   space|local K      (2 processes | 2 threads)
 //   node bench/support/procs.js rate        sabsync|rlf N      (a cluster of 4 workers)
 //   node bench/support/procs.js handoff     sabsync|lockfile K (2 processes)
+//   node bench/support/procs.js takeover    sabsync K          (K holders SIGKILLed)
 const cluster = require('cluster')
 const fs = require('fs')
 const os = require('os')
@@ -203,5 +204,45 @@ async function handoff () {
   space.close()
 }
 
-const scenarios = { uncontended, contended, rate, handoff }
+// A holder SIGKILLed: milliseconds from the kill to the moment a waiter in
+// another process (in lockAsync) has the lock, with ownerDied. The median
+// of K kills, each in fresh processes and a fresh space.
+async function takeover () {
+  if (role === 'holder' || role === 'waiter') {
+    const space = sabsync.openShared(spaceName)
+    const m = space.mutex('m')
+    if (role === 'holder') {
+      m.lock()
+      process.send('ready')
+      setInterval(() => {}, 1000)
+      return
+    }
+    process.send('ready')
+    await m.lockAsync()
+    process.send({ at: Number(process.hrtime.bigint()), ownerDied: m.ownerDied }, () => process.exit(0))
+    return
+  }
+  const times = []
+  let check = true
+  for (let i = 0; i < n; i++) {
+    const name = freshSpace() + '-' + i
+    const ready = p => new Promise(resolve => p.once('message', resolve))
+    const holder = fork(__filename, [scenario, impl, '1', 'holder', name])
+    await ready(holder)
+    const waiter = fork(__filename, [scenario, impl, '1', 'waiter', name])
+    await ready(waiter)
+    await new Promise(resolve => setTimeout(resolve, 50)) // the waiter is queued
+    const got = ready(waiter)
+    const t0 = Number(process.hrtime.bigint())
+    holder.kill('SIGKILL')
+    const m = await got
+    times.push((m.at - t0) / 1e6)
+    check = check && m.ownerDied === true
+    sabsync.openShared.unlink(name)
+  }
+  times.sort((a, b) => a - b)
+  out({ value: times[times.length >> 1], check, min: times[0], max: times[times.length - 1] })
+}
+
+const scenarios = { uncontended, contended, rate, handoff, takeover }
 Promise.resolve(scenarios[scenario]()).catch(err => { console.error(err); process.exit(1) })

@@ -16,10 +16,12 @@
 #if defined(__x86_64__)
 SAB__OLD(pthread_create, 2.2.5);
 SAB__OLD(pthread_join, 2.2.5);
+SAB__OLD(pthread_once, 2.2.5);
 SAB__OLD(dlsym, 2.2.5);
 #elif defined(__aarch64__)
 SAB__OLD(pthread_create, 2.17);
 SAB__OLD(pthread_join, 2.17);
+SAB__OLD(pthread_once, 2.17);
 SAB__OLD(dlsym, 2.17);
 #endif
 #endif

@@ -103,7 +103,7 @@ static int lifeline_lock(int fd, int cmd, uint32_t i, struct flock *fl) {
   fl->l_whence = SEEK_SET;
   fl->l_start = (off_t)(LIFELINE_OFF + i);
   fl->l_len = 1;
-  return fcntl(fd, cmd, fl);
+  return sab__fcntl_lock(fd, cmd, fl);
 }
 
 static void lifeline_unlock(int fd, uint32_t i) {
@@ -113,7 +113,7 @@ static void lifeline_unlock(int fd, uint32_t i) {
   fl.l_whence = SEEK_SET;
   fl.l_start = (off_t)(LIFELINE_OFF + i);
   fl.l_len = 1;
-  fcntl(fd, F_OFD_SETLK, &fl);
+  sab__fcntl_lock(fd, F_OFD_SETLK, &fl);
 }
 
 /* Whether slot i's lifeline is held: 1 (its tenant lives), or 0. A slot

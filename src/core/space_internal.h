@@ -288,6 +288,8 @@ void sab__futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline
 void sab__futex_wake_shared(uint32_t *word, int n);
 struct stat;
 int sab__fstat(int fd, struct stat *st);
+struct flock;
+int sab__fcntl_lock(int fd, int cmd, struct flock *fl);
 /* A pidfd of `pid` (close-on-exec), or -1 (gone, or no pidfds here). */
 int sab__pidfd_open(int pid);
 int sab__slock(sab_space_t *sp, uint32_t *w, uint32_t me);

@@ -39,6 +39,12 @@ void sab__futex_wake_shared(uint32_t *word, int n) {
  * glibc's on x86-64 and aarch64. */
 int sab__fstat(int fd, struct stat *st) { return (int)syscall(SYS_fstat, fd, st); }
 
+/* fcntl through the system call: glibc 2.28 redirects fcntl to a new
+ * fcntl64 symbol where off_t is 64 bits (node-gyp builds so), and the
+ * prebuilt binaries load on 2.17. The kernel's struct flock is the one
+ * glibc passes on x86-64 and aarch64. */
+int sab__fcntl_lock(int fd, int cmd, struct flock *fl) { return (int)syscall(SYS_fcntl, fd, cmd, fl); }
+
 /* ---- processes ---- */
 
 #ifndef SYS_pidfd_open
