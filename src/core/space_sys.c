@@ -43,7 +43,9 @@ int sab__fstat(int fd, struct stat *st) { return (int)syscall(SYS_fstat, fd, st)
  * fcntl64 symbol where off_t is 64 bits (node-gyp builds so), and the
  * prebuilt binaries load on 2.17. The kernel's struct flock is the one
  * glibc passes on x86-64 and aarch64. */
-int sab__fcntl_lock(int fd, int cmd, struct flock *fl) { return (int)syscall(SYS_fcntl, fd, cmd, fl); }
+int sab__fcntl_lock(int fd, int cmd, struct flock *fl) {
+  return (int)syscall(SYS_fcntl, fd, cmd, fl);
+}
 
 /* ---- processes ---- */
 
