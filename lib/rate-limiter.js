@@ -72,6 +72,7 @@
 const { randomFillSync } = require('crypto')
 const { memoryOf, SabsyncError, invalidType, outOfRange } = require('./shared')
 const { attachTo, writeTag } = require('./kind')
+const { intOption, keyString, checkPoints, storeOf } = require('./rate-limiter-common')
 
 const VERSION = 1
 const HEADER_BYTES = 64
@@ -157,12 +158,6 @@ function hashKey (s, k0, k1) {
 
 // ---- arguments ----
 
-function intOption (name, v, min, max) {
-  if (typeof v !== 'number') throw invalidType(name, 'an integer', v)
-  if (!Number.isInteger(v) || v < min || v > max) throw outOfRange(name, `an integer >= ${min} and <= ${max}`, v)
-  return v
-}
-
 // { limit, window, burst, keys, whenFull } checked, with the defaults.
 // `name` prefixes the option names in errors ('options.').
 function parseOptions (options, name = 'options') {
@@ -186,24 +181,6 @@ function parseOptions (options, name = 'options') {
     throw outOfRange(`${name}.burst`, 'such that burst × window / limit is below 2^60 ns (~36 years)', burst)
   }
   return { limit, window, burst, keys, whenFull }
-}
-
-function keyString (key) {
-  if (typeof key === 'string') return key
-  if (typeof key === 'number') {
-    if (!Number.isFinite(key)) throw outOfRange('key', 'a string or a finite number', key)
-    return String(key)
-  }
-  throw invalidType('key', 'a string or a finite number', key)
-}
-
-function checkPoints (points, burst) {
-  if (points === 1) return 1
-  if (typeof points !== 'number') throw invalidType('points', 'a positive integer', points)
-  if (!Number.isInteger(points) || points < 1 || points > burst) {
-    throw outOfRange('points', `an integer >= 1 and <= burst (${burst})`, points)
-  }
-  return points
 }
 
 const bytesFor = keys => HEADER_BYTES + SLOT_BYTES * keys
@@ -516,33 +493,6 @@ function slotViews (buffer, byteOffset, keys) {
 }
 
 Object.defineProperty(RateLimiter, 'byteLength', { value: bytesFor(DEFAULT_KEYS), enumerable: true })
-
-// ---- express-rate-limit ----
-
-// The Store interface of express-rate-limit (v7/v8): increment answers
-// { totalHits, resetTime }. A hit the bucket refuses counts as limit + 1
-// hits, so express-rate-limit answers 429; an allowed one as the points
-// used so far (burst - remaining). resetTime is when the client may try
-// again (refused) or when its bucket is full (allowed).
-function storeOf (limiter) {
-  const until = ms => new Date(Date.now() + ms)
-  const hits = r => r.allowed ? limiter.burst - r.remaining : limiter.burst + 1
-  return {
-    localKeys: false,
-    prefix: undefined,
-    init () {},
-    get (key) {
-      const r = limiter.peek(key)
-      return { totalHits: limiter.burst - r.remaining, resetTime: until(r.resetAfter) }
-    },
-    increment (key) {
-      const r = limiter.consume(key)
-      return { totalHits: hits(r), resetTime: until(r.allowed ? r.resetAfter : r.retryAfter) }
-    },
-    decrement (key) { limiter.refund(key) },
-    resetKey (key) { limiter.reset(key) }
-  }
-}
 
 // ---- in a shared space (lib/space.js) ----
 
