@@ -33,8 +33,8 @@
 //   < 0        a claim in progress: -1 - (the claimer's clock, ns)
 //
 // A key's place is a probe window of PROBE slots from hash(key) mod keys;
-// F = the same keyed hash, 64 bits. The hash is HalfSipHash-2-4 (64-bit
-// output) keyed by a 64-bit secret drawn from crypto when the table is made
+// F = the same keyed hash, 64 bits. The hash is HalfSipHash-1-3 (64-bit
+// output; 1 round a block, 3 to finish, as Rust's HashMap runs SipHash) keyed by a 64-bit secret drawn from crypto when the table is made
 // and stored in its header, so every participant places keys alike and a
 // client that does not know the secret cannot choose keys that collide. A
 // key is found by its fingerprint among the slots of its window whose W is
@@ -70,7 +70,7 @@
 // participant).
 
 const { randomFillSync } = require('crypto')
-const { memoryOf, SabsyncError, invalidType, outOfRange } = require('./shared')
+const { memoryOf, notOptions, madeAs, SabsyncError, invalidType, outOfRange } = require('./shared')
 const { attachTo, writeTag } = require('./kind')
 const { intOption, keyString, checkPoints, storeOf } = require('./rate-limiter-common')
 
@@ -100,7 +100,7 @@ const LITTLE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1
 const LO = LITTLE ? 0 : 1 // the Int32 half of a BigInt64 with its low bits
 const HI = 1 - LO
 
-// ---- HalfSipHash-2-4, 64-bit output, over the key's UTF-16 code units ----
+// ---- HalfSipHash-1-3, 64-bit output, over the key's UTF-16 code units ----
 
 const rotl = (x, b) => (x << b) | (x >>> (32 - b))
 
@@ -120,7 +120,7 @@ function hashKey (s, k0, k1) {
   for (; i < end; i += 2) {
     const m = s.charCodeAt(i) | (s.charCodeAt(i + 1) << 16)
     v3 ^= m
-    for (let r = 0; r < 2; r++) {
+    for (let r = 0; r < 1; r++) {
       v0 = (v0 + v1) | 0; v1 = rotl(v1, 5); v1 ^= v0; v0 = rotl(v0, 16)
       v2 = (v2 + v3) | 0; v3 = rotl(v3, 8); v3 ^= v2
       v0 = (v0 + v3) | 0; v3 = rotl(v3, 7); v3 ^= v0
@@ -131,7 +131,7 @@ function hashKey (s, k0, k1) {
   // ((2n bytes) mod 256) << 24, and the odd code unit's two bytes.
   const b = ((n * 2) << 24) | (i < n ? s.charCodeAt(i) : 0)
   v3 ^= b
-  for (let r = 0; r < 2; r++) {
+  for (let r = 0; r < 1; r++) {
     v0 = (v0 + v1) | 0; v1 = rotl(v1, 5); v1 ^= v0; v0 = rotl(v0, 16)
     v2 = (v2 + v3) | 0; v3 = rotl(v3, 8); v3 ^= v2
     v0 = (v0 + v3) | 0; v3 = rotl(v3, 7); v3 ^= v0
@@ -139,7 +139,7 @@ function hashKey (s, k0, k1) {
   }
   v0 ^= b
   v2 ^= 0xee
-  for (let r = 0; r < 4; r++) {
+  for (let r = 0; r < 3; r++) {
     v0 = (v0 + v1) | 0; v1 = rotl(v1, 5); v1 ^= v0; v0 = rotl(v0, 16)
     v2 = (v2 + v3) | 0; v3 = rotl(v3, 8); v3 ^= v2
     v0 = (v0 + v3) | 0; v3 = rotl(v3, 7); v3 ^= v0
@@ -147,7 +147,7 @@ function hashKey (s, k0, k1) {
   }
   fp[0] = v1 ^ v3
   v1 ^= 0xdd
-  for (let r = 0; r < 4; r++) {
+  for (let r = 0; r < 3; r++) {
     v0 = (v0 + v1) | 0; v1 = rotl(v1, 5); v1 ^= v0; v0 = rotl(v0, 16)
     v2 = (v2 + v3) | 0; v3 = rotl(v3, 8); v3 ^= v2
     v0 = (v0 + v3) | 0; v3 = rotl(v3, 7); v3 ^= v0
@@ -225,22 +225,23 @@ function readHeader (i32, where) {
 
 // ---- the limiter ----
 
+// ns (a Number: every difference here is at most tau + T, below 2^61)
+// as ms, rounded up to a whole µs: waiting this many ms is always enough.
+// Converting with Number() keeps a difference below 2^53 exact; above
+// that (a bucket deeper than 104 days) it is within a part in 2^52.
+const msOf = ns => (ns > 0 ? Math.ceil(ns / 1000) / 1000 : 0)
+
 /** How a key stands: what consume, peek and the full table answer. */
 function answer (allowed, remaining, retryAfterNs, resetAfterNs, limit) {
-  return {
-    allowed,
-    remaining,
-    // Rounded up to whole µs: waiting this many ms is always enough.
-    retryAfter: retryAfterNs > 0n ? Number((retryAfterNs + 999n) / 1000n) / 1000 : 0,
-    resetAfter: resetAfterNs > 0n ? Number((resetAfterNs + 999n) / 1000n) / 1000 : 0,
-    limit
-  }
+  return { allowed, remaining, retryAfter: msOf(retryAfterNs), resetAfter: msOf(resetAfterNs), limit }
 }
 
 class RateLimiter {
   #p // the checked parameters (never re-read from memory)
   #T
   #tau
+  #Tn // T and tau as Numbers, for the answers
+  #taun
   #w64 // BigInt64Array over the slots
   #w32 // Int32Array over the slots
   #probe
@@ -261,6 +262,9 @@ class RateLimiter {
       Object.defineProperty(this, 'byteOffset', { value: slots.byteOffset, enumerable: true })
       return
     }
+    // Memory passed where options belong says what to pass instead.
+    const wrong = options !== null && typeof options === 'object' ? notOptions('RateLimiter', options) : undefined
+    if (wrong !== undefined) throw wrong
     const p = parseOptions(options)
     const mem = memoryOf('RateLimiter', bytesFor(p.keys), options)
     const i32 = mem.i32
@@ -271,6 +275,7 @@ class RateLimiter {
     this.#init({ ...p, k0, k1 }, ...slotViews(mem.buffer, mem.byteOffset + HEADER_BYTES, p.keys))
     Object.defineProperty(this, 'buffer', { value: mem.buffer, enumerable: true })
     Object.defineProperty(this, 'byteOffset', { value: mem.byteOffset, enumerable: true })
+    madeAs(this, 'RateLimiter')
   }
 
   #init (p, w64, w32) {
@@ -278,6 +283,8 @@ class RateLimiter {
     const windowNs = BigInt(p.window) * 1_000_000n
     this.#T = (windowNs + BigInt(p.limit) - 1n) / BigInt(p.limit)
     this.#tau = BigInt(p.burst) * this.#T
+    this.#Tn = Number(this.#T)
+    this.#taun = Number(this.#tau)
     this.#w64 = w64
     this.#w32 = w32
     this.#probe = Math.min(PROBE, p.keys)
@@ -357,11 +364,14 @@ class RateLimiter {
       if (w - now > tau) throw this.#corrupt('a time beyond the bucket')
       const base = w > now ? w : now
       const next = base + cost
-      if (next - now > tau) {
-        return answer(false, Number((now + tau - base) / this.#T), next - tau - now, base - now, this.#p.limit)
+      const d = next - now
+      const ahead = Number(d)
+      if (d > tau) { // the decision in exact integers; the answer's ms from Numbers
+        const behind = Number(base - now)
+        return answer(false, Math.floor((this.#taun - behind) / this.#Tn), ahead - this.#taun, behind, this.#p.limit)
       }
       if (Atomics.compareExchange(w64, i * 2 + 1, w, next) === w) {
-        return answer(true, Number((now + tau - next) / this.#T), 0n, next - now, this.#p.limit)
+        return answer(true, Math.floor((this.#taun - ahead) / this.#Tn), 0, ahead, this.#p.limit)
       }
     }
     throw this.#corrupt('no update took effect in ' + MAX_TRIES + ' tries')
@@ -396,11 +406,12 @@ class RateLimiter {
         Atomics.compareExchange(w64, i * 2, mine, old) // taken over: give F back
         return undefined
       }
-      return answer(true, Number((now + this.#tau - next) / this.#T), 0n, next - now, this.#p.limit)
+      const ahead = Number(cost)
+      return answer(true, Math.floor((this.#taun - ahead) / this.#Tn), 0, ahead, this.#p.limit)
     }
     const allow = this.#p.whenFull === 'allow'
-    const r = answer(allow, allow ? this.#p.burst - Number(cost / this.#T) : 0,
-      allow || soonest < 0n ? 0n : soonest - now, 0n, this.#p.limit)
+    const r = answer(allow, allow ? this.#p.burst - Math.round(Number(cost) / this.#Tn) : 0,
+      allow || soonest < 0n ? 0 : Number(soonest - now), 0, this.#p.limit)
     r.full = true
     return r
   }
@@ -410,14 +421,14 @@ class RateLimiter {
     const start = this.#start(key)
     const out = { w: 0n }
     const i = this.#find(start, out)
-    if (i < 0) return answer(true, this.#p.burst, 0n, 0n, this.#p.limit)
+    if (i < 0) return answer(true, this.#p.burst, 0, 0, this.#p.limit)
     const now = process.hrtime.bigint()
     const w = out.w
     if (w - now > this.#tau) throw this.#corrupt('a time beyond the bucket')
-    const base = w > now ? w : now
-    const next = base + this.#T
-    const allowed = next - now <= this.#tau
-    return answer(allowed, Number((now + this.#tau - base) / this.#T), allowed ? 0n : next - this.#tau - now, base - now, this.#p.limit)
+    const behind = w > now ? Number(w - now) : 0
+    const ahead = behind + this.#Tn
+    const allowed = (w > now ? w : now) + this.#T - now <= this.#tau
+    return answer(allowed, Math.floor((this.#taun - behind) / this.#Tn), allowed ? 0 : ahead - this.#taun, behind, this.#p.limit)
   }
 
   /** Give `points` (default 1) back to `key` (a request that did not count). */
