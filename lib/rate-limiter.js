@@ -83,6 +83,11 @@ const MAX_LIMIT = 1e9
 const MAX_WINDOW = 0x7FFFFFFF // ms (~24.8 days)
 const MAX_TAU = 1n << 60n // ns (~36 years): keeps every sum far from 2^63
 const STALE_NS = 10_000_000_000n // a claim this old was abandoned
+// A tat more than tau ahead of the clock was not written by a participant
+// (each writes at most its own now + tau, and reads the clock before);
+// the slack keeps a clock read a hair early on another CPU from ever
+// being called corruption.
+const SLACK_NS = 1_000_000n
 const MAX_TRIES = 1000 // CAS retries before the slot is called corrupt
 const DEFAULT_KEYS = 10_000
 const WHEN_FULL = ['allow', 'deny']
@@ -361,7 +366,7 @@ class RateLimiter {
       }
       const w = out.w
       const now = process.hrtime.bigint() // after W: a tat is never ahead of now + tau
-      if (w - now > tau) throw this.#corrupt('a time beyond the bucket')
+      if (w - now > tau + SLACK_NS) throw this.#corrupt('a time beyond the bucket')
       const base = w > now ? w : now
       const next = base + cost
       const d = next - now
@@ -424,7 +429,7 @@ class RateLimiter {
     if (i < 0) return answer(true, this.#p.burst, 0, 0, this.#p.limit)
     const now = process.hrtime.bigint()
     const w = out.w
-    if (w - now > this.#tau) throw this.#corrupt('a time beyond the bucket')
+    if (w - now > this.#tau + SLACK_NS) throw this.#corrupt('a time beyond the bucket')
     const behind = w > now ? Number(w - now) : 0
     const ahead = behind + this.#Tn
     const allowed = (w > now ? w : now) + this.#T - now <= this.#tau

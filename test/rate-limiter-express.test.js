@@ -3,6 +3,7 @@
 // store is one RateLimiter in a shared space: the limit holds across both
 // workers (the default memory store would let a client through once per
 // worker), and the refusals are 429s with Retry-After and RateLimit headers.
+// The app: test/fixtures/rate-limiter/express-cluster.js.
 const t = require('tap')
 const path = require('path')
 const http = require('http')

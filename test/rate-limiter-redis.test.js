@@ -1,8 +1,10 @@
 'use strict'
 // sabsync/redis RateLimiter against a real redis-server: the table of checks
-// every tier passes (fixtures/rate-limiter/checks.js) with three processes
-// hammering one key, and what only Redis has: keys that expire when full,
-// parameters that disagree, replies that are checked, SIGKILL mid-consume.
+// every tier passes (test/fixtures/rate-limiter/checks.js) with three
+// processes hammering one key (test/fixtures/rate-limiter/hammer.js), and
+// what only Redis has: keys that expire when full, parameters that
+// disagree, replies that are checked, SIGKILL mid-consume
+// (test/fixtures/rate-limiter/killed-redis.js).
 const t = require('tap')
 const path = require('path')
 const { fork } = require('child_process')

@@ -1,8 +1,10 @@
 'use strict'
 // RateLimiter between processes, in a shared space: the table of checks
-// every tier passes (fixtures/rate-limiter/checks.js) with three forked
-// processes hammering one key, and what only a space has: a key asked for
-// with other parameters, a process SIGKILLed mid-consume, a scribbled header.
+// every tier passes (test/fixtures/rate-limiter/checks.js) with three forked
+// processes hammering one key (test/fixtures/rate-limiter/hammer.js), and
+// what only a space has: a key asked for with other parameters, a process
+// SIGKILLed mid-consume (test/fixtures/rate-limiter/killed.js), a scribbled
+// header.
 const t = require('tap')
 const path = require('path')
 const { fork } = require('child_process')

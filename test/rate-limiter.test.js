@@ -1,6 +1,7 @@
 'use strict'
 // RateLimiter between the threads of one process: the table of checks every
-// tier passes (fixtures/rate-limiter/checks.js) with two workers hammering,
+// tier passes (test/fixtures/rate-limiter/checks.js) with two workers
+// hammering (test/fixtures/rate-limiter/hammer.js),
 // and what only the in-memory table has: its memory, attach, a scribbled
 // table, the hash.
 const t = require('tap')
