@@ -373,7 +373,7 @@ class RateLimiter {
       const ahead = Number(d)
       if (d > tau) { // the decision in exact integers; the answer's ms from Numbers
         const behind = Number(base - now)
-        return answer(false, Math.floor((this.#taun - behind) / this.#Tn), ahead - this.#taun, behind, this.#p.limit)
+        return answer(false, Math.max(0, Math.floor((this.#taun - behind) / this.#Tn)), ahead - this.#taun, behind, this.#p.limit)
       }
       if (Atomics.compareExchange(w64, i * 2 + 1, w, next) === w) {
         return answer(true, Math.floor((this.#taun - ahead) / this.#Tn), 0, ahead, this.#p.limit)
@@ -433,7 +433,7 @@ class RateLimiter {
     const behind = w > now ? Number(w - now) : 0
     const ahead = behind + this.#Tn
     const allowed = (w > now ? w : now) + this.#T - now <= this.#tau
-    return answer(allowed, Math.floor((this.#taun - behind) / this.#Tn), allowed ? 0 : ahead - this.#taun, behind, this.#p.limit)
+    return answer(allowed, Math.max(0, Math.floor((this.#taun - behind) / this.#Tn)), allowed ? 0 : ahead - this.#taun, behind, this.#p.limit)
   }
 
   /** Give `points` (default 1) back to `key` (a request that did not count). */
