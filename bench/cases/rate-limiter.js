@@ -60,8 +60,8 @@ module.exports = [
     compare: 'keys 400,000-499,999',
     goal: 1 / 1.5, // flat: the last keys within 1.5x of the first
     subjects: {
-      sabsync: async ({ quick }) => run('keys', 'last', quick ? 300000 : 1000000),
-      'keys 400,000-499,999': async ({ quick }) => run('keys', 'first', quick ? 300000 : 1000000)
+      sabsync: async ({ quick }) => run('keys', 'last', 1000000),
+      'keys 400,000-499,999': async ({ quick }) => run('keys', 'first', 1000000)
     }
   }
 ]

@@ -34,6 +34,7 @@ class RateLimiter {
   #tau
   #timeout
   #p
+  #tail
 
   /**
    * new RateLimiter(redis, prefix, { limit, window, burst, commandTimeout }):
@@ -56,6 +57,7 @@ class RateLimiter {
     this.#tau = burst * this.#T
     if (this.#tau > MAX_TAU) throw outOfRange('options.burst', 'such that burst × window / limit is below 2^50 µs', burst)
     this.#timeout = msOption(objectOptions(options), 'commandTimeout', 5000, 1)
+    this.#tail = `:${this.#T}:${this.#tau}`
     this.#redis = redis
     this.#prefix = prefix
     this.#p = { limit, window, burst }
@@ -72,7 +74,7 @@ class RateLimiter {
     const n = checkPoints(points, this.#p.burst)
     let reply
     try {
-      reply = this.#redis[NAME](k, op, this.#T, this.#tau, n)
+      reply = this.#redis[NAME](k, op, this.#T, this.#tau, n, this.#tail)
     } catch (err) {
       reply = Promise.reject(err)
     }

@@ -502,28 +502,29 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // again (tat), rounded up to the ms: a key gone is the same as a key with
 // tat <= now, so expiry never changes an answer.
 // KEYS: K. ARGV: op ('c' consume, 'p' peek, 'r' refund, 'x' reset), T µs,
-// tau µs, points.
+// tau µs, points, ":<T>:<tau>" (the value's tail, compared whole).
 // Reply: {allowed (0/1), remaining, retryAfter µs, resetAfter µs}.
 const keyedRate = `
 local K = KEYS[1]
-local op, T, tau, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local op, T, tau, n, tail = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local tat = 0
 local v = redis.call('GET', K)
 if v then
-  local a, b, c = string.match(v, '^(%d+):(%d+):(%d+)$')
-  if not a then
+  -- "<tat>:<T>:<tau>"; tail is ":<T>:<tau>" of this limiter.
+  local cut = string.find(v, ':', 1, true)
+  tat = cut and tonumber(string.sub(v, 1, cut - 1))
+  if not tat then
     return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. K .. ' is not a RateLimiter key')
   end
-  if b ~= ARGV[2] or c ~= ARGV[3] then
-    return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. K .. ' is in use by a RateLimiter with T = ' .. b ..
-      ' µs, tau = ' .. c .. ' µs, not T = ' .. ARGV[2] .. ' µs, tau = ' .. ARGV[3] .. ' µs')
+  if string.sub(v, cut) ~= tail then
+    return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. K .. ' is in use by a RateLimiter with T:tau = ' ..
+      string.sub(v, cut + 1) .. ' µs, not ' .. string.sub(tail, 2) .. ' µs')
   end
-  tat = tonumber(a)
 end
 local function put (t)
-  redis.call('SET', K, string.format('%.0f', t) .. ':' .. ARGV[2] .. ':' .. ARGV[3], 'PX', math.ceil((t - now) / 1000))
+  redis.call('SET', K, string.format('%.0f', t) .. tail, 'PX', math.ceil((t - now) / 1000))
 end
 local base = tat
 if base < now then base = now end
