@@ -112,54 +112,61 @@ const rotl = (x, b) => (x << b) | (x >>> (32 - b))
 // The two 32-bit halves of the hash go to fp[0] (low) and fp[1] (high).
 const fp = new Int32Array(2)
 
-// Each code unit is two bytes, little-endian: the bytes of the string are
-// one-to-one with the string, and their length is in the last block.
-function hashKey (s, k0, k1) {
-  let v0 = k0
-  let v1 = k1 ^ 0xee
-  let v2 = 0x6c796765 ^ k0
-  let v3 = 0x74656462 ^ k1
-  const n = s.length
-  const end = n & ~1
-  let i = 0
-  for (; i < end; i += 2) {
-    const m = s.charCodeAt(i) | (s.charCodeAt(i + 1) << 16)
-    v3 ^= m
-    for (let r = 0; r < 1; r++) {
+// HalfSipHash-c-d: c rounds a block, d to finish (the reference's
+// cROUNDS and dROUNDS). Each code unit is two bytes, little-endian: the
+// bytes of the string are one-to-one with the string, and their length is
+// in the last block. test/rate-limiter.test.js checks makeHash(2, 4)
+// against the reference's 64-bit test vectors.
+function makeHash (c, d) {
+  return function hashKey (s, k0, k1) {
+    let v0 = k0
+    let v1 = k1 ^ 0xee
+    let v2 = 0x6c796765 ^ k0
+    let v3 = 0x74656462 ^ k1
+    const n = s.length
+    const end = n & ~1
+    let i = 0
+    for (; i < end; i += 2) {
+      const m = s.charCodeAt(i) | (s.charCodeAt(i + 1) << 16)
+      v3 ^= m
+      for (let r = 0; r < c; r++) {
+        v0 = (v0 + v1) | 0; v1 = rotl(v1, 5); v1 ^= v0; v0 = rotl(v0, 16)
+        v2 = (v2 + v3) | 0; v3 = rotl(v3, 8); v3 ^= v2
+        v0 = (v0 + v3) | 0; v3 = rotl(v3, 7); v3 ^= v0
+        v2 = (v2 + v1) | 0; v1 = rotl(v1, 13); v1 ^= v2; v2 = rotl(v2, 16)
+      }
+      v0 ^= m
+    }
+    // ((2n bytes) mod 256) << 24, and the odd code unit's two bytes.
+    const b = ((n * 2) << 24) | (i < n ? s.charCodeAt(i) : 0)
+    v3 ^= b
+    for (let r = 0; r < c; r++) {
       v0 = (v0 + v1) | 0; v1 = rotl(v1, 5); v1 ^= v0; v0 = rotl(v0, 16)
       v2 = (v2 + v3) | 0; v3 = rotl(v3, 8); v3 ^= v2
       v0 = (v0 + v3) | 0; v3 = rotl(v3, 7); v3 ^= v0
       v2 = (v2 + v1) | 0; v1 = rotl(v1, 13); v1 ^= v2; v2 = rotl(v2, 16)
     }
-    v0 ^= m
+    v0 ^= b
+    v2 ^= 0xee
+    for (let r = 0; r < d; r++) {
+      v0 = (v0 + v1) | 0; v1 = rotl(v1, 5); v1 ^= v0; v0 = rotl(v0, 16)
+      v2 = (v2 + v3) | 0; v3 = rotl(v3, 8); v3 ^= v2
+      v0 = (v0 + v3) | 0; v3 = rotl(v3, 7); v3 ^= v0
+      v2 = (v2 + v1) | 0; v1 = rotl(v1, 13); v1 ^= v2; v2 = rotl(v2, 16)
+    }
+    fp[0] = v1 ^ v3
+    v1 ^= 0xdd
+    for (let r = 0; r < d; r++) {
+      v0 = (v0 + v1) | 0; v1 = rotl(v1, 5); v1 ^= v0; v0 = rotl(v0, 16)
+      v2 = (v2 + v3) | 0; v3 = rotl(v3, 8); v3 ^= v2
+      v0 = (v0 + v3) | 0; v3 = rotl(v3, 7); v3 ^= v0
+      v2 = (v2 + v1) | 0; v1 = rotl(v1, 13); v1 ^= v2; v2 = rotl(v2, 16)
+    }
+    fp[1] = v1 ^ v3
   }
-  // ((2n bytes) mod 256) << 24, and the odd code unit's two bytes.
-  const b = ((n * 2) << 24) | (i < n ? s.charCodeAt(i) : 0)
-  v3 ^= b
-  for (let r = 0; r < 1; r++) {
-    v0 = (v0 + v1) | 0; v1 = rotl(v1, 5); v1 ^= v0; v0 = rotl(v0, 16)
-    v2 = (v2 + v3) | 0; v3 = rotl(v3, 8); v3 ^= v2
-    v0 = (v0 + v3) | 0; v3 = rotl(v3, 7); v3 ^= v0
-    v2 = (v2 + v1) | 0; v1 = rotl(v1, 13); v1 ^= v2; v2 = rotl(v2, 16)
-  }
-  v0 ^= b
-  v2 ^= 0xee
-  for (let r = 0; r < 3; r++) {
-    v0 = (v0 + v1) | 0; v1 = rotl(v1, 5); v1 ^= v0; v0 = rotl(v0, 16)
-    v2 = (v2 + v3) | 0; v3 = rotl(v3, 8); v3 ^= v2
-    v0 = (v0 + v3) | 0; v3 = rotl(v3, 7); v3 ^= v0
-    v2 = (v2 + v1) | 0; v1 = rotl(v1, 13); v1 ^= v2; v2 = rotl(v2, 16)
-  }
-  fp[0] = v1 ^ v3
-  v1 ^= 0xdd
-  for (let r = 0; r < 3; r++) {
-    v0 = (v0 + v1) | 0; v1 = rotl(v1, 5); v1 ^= v0; v0 = rotl(v0, 16)
-    v2 = (v2 + v3) | 0; v3 = rotl(v3, 8); v3 ^= v2
-    v0 = (v0 + v3) | 0; v3 = rotl(v3, 7); v3 ^= v0
-    v2 = (v2 + v1) | 0; v1 = rotl(v1, 13); v1 ^= v2; v2 = rotl(v2, 16)
-  }
-  fp[1] = v1 ^ v3
 }
+
+const hashKey = makeHash(1, 3)
 
 // ---- arguments ----
 
@@ -542,4 +549,4 @@ function inSpace (lookup, key, options, kinds) {
   return new RateLimiter(undefined, { attach: ATTACH, params: have, w64, w32, buffer, byteOffset })
 }
 
-module.exports = { RateLimiter, inSpace, hashKey, fp }
+module.exports = { RateLimiter, inSpace, hashKey, makeHash, fp }
