@@ -222,7 +222,7 @@ export interface RateLimitOptions {
 }
 
 /** `await limit()`: resolves (with the grant's time, ms on process.hrtime's clock) when a call may proceed. */
-export interface RateLimiter extends SharedHandle {
+export interface RateLimitFunction extends SharedHandle {
   (options?: { signal?: AbortSignal }): Promise<number>
   /**
    * `{ buffer, byteOffset }`: what to post to a worker (a function cannot be
@@ -252,14 +252,99 @@ export interface RateLimiter extends SharedHandle {
  * // in the worker: const limit = RateLimit.from(message)
  * for (const url of urls) { await limit(); fetch(url) }
  */
-export declare function RateLimit (rps: number, options?: RateLimitOptions): RateLimiter
+export declare function RateLimit (rps: number, options?: RateLimitOptions): RateLimitFunction
 export declare namespace RateLimit {
   /** Bytes that hold a RateLimit of up to 64 per time unit. */
   const byteLength: number
   /** Bytes a RateLimit of `rps` needs. */
   function byteLengthFor (rps: number): number
   /** Attach to a RateLimit made in another thread. */
-  function from (handle: SharedHandle): RateLimiter
+  function from (handle: SharedHandle): RateLimitFunction
+}
+
+// ---- RateLimiter: a limit per client key ----
+
+/** The parameters of a {@link RateLimiter}. */
+export interface RateLimiterParams {
+  /** Points a key regains per `window` (1 … 1e9). */
+  limit: number
+  /** The window, whole ms (1 … 2^31-1). */
+  window: number
+  /** How deep a key's bucket is: the most points at once (default `limit`). */
+  burst?: number
+  /** Slots in the table: the most keys active at once (default 10,000; up to 2^24). */
+  keys?: number
+  /** What a new key gets when the slots it may use all hold active keys: `'allow'` (default) or `'deny'`. */
+  whenFull?: 'allow' | 'deny'
+}
+
+export interface RateLimiterOptions extends RateLimiterParams {
+  buffer?: SharedArrayBuffer
+  byteOffset?: number
+}
+
+/** How a key stands (times in ms). */
+export interface RateLimiterAnswer {
+  /** Whether the points were taken (consume) or one point would be (peek). */
+  allowed: boolean
+  /** Points left in the bucket. */
+  remaining: number
+  /** 0 when allowed; else the ms after which the same consume, alone, is allowed. */
+  retryAfter: number
+  /** Ms until the bucket is full again. */
+  resetAfter: number
+  /** The limiter's `limit`. */
+  limit: number
+  /** Present (true) when the table had no room for a new key: the answer is `whenFull`'s. */
+  full?: true
+}
+
+/** An express-rate-limit `Store` over a RateLimiter (use `rateLimit({ limit: limiter.burst, store })`). */
+export interface RateLimiterStore<R = { totalHits: number, resetTime: Date }, V = void> {
+  readonly localKeys: false
+  readonly prefix: undefined
+  init (options: unknown): void
+  get (key: string): R
+  increment (key: string): R
+  decrement (key: string): V
+  resetKey (key: string): V
+}
+
+/**
+ * A token bucket per client key (GCRA), `burst` deep, refilled at `limit`
+ * per `window`, in one table shared by every thread attached with
+ * {@link RateLimiter.from}: no key gets more than `burst + t × limit /
+ * window` points in any t ms. Synchronous; no lock.
+ *
+ * @example
+ * const perIp = new RateLimiter({ limit: 100, window: 60_000, keys: 100_000 })
+ * const r = perIp.consume(req.socket.remoteAddress)
+ * if (!r.allowed) res.writeHead(429, { 'Retry-After': Math.ceil(r.retryAfter / 1000) }).end()
+ */
+export class RateLimiter implements SharedHandle {
+  constructor (options: RateLimiterOptions)
+  /** Bytes of a RateLimiter of the default 10,000 keys. */
+  static readonly byteLength: number
+  /** Bytes a RateLimiter of `keys` slots needs. */
+  static byteLengthFor (keys?: number): number
+  /** Attach to a RateLimiter made in another thread. */
+  static from (handle: SharedHandle): RateLimiter
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  readonly limit: number
+  readonly window: number
+  readonly burst: number
+  readonly keys: number
+  readonly whenFull: 'allow' | 'deny'
+  /** Take `points` (default 1, at most `burst`) from `key`'s bucket if it holds them. */
+  consume (key: string | number, points?: number): RateLimiterAnswer
+  /** How `key` stands, consuming nothing. */
+  peek (key: string | number): RateLimiterAnswer
+  /** Give `points` (default 1) back to `key`. */
+  refund (key: string | number, points?: number): void
+  /** Forget `key`: its bucket is full again. */
+  reset (key: string | number): void
+  store (): RateLimiterStore
 }
 
 
@@ -543,8 +628,8 @@ export type InSpace<T extends SharedHandle> = Omit<T, 'buffer' | 'handle'> & {
   readonly buffer: ArrayBuffer | SharedArrayBuffer
 }
 
-/** A RateLimit in a shared space: `await limit()` as {@link RateLimiter}, with no `handle`. */
-export interface SpaceRateLimiter extends InSpace<RateLimiter> {
+/** A RateLimit in a shared space: `await limit()` as {@link RateLimitFunction}, with no `handle`. */
+export interface SpaceRateLimiter extends InSpace<RateLimitFunction> {
   (options?: { signal?: AbortSignal }): Promise<number>
 }
 
@@ -587,6 +672,8 @@ export interface Space {
   sema<T = number>(key: string, nr: number, options?: SemaOptions<T>): InSpace<Sema<T>>
   /** A RateLimit of `rps` per `timeUnit` ms across every process. */
   rateLimit(key: string, rps: number, options?: Omit<RateLimitOptions, 'buffer' | 'byteOffset'>): SpaceRateLimiter
+  /** A RateLimiter (a limit per client key) shared by every process; `RateLimiter.from` does not attach to it. */
+  rateLimiter(key: string, options: RateLimiterParams): InSpace<RateLimiter>
   /** This thread's view ends (when its last open of this name closes); the space lives on. */
   close(): void
   /** Remove the name (a later `openShared` makes a new space); `false` if it was gone. */

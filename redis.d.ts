@@ -1,4 +1,4 @@
-// Type definitions for sabsync/redis: Mutex, Sema and RateLimit across
+// Type definitions for sabsync/redis: Mutex, Sema, RateLimit and RateLimiter across
 // machines, on a Redis server. The client is the caller's (ioredis); only
 // the few methods sabsync calls are named here, so that these types need
 // no ioredis types.
@@ -153,6 +153,57 @@ export interface RedisRateLimiter {
  * await limit()
  */
 export function RateLimit(redis: RedisClient, key: string, rps: number, options?: RedisRateLimitOptions): RedisRateLimiter
+
+/** Options of the keyed {@link RateLimiter}. */
+export interface RedisRateLimiterOptions {
+  /** Points a key regains per `window` (1 … 1e9, at most one a µs). */
+  limit: number
+  /** The window, whole ms. */
+  window: number
+  /** How deep a key's bucket is (default `limit`). */
+  burst?: number
+  /** Milliseconds to wait for a reply (default 5000). */
+  commandTimeout?: number
+}
+
+/** How a key stands (times in ms, on the server's clock). */
+export interface RedisRateLimiterAnswer {
+  allowed: boolean
+  remaining: number
+  retryAfter: number
+  resetAfter: number
+  limit: number
+}
+
+/**
+ * A token bucket per client key (GCRA) on Redis, one key `<prefix>:<key>`
+ * each, one round trip per call; a key expires once its bucket is full.
+ *
+ * @example
+ * const perIp = new RateLimiter(redis, 'per-ip', { limit: 100, window: 60_000 })
+ * const r = await perIp.consume(ip)
+ */
+export class RateLimiter {
+  constructor (redis: RedisClient, prefix: string, options: RedisRateLimiterOptions)
+  readonly limit: number
+  readonly window: number
+  readonly burst: number
+  readonly prefix: string
+  consume (key: string | number, points?: number): Promise<RedisRateLimiterAnswer>
+  peek (key: string | number): Promise<RedisRateLimiterAnswer>
+  refund (key: string | number, points?: number): Promise<void>
+  reset (key: string | number): Promise<void>
+  /** An express-rate-limit `Store` over this limiter. */
+  store (): {
+    readonly localKeys: false
+    readonly prefix: undefined
+    init (options: unknown): void
+    get (key: string): Promise<{ totalHits: number, resetTime: Date }>
+    increment (key: string): Promise<{ totalHits: number, resetTime: Date }>
+    decrement (key: string): Promise<void>
+    resetKey (key: string): Promise<void>
+  }
+}
 
 /**
  * sabsync's errors (the same class as `require('sabsync').SabsyncError`):

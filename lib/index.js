@@ -9,6 +9,7 @@ const { Once } = require('./once')
 const { Latch } = require('./latch')
 const { Sema } = require('./sema')
 const { RateLimit } = require('./rate-limit')
+const { RateLimiter } = require('./rate-limiter')
 const { CondVar } = require('./condvar')
 const { RWLock } = require('./rwlock')
 const { Barrier } = require('./barrier')
@@ -33,6 +34,7 @@ module.exports = {
   Barrier,
   Sema,
   RateLimit,
+  RateLimiter,
   openShared,
   SabsyncError
 }

@@ -36,7 +36,8 @@ const TAGS = {
   RWLock: 0x52574C31, // 'RWL1'
   Barrier: 0x42415231, // 'BAR1'
   Sema: SEMA_MAGIC, // 'SEM1', from the C core
-  RateLimit: RATE_MAGIC // 'RAT1', from the C core
+  RateLimit: RATE_MAGIC, // 'RAT1', from the C core
+  RateLimiter: 0x524C4B31 // 'RLK1'
 }
 const KINDS = new Map(Object.entries(TAGS).map(([kind, tag]) => [tag, kind]))
 

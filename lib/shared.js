@@ -215,6 +215,7 @@ module.exports = {
   alive: native.alive,
   deathEpoch: native.deathEpoch,
   memoryOf,
+  notOptions,
   madeAs,
   article,
   handleOf,

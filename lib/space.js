@@ -34,6 +34,7 @@ const { RWLock } = require('./rwlock')
 const { Barrier } = require('./barrier')
 const { Sema } = require('./sema')
 const { RateLimit } = require('./rate-limit')
+const { inSpace: rateLimiterIn } = require('./rate-limiter')
 
 const C = native.spaceConstants
 const GOLDEN = 0x9E3779B1 | 0
@@ -50,7 +51,9 @@ const KIND = {
   rwlock: 8,
   barrier: 9,
   sema: 10,
-  rateLimit: 11
+  rateLimit: 11,
+  rateLimiter: 12, // its header; its table is rateLimiterTable under key + '\u0001'
+  rateLimiterTable: 13
 }
 
 const MAX_CELLS = 1 << 27 // per array: 512 MiB of Int32, below the largest space
@@ -417,6 +420,19 @@ class Space {
     const [lo, hi] = new Uint32Array(unit.buffer)
     return this.#object(KIND.rateLimit, key, [rps, lo, hi, uniformDistribution ? 1 : 0], bytes,
       m => RateLimit(rps, { timeUnit, uniformDistribution, ...m }), m => RateLimit.from(m))
+  }
+
+  /**
+   * A RateLimiter (a limit per client key) shared by every process:
+   * options { limit, window, burst, keys, whenFull } as new RateLimiter.
+   */
+  rateLimiter (key, options) {
+    checkKey(key)
+    if (Buffer.byteLength(key) >= C.KEY_MAX) {
+      throw outOfRange('key', `a string of 1 to ${C.KEY_MAX - 1} bytes (UTF-8) for a rateLimiter`, Buffer.byteLength(key))
+    }
+    const lookup = (...args) => this.#object(...args)
+    return rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable })
   }
 
   /**

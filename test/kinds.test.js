@@ -11,7 +11,7 @@ const fs = require('fs')
 const path = require('path')
 const { Worker, MessageChannel } = require('worker_threads')
 const sabsync = require('..')
-const { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema, RateLimit, SabsyncError } = sabsync
+const { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema, RateLimit, RateLimiter, SabsyncError } = sabsync
 const { TAGS } = require('../lib/kind')
 const { fixtureSource } = require('./helpers')
 
@@ -24,9 +24,12 @@ const make = {
   RWLock: o => new RWLock(o),
   Barrier: o => new Barrier(2, o),
   Sema: o => new Sema(2, o),
-  RateLimit: o => RateLimit(2, o)
+  RateLimit: o => RateLimit(2, o),
+  // Its options hold its parameters too: added to plain options only, so
+  // that memory passed as options reaches the constructor as it is.
+  RateLimiter: o => new RateLimiter(o === undefined || Object.getPrototypeOf(o) === Object.prototype ? { limit: 2, window: 1000, keys: 16, ...o } : o)
 }
-const from = { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema, RateLimit }
+const from = { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema, RateLimit, RateLimiter }
 const KINDS = Object.keys(make)
 const an = kind => (kind === 'AtomicFlag' ? 'an ' : 'a ') + kind
 

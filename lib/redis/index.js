@@ -1,11 +1,12 @@
 'use strict'
-// sabsync/redis: Mutex, Sema and RateLimit across machines, on a Redis
+// sabsync/redis: Mutex, Sema, RateLimit and RateLimiter across machines, on a Redis
 // server (or anything speaking its protocol). The caller passes its own
 // ioredis client; this entry point loads neither ioredis nor sabsync's
 // native addon.
 const { Mutex } = require('./mutex')
 const { Sema } = require('./sema')
 const { RateLimit } = require('./rate-limit')
+const { RateLimiter } = require('./rate-limiter')
 const { SabsyncError } = require('../errors')
 
-module.exports = { Mutex, Sema, RateLimit, SabsyncError }
+module.exports = { Mutex, Sema, RateLimit, RateLimiter, SabsyncError }

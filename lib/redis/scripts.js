@@ -496,6 +496,56 @@ local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 `
 
+// The keyed limiter (lib/redis/rate-limiter.js): one key per client key,
+// holding "<tat>:<T>:<tau>" (µs, the server's clock): GCRA as the in-process
+// RateLimiter (lib/rate-limiter.js). The key expires when its bucket is full
+// again (tat), rounded up to the ms: a key gone is the same as a key with
+// tat <= now, so expiry never changes an answer.
+// KEYS: K. ARGV: op ('c' consume, 'p' peek, 'r' refund, 'x' reset), T µs,
+// tau µs, points, ":<T>:<tau>" (the value's tail, compared whole).
+// Reply: {allowed (0/1), remaining, retryAfter µs, resetAfter µs}.
+const keyedRate = `
+local K = KEYS[1]
+local op, T, tau, n, tail = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local tat = 0
+local v = redis.call('GET', K)
+if v then
+  -- "<tat>:<T>:<tau>"; tail is ":<T>:<tau>" of this limiter.
+  local cut = string.find(v, ':', 1, true)
+  tat = cut and tonumber(string.sub(v, 1, cut - 1))
+  if not tat then
+    return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. K .. ' is not a RateLimiter key')
+  end
+  if string.sub(v, cut) ~= tail then
+    return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. K .. ' is in use by a RateLimiter with T:tau = ' ..
+      string.sub(v, cut + 1) .. ' µs, not ' .. string.sub(tail, 2) .. ' µs')
+  end
+end
+local function put (t)
+  redis.call('SET', K, string.format('%.0f', t) .. tail, 'PX', math.ceil((t - now) / 1000))
+end
+local base = tat
+if base < now then base = now end
+if op == 'c' or op == 'p' then
+  local nxt = base + n * T
+  if nxt - now > tau then
+    return { 0, math.floor((now + tau - base) / T), nxt - tau - now, base - now }
+  end
+  if op == 'p' then return { 1, math.floor((now + tau - base) / T), 0, base - now } end
+  put(nxt)
+  return { 1, math.floor((now + tau - nxt) / T), 0, nxt - now }
+end
+if op == 'r' and tat > now then
+  local nxt = tat - n * T
+  if nxt > now then put(nxt) else redis.call('DEL', K) end
+elseif op == 'x' then
+  redis.call('DEL', K)
+end
+return { 1, 0, 0, 0 }
+`
+
 // Names carry a version: two copies of sabsync in one process never
 // share a command whose script differs.
 const commands = {
@@ -506,7 +556,8 @@ const commands = {
   sabsync3Count: { numberOfKeys: 4, lua: count },
   sabsync2Rate: { numberOfKeys: 2, lua: rate },
   sabsync2Unrate: { numberOfKeys: 1, lua: unrate },
-  sabsync2RateWaiting: { numberOfKeys: 1, lua: rateWaiting }
+  sabsync2RateWaiting: { numberOfKeys: 1, lua: rateWaiting },
+  sabsync1KeyedRate: { numberOfKeys: 1, lua: keyedRate }
 }
 
 module.exports = { commands, WAKE }

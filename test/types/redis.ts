@@ -1,7 +1,7 @@
 // Compiled with `tsc --strict` by test/types.test.js (with @types/node):
 // sabsync/redis used with ioredis's own types, as the README shows it.
 import Redis, { Cluster } from 'ioredis'
-import { Mutex, Sema, RateLimit, SabsyncError } from 'sabsync/redis'
+import { Mutex, Sema, RateLimit, RateLimiter, SabsyncError } from 'sabsync/redis'
 import type { RedisClient, LeaseOptions, RedisRateLimiter, SabsyncErrorCode } from 'sabsync/redis'
 
 async function main (): Promise<void> {
@@ -35,6 +35,12 @@ async function main (): Promise<void> {
   const limit: RedisRateLimiter = RateLimit(redis, 'github', 100, { timeUnit: 1000, uniformDistribution: true })
   const at: number | undefined = await limit({ timeout: 50 })
   const sleeping: number = await limit.nrWaiting()
+  const perIp = new RateLimiter(redis, 'per-ip', { limit: 100, window: 60_000, burst: 10 })
+  const r = await perIp.consume('10.0.0.1', 2)
+  const wait: number = r.retryAfter + (await perIp.peek(1)).remaining + (await perIp.store().increment('k')).totalHits
+  await perIp.refund('10.0.0.1')
+  await perIp.reset('10.0.0.1')
+  void wait
   const rps: number = limit.rps + limit.timeUnit
 
   try {

@@ -24,8 +24,8 @@ const o: AsyncOptions = { timeout: 5 }
 void [r1, f, n, code, m, o]
 
 // ---- primitives ----
-import { Mutex, AtomicFlag, Once, Latch, Sema, RateLimit } from 'sabsync'
-import type { MutexGuard, RateLimiter } from 'sabsync'
+import { Mutex, AtomicFlag, Once, Latch, Sema, RateLimit, RateLimiter } from 'sabsync'
+import type { MutexGuard, RateLimitFunction, RateLimiterAnswer } from 'sabsync'
 
 async function primitives (): Promise<void> {
   const mutex = new Mutex()
@@ -64,10 +64,10 @@ async function primitives (): Promise<void> {
   const waiting: number = sema.nrWaiting() + Sema.byteLengthFor(2) + Sema.byteLength + RateLimit.byteLength + RateLimit.byteLengthFor(3)
   const other: Sema = Sema.from({ buffer: sema.buffer, byteOffset: sema.byteOffset })
 
-  const limit: RateLimiter = RateLimit(10, { timeUnit: 1000, uniformDistribution: true })
+  const limit: RateLimitFunction = RateLimit(10, { timeUnit: 1000, uniformDistribution: true })
   const at: number = await limit()
   const at2: number | undefined = RateLimit.from({ buffer: limit.buffer, byteOffset: limit.byteOffset }).sync(5)
-  const attached: RateLimiter = RateLimit.from(limit.handle) // what a worker gets by postMessage(limit.handle)
+  const attached: RateLimitFunction = RateLimit.from(limit.handle) // what a worker gets by postMessage(limit.handle)
   const queued: number = limit.nrWaiting()
   void [locked, sum, died, bytes, was, waited, woke, ran, opened, all, waiting, other, at, at2, attached, queued, once.done, latch.count]
 }
@@ -89,6 +89,15 @@ async function space (): Promise<void> {
   const view: ArrayBuffer | SharedArrayBuffer = lock.buffer // an ArrayBuffer before Node 24.16 / 26.1
   const at: number | undefined = api.sync(5)
   void [view, at]
+  const perIp = s.rateLimiter('per-ip', { limit: 100, window: 60_000, keys: 1000, whenFull: 'deny' })
+  const answer: RateLimiterAnswer = perIp.consume('10.0.0.1', 2)
+  const wait: number = answer.retryAfter + perIp.peek(7).resetAfter
+  perIp.refund('10.0.0.1')
+  perIp.reset('10.0.0.1')
+  const local = new RateLimiter({ limit: 5, window: 1000 })
+  const again: RateLimiter = RateLimiter.from(local)
+  const hits: number = again.store().increment('k').totalHits + RateLimiter.byteLengthFor(10) + RateLimiter.byteLength
+  void [wait, hits]
   void [woke, r, s.atomicFlag('f'), s.once('o'), s.latch('l', 1), s.condVar('c'), s.barrier('b', 2), s.ownerId, s.created]
   s.close()
   const gone: boolean = s.unlink() || openShared.unlink('types-sample')

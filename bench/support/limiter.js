@@ -1,0 +1,177 @@
+'use strict'
+// Scenarios of bench/cases/rate-limiter.js, each in fresh processes and
+// answered as one line of JSON on stdout: { value, check, extra }.
+//
+//   node bench/support/limiter.js memory  sabsync|rlf N   one process, 1,000 keys in turn
+//   node bench/support/limiter.js cluster sabsync|rlf N   4 cluster workers, N calls each
+//   node bench/support/limiter.js keys    first|last N    N distinct keys through 100,000 slots
+//                                                         (first: keys 400,000-499,999; last: the last 100,000)
+//   node bench/support/limiter.js redis   sabsync|rlf N   one client, 1,000 keys in turn
+//
+// The limit is never reached (memory, cluster, redis): every call is one
+// allowed consume, and `check` says every one was. sabsync's limiter is a
+// space's (openShared): the one every process of a host can share.
+const cluster = require('cluster')
+const path = require('path')
+
+const root = path.join(__dirname, '..', '..')
+const sabsync = require(root)
+const [scenario, impl, count] = process.argv.slice(2)
+const n = Number(count)
+const out = v => process.stdout.write(JSON.stringify(v) + '\n')
+const KEYS = Array.from({ length: 1000 }, (_, i) => `10.0.${i >> 8}.${i & 255}`)
+const BIG = { limit: 1e9, window: 60000, keys: 4096 }
+
+function freshSpace () {
+  const name = `bench-limiter-${process.pid}`
+  sabsync.openShared.unlink(name)
+  return name
+}
+
+async function timed (consume, calls) {
+  let ok = 0
+  for (let i = 0; i < Math.min(calls, 20000); i++) await consume(KEYS[i % 1000]) // warm up
+  const t0 = process.hrtime.bigint()
+  for (let i = 0; i < calls; i++) {
+    const r = await consume(KEYS[i % 1000])
+    if (r.allowed) ok++
+  }
+  return { ns: Number(process.hrtime.bigint() - t0) / calls, ok }
+}
+
+async function memory () {
+  let consume, space
+  if (impl === 'sabsync') {
+    space = sabsync.openShared(freshSpace(), { size: 4 << 20 })
+    const l = space.rateLimiter('api', BIG)
+    consume = key => l.consume(key)
+  } else {
+    const { RateLimiterMemory } = require('rate-limiter-flexible')
+    const l = new RateLimiterMemory({ points: 1e9, duration: 60 })
+    consume = key => l.consume(key).then(r => ({ allowed: r.remainingPoints >= 0 }))
+  }
+  // sabsync answers synchronously: no await in its loop, as a caller writes it.
+  let r
+  if (impl === 'sabsync') {
+    let ok = 0
+    for (let i = 0; i < 200000; i++) consume(KEYS[i % 1000])
+    const t0 = process.hrtime.bigint()
+    for (let i = 0; i < n; i++) if (consume(KEYS[i % 1000]).allowed) ok++
+    r = { ns: Number(process.hrtime.bigint() - t0) / n, ok }
+    space.unlink()
+  } else {
+    r = await timed(consume, n)
+  }
+  out({ value: r.ns, check: r.ok === n })
+}
+
+async function inCluster () {
+  const WORKERS = 4
+  if (cluster.isPrimary) {
+    const name = freshSpace()
+    if (impl === 'rlf') {
+      const { RateLimiterClusterMaster } = require('rate-limiter-flexible')
+      new RateLimiterClusterMaster() // eslint-disable-line no-new
+    }
+    const ws = Array.from({ length: WORKERS }, () => cluster.fork({ BENCH_SPACE: name }))
+    const ready = ws.map(w => new Promise(resolve => w.on('message', m => { if (m === 'ready') resolve() })))
+    const results = ws.map(w => new Promise(resolve => w.on('message', m => { if (m.us !== undefined) resolve(m) })))
+    await Promise.all(ready)
+    for (const w of ws) w.send('go')
+    const done = await Promise.all(results)
+    for (const w of ws) w.kill()
+    sabsync.openShared.unlink(name)
+    out({ value: done.reduce((s, r) => s + r.us, 0) / done.length, check: done.every(r => r.ok === n) })
+    return
+  }
+  let consume
+  if (impl === 'sabsync') {
+    const l = sabsync.openShared(process.env.BENCH_SPACE, { size: 4 << 20 }).rateLimiter('api', BIG)
+    consume = key => l.consume(key)
+  } else {
+    const { RateLimiterCluster } = require('rate-limiter-flexible')
+    const l = new RateLimiterCluster({ keyPrefix: 'api', points: 1e9, duration: 60, timeoutMs: 60000 })
+    consume = key => l.consume(key).then(r => ({ allowed: r.remainingPoints >= 0 }))
+  }
+  for (let i = 0, end = Date.now() + 300; i < 200 || (i < 20000 && Date.now() < end); i++) await consume(KEYS[i % 1000])
+  const go = new Promise(resolve => process.on('message', m => { if (m === 'go') resolve() }))
+  process.send('ready')
+  await go
+  let ok = 0
+  const t0 = process.hrtime.bigint()
+  if (impl === 'sabsync') {
+    // A synchronous answer, used as a caller writes it: no await.
+    for (let i = 0; i < n; i++) if (consume(KEYS[i % 1000]).allowed) ok++
+  } else {
+    for (let i = 0; i < n; i++) if ((await consume(KEYS[i % 1000])).allowed) ok++
+  }
+  process.send({ us: Number(process.hrtime.bigint() - t0) / 1000 / n, ok })
+}
+
+// n distinct keys, one point each, through a table of 100,000 whose keys
+// stay active 20 ms (at ~0.5 µs a call, some 40,000 keys are active at any
+// time): ns per call over the first or the last 100,000, and
+// the process's memory before and after (the table is the only state).
+function keys () {
+  const space = sabsync.openShared(freshSpace(), { size: 4 << 20 })
+  const l = space.rateLimiter('many', { limit: 1, window: 20, keys: 100000 })
+  const span = 100000
+  let refused = 0
+  let full = 0
+  let firstNs = 0
+  let lastNs = 0
+  const rss0 = process.memoryUsage().rss
+  let t0 = process.hrtime.bigint()
+  for (let i = 0; i < n; i++) {
+    const r = l.consume('client-' + i)
+    if (!r.allowed) refused++
+    if (r.full) full++
+    // The first 400,000 warm the JIT up (a claim of a new slot reaches its
+    // optimized code only after some 300,000 calls); then keys 400,000 ..
+    // 499,999 against the last 100,000.
+    if (i === 4 * span - 1) t0 = process.hrtime.bigint()
+    if (i === 5 * span - 1) firstNs = Number(process.hrtime.bigint() - t0) / span
+    if (i === n - span - 1) t0 = process.hrtime.bigint()
+  }
+  lastNs = Number(process.hrtime.bigint() - t0) / span
+  const grew = (process.memoryUsage().rss - rss0) / 2 ** 20
+  space.unlink()
+  out({
+    value: impl === 'first' ? firstNs : lastNs,
+    check: refused === 0,
+    extra: `${n} keys; the table: ${(RateLimiterBytes(100000) / 2 ** 20).toFixed(1)} MiB, fixed; ${full} calls found the table full; RSS +${grew.toFixed(1)} MiB (the keys' strings, garbage)`
+  })
+}
+const RateLimiterBytes = k => 64 + 16 * k
+
+async function redis () {
+  const Redis = require('ioredis')
+  let url = process.env.SABSYNC_REDIS_URL
+  let server = null
+  if (!url) {
+    const { startServer } = require(path.join(root, 'test', 'fixtures', 'redis', 'server'))
+    server = await startServer()
+    url = server.url
+  }
+  const client = new Redis(url)
+  const prefix = `bench-limiter-${process.pid}`
+  let consume
+  if (impl === 'sabsync') {
+    const { RateLimiter } = require(path.join(root, 'lib', 'redis'))
+    const l = new RateLimiter(client, prefix, { limit: 1e6, window: 60000 })
+    consume = key => l.consume(key)
+  } else {
+    const { RateLimiterRedis } = require('rate-limiter-flexible')
+    const l = new RateLimiterRedis({ storeClient: client, keyPrefix: prefix, points: 1e9, duration: 60 })
+    consume = key => l.consume(key).then(r => ({ allowed: r.remainingPoints >= 0 }))
+  }
+  const r = await timed(consume, n)
+  const keys = await client.keys(prefix + '*')
+  if (keys.length > 0) await client.del(...keys)
+  client.disconnect()
+  if (server) await server.stop()
+  out({ value: r.ns / 1000, check: r.ok === n })
+}
+
+const scenarios = { memory, cluster: inCluster, keys, redis }
+Promise.resolve(scenarios[scenario]()).catch(err => { console.error(err); process.exit(1) })

@@ -1,0 +1,147 @@
+'use strict'
+// RateLimiter between the threads of one process: the table of checks every
+// tier passes (test/fixtures/rate-limiter/checks.js) with two workers
+// hammering (test/fixtures/rate-limiter/hammer.js),
+// and what only the in-memory table has: its memory, attach, a scribbled
+// table, the hash.
+const t = require('tap')
+const path = require('path')
+const { Worker } = require('worker_threads')
+const { RateLimiter, Mutex } = require('..')
+const { checks } = require('./fixtures/rate-limiter/checks')
+
+const hammerFile = path.join(__dirname, 'fixtures', 'rate-limiter', 'hammer.js')
+
+function participant (t, spec) {
+  const w = new Worker(hammerFile, { workerData: spec })
+  t.teardown(() => w.terminate())
+  const done = new Promise((resolve, reject) => {
+    w.on('error', reject)
+    w.on('message', m => {
+      if (m.error) reject(new Error(m.error))
+      else if (m.grants) resolve(m)
+    })
+  })
+  const ready = new Promise(resolve => w.once('message', resolve))
+  return { ready, go: until => { w.postMessage({ go: until }); return done } }
+}
+
+checks(t, {
+  name: 'threads',
+  table: true,
+  make: opts => new RateLimiter(opts),
+  hammer: (limiter, opts, key) => [0, 1].map(() => participant(t, {
+    tier: 'threads', key, handle: { buffer: limiter.buffer, byteOffset: limiter.byteOffset }
+  }))
+})
+
+t.test('memory: byteLength, buffer and byteOffset, from()', async t => {
+  t.equal(RateLimiter.byteLengthFor(1000), 64 + 16 * 1000)
+  t.equal(RateLimiter.byteLength, RateLimiter.byteLengthFor(), 'byteLength: the default of 10,000 keys')
+  const sab = new SharedArrayBuffer(8 + RateLimiter.byteLengthFor(100))
+  const l = new RateLimiter({ limit: 2, window: 1000, keys: 100, buffer: sab, byteOffset: 8 })
+  t.same(Object.keys(l), ['buffer', 'byteOffset'], 'own enumerable buffer and byteOffset')
+  t.equal(l.byteOffset, 8)
+  l.consume('x', 2)
+  const again = RateLimiter.from(l)
+  t.same([again.limit, again.window, again.burst, again.keys, again.whenFull], [2, 1000, 2, 100, 'allow'])
+  t.equal(again.consume('x').allowed, false, 'one table: the attached limiter sees the same bucket')
+  t.throws(() => new RateLimiter({ limit: 2, window: 1000, keys: 100, buffer: sab, byteOffset: 4 }), { name: 'RangeError', message: /byteOffset/ })
+  t.throws(() => new RateLimiter({ limit: 2, window: 1000, keys: 101, buffer: sab, byteOffset: 8 }), { name: 'RangeError', message: /byteOffset/ })
+  const m = new Mutex()
+  t.throws(() => RateLimiter.from(m), { code: 'ERR_SABSYNC_WRONG_KIND' })
+  t.throws(() => RateLimiter.from({ buffer: new SharedArrayBuffer(64), byteOffset: 0 }), { code: 'ERR_SABSYNC_BAD_MEMORY' })
+  t.throws(() => new RateLimiter(), { name: 'TypeError', message: /"options"/ })
+})
+
+t.test('a scribbled table answers wrongly or with a coded error, and touches nothing outside', async t => {
+  const keys = 64
+  const bytes = RateLimiter.byteLengthFor(keys)
+  const sab = new SharedArrayBuffer(bytes + 128)
+  const guard = new Uint8Array(sab)
+  guard.fill(0xA5)
+  const l = new RateLimiter({ limit: 5, window: 1000, keys, buffer: sab, byteOffset: 64 })
+  for (let i = 0; i < 100; i++) l.consume('k' + i)
+  const slots = new BigInt64Array(sab, 64 + 64, keys * 2)
+  const values = [0n, -1n, 1n, -(2n ** 63n), 2n ** 63n - 1n, 123456789n, BigInt(process.hrtime.bigint()) + 10n ** 12n]
+  let errors = 0
+  let answers = 0
+  let seed = 7
+  const rnd = n => { seed = (seed * 1103515245 + 12345) >>> 0; return seed % n }
+  for (let round = 0; round < 2000; round++) {
+    slots[rnd(keys * 2)] = values[rnd(values.length)]
+    if (rnd(3) === 0) slots[rnd(keys * 2)] = BigInt.asIntN(64, BigInt(rnd(2 ** 30)) << BigInt(rnd(34)))
+    try {
+      const r = [l.consume('k' + rnd(100)), l.peek('k' + rnd(100))]
+      l.refund('k' + rnd(100))
+      l.reset('k' + rnd(100))
+      if (r.every(x => typeof x.allowed === 'boolean' && x.remaining >= 0)) answers++
+    } catch (err) {
+      if (err.code !== 'ERR_SABSYNC_BAD_MEMORY') throw err
+      errors++
+    }
+  }
+  t.ok(answers + errors === 2000, `every call answered (${answers}) or threw ERR_SABSYNC_BAD_MEMORY (${errors})`)
+  t.ok(guard.subarray(0, 64).every(b => b === 0xA5), 'the bytes before the limiter are untouched')
+  t.ok(guard.subarray(64 + bytes).every(b => b === 0xA5), 'the bytes after it are untouched')
+  const head = new Int32Array(sab, 64, 16)
+  head[5] = 1 << 30 // keys
+  t.throws(() => RateLimiter.from({ buffer: sab, byteOffset: 64 }), { code: 'ERR_SABSYNC_BAD_MEMORY', message: /keys/ })
+})
+
+t.test('HalfSipHash as the reference computes it (its 64-bit test vectors, -2-4: key bytes 0..7, message bytes 0..len-1)', async t => {
+  const { makeHash, fp } = require('../lib/rate-limiter')
+  const h24 = makeHash(2, 4)
+  // vectors_hsip64 of the reference implementation, for the even lengths
+  // 0, 2 and 4 (a key is UTF-16 code units: two bytes each).
+  const vectors = {
+    0: [0x21, 0x8d, 0x1f, 0x59, 0xb9, 0xb8, 0x3c, 0xc8],
+    2: [0x06, 0x4f, 0x39, 0xef, 0x7c, 0x50, 0xeb, 0x57],
+    4: [0xd5, 0xe7, 0x8a, 0x17, 0x5b, 0xe5, 0x2e, 0xa1]
+  }
+  for (const [len, bytes] of Object.entries(vectors)) {
+    let s = ''
+    for (let i = 0; i < len; i += 2) s += String.fromCharCode(i | ((i + 1) << 8))
+    h24(s, 0x03020100, 0x07060504)
+    const out = Buffer.alloc(8)
+    out.writeInt32LE(fp[0], 0)
+    out.writeInt32LE(fp[1], 4)
+    t.same([...out], bytes, `${len} bytes`)
+  }
+})
+
+t.test('the hash is keyed: two tables place keys apart, and keys are one-to-one with their strings', async t => {
+  const { hashKey, fp } = require('../lib/rate-limiter')
+  const seen = new Set()
+  for (const s of ['', 'a', 'b', 'ab', 'ba', 'a\u0000', '\u0000a', 'abc', 'abcd', 'abcde', '\u{1F600}', 'x'.repeat(300)]) {
+    hashKey(s, 1, 2)
+    const h = fp[0] + ':' + fp[1]
+    t.notOk(seen.has(h), `"${s.slice(0, 8)}" has its own fingerprint`)
+    seen.add(h)
+  }
+  hashKey('client', 1, 2)
+  const one = fp[0] + ':' + fp[1]
+  hashKey('client', 1, 3)
+  t.not(fp[0] + ':' + fp[1], one, 'another secret, another hash')
+  const a = new RateLimiter({ limit: 1, window: 1000, keys: 64 })
+  const b = new RateLimiter({ limit: 1, window: 1000, keys: 64 })
+  const secret = l => { const h = new Int32Array(l.buffer, l.byteOffset, 16); return h[8] + ':' + h[9] }
+  t.not(secret(a), secret(b), 'each table draws its own secret')
+})
+
+t.test('the express-rate-limit store: 429 once the bucket is empty', async t => {
+  const l = new RateLimiter({ limit: 2, window: 60000, keys: 64 })
+  const store = l.store()
+  store.init({})
+  const first = store.increment('ip')
+  t.equal(first.totalHits, 1)
+  t.ok(first.resetTime instanceof Date)
+  t.equal(store.increment('ip').totalHits, 2)
+  const over = store.increment('ip')
+  t.equal(over.totalHits, 3, 'refused: more hits than the limit')
+  t.ok(over.resetTime.getTime() - Date.now() <= 30000, 'resetTime: when a point is back')
+  store.decrement('ip')
+  t.equal(store.get('ip').totalHits, 1, 'decrement refunds a point')
+  store.resetKey('ip')
+  t.equal(store.get('ip').totalHits, 0)
+})
