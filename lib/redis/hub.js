@@ -233,10 +233,10 @@ class Hub {
   // ERR_SABSYNC_REDIS naming the policy otherwise. Asked once per client:
   // INFO memory, which a server that refuses CONFIG still answers; every
   // master of a Cluster.
-  checkEviction () {
+  checkEviction (ms) {
     if (this.eviction === null) {
       const nodes = this.redis.isCluster && typeof this.redis.nodes === 'function' ? this.redis.nodes('master') : [this.redis]
-      this.eviction = Promise.all(nodes.map(n => within(n.info('memory'), 5000, 'INFO memory', n)))
+      this.eviction = Promise.all(nodes.map(n => within(n.info('memory'), ms, 'INFO memory', n)))
         .then(infos => {
           for (const info of infos) {
             const m = /^maxmemory_policy:([^\r\n]*)/m.exec(typeof info === 'string' ? info : '')

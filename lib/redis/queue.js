@@ -20,6 +20,23 @@ const {
 
 const KEY_SUFFIXES = ['m', 'q', 'b', 'l'] // the KEYS of lib/redis/scripts.js
 
+// Resolves once the hub's eviction check passed (skipped with
+// unsafeAllowEviction), rejects with its error, with ERR_SABSYNC_REDIS when
+// it is not answered within `ms`, or with signal.reason on an abort.
+function evictionCheck (hub, allowed, ms, signal) {
+  if (allowed) return Promise.resolve()
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      clearTimeout(timer)
+      if (signal !== undefined) signal.removeEventListener('abort', aborted)
+    }
+    const aborted = () => { done(); reject(signal.reason) }
+    const timer = setTimeout(() => { done(); reject(noReply(ms, 'INFO memory', hub.redis)) }, Math.min(Math.max(ms, 1), 0x7FFFFFFF))
+    if (signal !== undefined) signal.addEventListener('abort', aborted, { once: true })
+    hub.checkEviction(ms).then(v => { done(); resolve(v) }, e => { done(); reject(e) })
+  })
+}
+
 class LeaseQueue {
   constructor (redis, kind, key, nr, fencing, options) {
     this.redis = redis
@@ -40,12 +57,21 @@ class LeaseQueue {
   take (queue, options) {
     if (this.evictionChecked) return this.#take(queue, options)
     // Parsed first: bad options reject as they would after the check.
-    const { signal } = waitOptions(options)
+    const { timeout, signal } = waitOptions(options)
     if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
-    const check = this.allowEviction ? Promise.resolve() : this.hub.checkEviction()
-    return check.then(() => {
+    // The check counts against the call's own bound, as the take does.
+    const bound = queue && timeout !== Infinity && timeout !== 0 ? timeout : this.commandTimeout
+    const started = performance.now()
+    return evictionCheck(this.hub, this.allowEviction, bound, signal).then(() => {
       this.evictionChecked = true
-      return this.#take(queue, options)
+      if (timeout === Infinity || timeout === 0) return this.#take(queue, options)
+      const left = Math.max(1, timeout - (performance.now() - started))
+      return this.#take(queue, signal === undefined ? { timeout: left } : { timeout: left, signal })
+    }, err => {
+      // Late from a connected client, within the caller's own timeout: a
+      // timeout (see connected()).
+      if (bound === timeout && err.cause && err.cause.noReply && connected(this.redis)) return undefined
+      throw err
     })
   }
 
@@ -299,4 +325,4 @@ class Holding {
   }
 }
 
-module.exports = { LeaseQueue }
+module.exports = { LeaseQueue, evictionCheck }

@@ -18,6 +18,7 @@
 // timeout also bounds the wait for the reply: a call never outlasts it.
 
 const { hubOf, malformed } = require('./hub')
+const { evictionCheck } = require('./queue')
 const {
   checkClient, checkKey, checkCount, msOption, objectOptions, prefixOption, unsafeAllowEvictionOption, waitOptions,
   within, connected, redisError, quiet, invalidType, outOfRange, MAX_MS
@@ -77,17 +78,23 @@ function RateLimit (redis, key, rps, options) {
   async function limit (options) {
     const { timeout, signal } = waitOptions(options)
     if (signal !== undefined && signal.aborted) throw signal.reason
-    if (!evictionChecked) {
-      await hub.checkEviction()
-      evictionChecked = true
-    }
-    const id = hub.nextId()
     const sent = performance.now()
-    const most = timeout === Infinity ? -1 : Math.floor(timeout * 1000)
     // A reply must come within the caller's timeout (0: within
     // commandTimeout); a late one from a connected client is a timeout.
     const ownDeadline = timeout !== Infinity && timeout !== 0
-    const bound = ownDeadline ? timeout : commandTimeout
+    let bound = ownDeadline ? timeout : commandTimeout
+    if (!evictionChecked) {
+      try {
+        await evictionCheck(hub, false, bound, signal)
+      } catch (err) {
+        if (ownDeadline && err.cause && err.cause.noReply && connected(redis)) return undefined
+        throw err
+      }
+      evictionChecked = true
+      if (ownDeadline) bound = Math.max(1, timeout - (performance.now() - sent))
+    }
+    const id = hub.nextId()
+    const most = timeout === Infinity ? -1 : Math.floor(timeout * 1000)
     let r
     try {
       let reply
