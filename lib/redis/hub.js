@@ -235,8 +235,14 @@ class Hub {
   // master of a Cluster.
   checkEviction (ms) {
     if (this.eviction === null) {
-      const nodes = this.redis.isCluster && typeof this.redis.nodes === 'function' ? this.redis.nodes('master') : [this.redis]
-      this.eviction = Promise.all(nodes.map(n => within(n.info('memory'), ms, 'INFO memory', n)))
+      const redis = this.redis
+      const info = n => within(n.info('memory'), ms, 'INFO memory', n)
+      // A Cluster lists its masters once connected: the first INFO (to
+      // any node) connects it, then every master is asked.
+      this.eviction = info(redis)
+        .then(first => redis.isCluster && typeof redis.nodes === 'function' && redis.nodes('master').length > 0
+          ? Promise.all(redis.nodes('master').map(info))
+          : [first])
         .then(infos => {
           for (const info of infos) {
             const m = /^maxmemory_policy:([^\r\n]*)/m.exec(typeof info === 'string' ? info : '')
