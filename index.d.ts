@@ -220,9 +220,16 @@ export interface RateLimitOptions {
   byteOffset?: number
 }
 
-/** `await limit()`: resolves (with the grant's time, ms on process.hrtime's clock) when a call may proceed. */
+/**
+ * `await limit()`: resolves (with the grant's time, ms on process.hrtime's
+ * clock) when a call may proceed; with a `timeout`, `undefined` when no
+ * grant comes within it (0: a grant only if the limit has room now).
+ */
 export interface RateLimiter extends SharedHandle {
-  (options?: { signal?: AbortSignal }): Promise<number>
+  (options?: { signal?: AbortSignal, timeout?: undefined }): Promise<number>
+  (options: { signal?: AbortSignal, timeout: number }): Promise<number | undefined>
+  /** A grant now if the limit has room and nobody waits for it, else `undefined` (synchronous: `limit({ timeout: 0 })`). */
+  try (): number | undefined
   /**
    * `{ buffer, byteOffset }`: what to post to a worker (a function cannot be
    * posted), where `RateLimit.from(message)` attaches.
@@ -544,7 +551,8 @@ export type InSpace<T extends SharedHandle> = Omit<T, 'buffer' | 'handle'> & {
 
 /** A RateLimit in a shared space: `await limit()` as {@link RateLimiter}, with no `handle`. */
 export interface SpaceRateLimiter extends InSpace<RateLimiter> {
-  (options?: { signal?: AbortSignal }): Promise<number>
+  (options?: { signal?: AbortSignal, timeout?: undefined }): Promise<number>
+  (options: { signal?: AbortSignal, timeout: number }): Promise<number | undefined>
 }
 
 /**

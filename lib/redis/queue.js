@@ -6,11 +6,15 @@
 // slot held.
 //
 // A pending call settles exactly once, whichever comes first: its grant
-// (the take's reply, a wake-up message, or a heartbeat's report), its
-// timeout, its abort, or a failure. Whatever settles it other than a
-// grant sends `leave` for its id, which Redis runs after the take (one
-// connection keeps their order): a grant that raced the timeout is given
-// back at once instead of being held, unknowingly, until its lease ends.
+// (the take's reply, or a heartbeat's report; a wake-up message only makes
+// the hub beat at once, see hub.js), its timeout, its abort, or a failure.
+// Whatever settles it other than a grant sends `leave` for its id, which
+// Redis runs after the take (one connection keeps their order): a grant
+// that raced the timeout is given back at once instead of being held,
+// unknowingly, until its lease ends. A grant is believed only with values
+// in range (checkGrant) and a lease not yet run out, counted from before
+// the request it answers; one that arrives lapsed is given back, and the
+// waiter queues again (or a try answers that nothing was free).
 
 const { hubOf, malformed } = require('./hub')
 const {

@@ -35,6 +35,9 @@ async function main (): Promise<void> {
   const limit: RedisRateLimiter = RateLimit(redis, 'github', 100, { timeUnit: 1000, uniformDistribution: true })
   const at: number | undefined = await limit({ timeout: 50 })
   const sleeping: number = await limit.nrWaiting()
+  const now: number | undefined = await limit.try()
+  const risky = new Mutex(redis, 'k', { unsafeAllowEviction: true })
+  void [now, risky]
   const rps: number = limit.rps + limit.timeUnit
 
   try {
