@@ -34,7 +34,11 @@ redisSuite(t, async s => {
     monitor.on('monitor', (time, args) => { if (/^eval(sha)?$/i.test(args[0]) && args[7] === hubId) monitorBeats++ })
     await check()
     await until(async () => Number((await admin.pubsub('NUMSUB', 'sabsync:wake:' + hubId))[1]) === 1, 'the waiter\'s client to subscribe')
-    const publisher = client()
+    // The attacker may publish on wake channels and do nothing else: no
+    // key, no other command (an ACL user of its own).
+    await admin.acl('SETUSER', 'wake-forger', 'reset', 'on', 'nopass', 'resetchannels', '&sabsync:wake:*', '+publish')
+    const publisher = client({ username: 'wake-forger', password: 'x', enableReadyCheck: false })
+    await t.rejects(publisher.get('anything'), /NOPERM/, 'the attacker cannot read or write a key')
     for (const message of [wid, `${wid} 0 ${Date.now() * 1000 + 1e9} 5000`, `${wid} 1 1 5000`]) {
       const before = beats()
       t.equal(await publisher.publish('sabsync:wake:' + hubId, message), 1, 'the waiter\'s client hears the forged grant')
@@ -190,6 +194,18 @@ redisSuite(t, async s => {
   // A server that evicts: maxmemory just above what it uses, volatile-lru,
   // and a flood of keys with a TTL (an application's cache). A lock held
   // through the flood is never evicted: no second client gets it.
+  s.test('a client that may not run INFO: the policy cannot be read, and the first call says so', async (t, { opts }) => {
+    await admin.acl('SETUSER', 'no-info', 'reset', 'on', 'nopass', '~*', '&*', '+@all', '-info')
+    const r = client({ username: 'no-info', password: 'x', enableReadyCheck: false })
+    const err = await new Mutex(r, 'no-info', opts()).lockAsync().catch(e => e)
+    t.equal(err.code, 'ERR_SABSYNC_REDIS')
+    t.match(err.message, /could not read maxmemory_policy/)
+    t.match(err.message, /unsafeAllowEviction/, 'and names the way out')
+    const m = new Mutex(r, 'no-info', opts({ unsafeAllowEviction: true }))
+    t.type(await m.lockAsync(), 'number', 'which works')
+    await m.unlock()
+  })
+
   s.test('volatile-lru under memory pressure: a held lock and token are never evicted', async (t, { prefix, opts }) => {
     const [a, b, flood] = [client(), client(), client()]
     const ma = new Mutex(a, 'pressure', opts())
