@@ -259,6 +259,8 @@ class Hub {
             }
           }
         }, err => {
+          // No reply: said as for any call (and a late one may be a timeout).
+          if (err.cause && err.cause.noReply) throw err
           throw redisError('sabsync: could not read maxmemory_policy (INFO memory failed: ' + err.message + '), so ' +
             'sabsync cannot tell whether this server may evict a held lock (and grant it twice). Allow INFO to ' +
             'this client, or pass unsafeAllowEviction: true if the server never evicts', err.cause !== undefined ? err.cause : err)
