@@ -144,6 +144,34 @@ redisSuite(t, async s => {
     t.equal(lock.fence, undefined)
   })
 
+  s.test('a reply that does not parse (a fence that is not a number) makes no holder', async (t, { prefix, opts }) => {
+    const [a, b] = [client(), client()]
+    const holder = new Mutex(a, 'garbled', opts())
+    const waiter = new Mutex(b, 'garbled', opts())
+    await holder.lockAsync()
+    const monitor = await client().monitor()
+    let take = null
+    monitor.on('monitor', (time, args) => {
+      if (take === null && /^eval(sha)?$/i.test(args[0]) && args.length >= 12 && /^[0-9a-f]+:[0-9a-z]+$/.test(args[7])) take = args.slice(7, 9)
+    })
+    const waiting = waiter.lockAsync().catch(e => e)
+    await until(() => take !== null, 'MONITOR to show the take')
+    monitor.disconnect()
+    const [wid, hubId] = take
+    await until(async () => Number((await admin.pubsub('NUMSUB', 'sabsync:wake:' + hubId))[1]) === 1, 'the waiter to subscribe')
+    // Another program makes the waiter the holder, with a fence that is
+    // not a number, and wakes it.
+    const m = `{${prefix}:mutex:garbled}:m`
+    await admin.hset(m, 'h', wid, 'hx', Date.now() + 60000, 'hf', 'not-a-fence', 'nw', 0)
+    await admin.del(`{${prefix}:mutex:garbled}:q`, `{${prefix}:mutex:garbled}:b`)
+    await admin.publish('sabsync:wake:' + hubId, wid)
+    const err = await waiting
+    t.equal(err.code, 'ERR_SABSYNC_REDIS', 'the waiter rejects')
+    t.match(err.message, /answered|granted/, 'saying what the server answered')
+    t.equal(waiter.isHeld, false, 'and holds nothing')
+    t.equal(waiter.fence, undefined)
+  })
+
   s.test('no TTL on a key while its object is in use; an idle one expires', async (t, { prefix, opts }) => {
     const [a, b] = [client(), client()]
     const tag = `{${prefix}:sema:ttl}`
