@@ -84,7 +84,7 @@ redisSuite(t, async s => {
   s.test('a grant that reaches a process stalled past its lease is not believed', async (t, { prefix, opts }) => {
     const key = 'stalled'
     const holder = new Mutex(client(), key, opts({ lease: 60000 }))
-    const next = new Mutex(client(), key, opts({ lease: 60000, heartbeat: 300 }))
+    const next = new Mutex(client(), key, opts({ lease: 60000, heartbeat: 1000 }))
     await holder.lockAsync()
     const child = fork(path.join(__dirname, 'fixtures', 'redis', 'stalled-waiter.js'), [url, key, prefix],
       { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] })
