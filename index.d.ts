@@ -221,9 +221,16 @@ export interface RateLimitOptions {
   byteOffset?: number
 }
 
-/** `await limit()`: resolves (with the grant's time, ms on process.hrtime's clock) when a call may proceed. */
+/**
+ * `await limit()`: resolves (with the grant's time, ms on process.hrtime's
+ * clock) when a call may proceed; with a `timeout`, `undefined` when no
+ * grant comes within it (0: a grant only if the limit has room now).
+ */
 export interface RateLimitFunction extends SharedHandle {
-  (options?: { signal?: AbortSignal }): Promise<number>
+  (options?: { signal?: AbortSignal, timeout?: undefined }): Promise<number>
+  (options: { signal?: AbortSignal, timeout: number }): Promise<number | undefined>
+  /** A grant now if the limit has room and nobody waits for it, else `undefined` (synchronous: `limit({ timeout: 0 })`). */
+  try (): number | undefined
   /**
    * `{ buffer, byteOffset }`: what to post to a worker (a function cannot be
    * posted), where `RateLimit.from(message)` attaches.
@@ -630,7 +637,8 @@ export type InSpace<T extends SharedHandle> = Omit<T, 'buffer' | 'handle'> & {
 
 /** A RateLimit in a shared space: `await limit()` as {@link RateLimitFunction}, with no `handle`. */
 export interface SpaceRateLimiter extends InSpace<RateLimitFunction> {
-  (options?: { signal?: AbortSignal }): Promise<number>
+  (options?: { signal?: AbortSignal, timeout?: undefined }): Promise<number>
+  (options: { signal?: AbortSignal, timeout: number }): Promise<number | undefined>
 }
 
 /**

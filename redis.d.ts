@@ -31,6 +31,14 @@ export interface LeaseOptions {
   commandTimeout?: number
   /** The first part of every key (default 'sabsync'); keys are `{prefix:kind:key}:…`. */
   prefix?: string
+  /**
+   * Skip the check that the server does not evict keys in use (default
+   * false). Without it, the first call of each object rejects with
+   * `ERR_SABSYNC_REDIS` when `INFO memory` reports an `allkeys-*`
+   * `maxmemory_policy`, or none. true accepts that an eviction can grant
+   * a lock or token twice: only for a server that never fills up.
+   */
+  unsafeAllowEviction?: boolean
 }
 
 /** Options of `RateLimit`. */
@@ -43,6 +51,8 @@ export interface RedisRateLimitOptions {
   commandTimeout?: number
   /** The first part of every key (default 'sabsync'). */
   prefix?: string
+  /** As for `Mutex` and `Sema` ({@link LeaseOptions.unsafeAllowEviction}); an evicted log can over-grant. */
+  unsafeAllowEviction?: boolean
 }
 
 /**
@@ -133,9 +143,12 @@ export interface RedisRateLimiter {
   /**
    * Resolve when a call may proceed, with its grant time (the server's
    * clock, ms since the epoch); `undefined` if that would be later than
-   * `timeout` ms from now.
+   * `timeout` ms from now. `timeout: 0` grants exactly when the limit has
+   * room when the server is asked, however long the round trip takes.
    */
   (options?: RedisWaitOptions): Promise<number | undefined>
+  /** `limit({ timeout: 0 })`: a grant only if the limit has room now, else `undefined`. */
+  try(): Promise<number | undefined>
   /** Callers whose grant time is still to come, on every client. */
   nrWaiting(): Promise<number>
   readonly key: string

@@ -12,9 +12,10 @@
 // Cases, every subject in the same run, repeated and interleaved:
 // - uncontended lock+unlock: one client, one lock; time per pair; the
 //   commands the clients sent per pair (round trips: every command an
-//   ioredis client sends is counted, see support/redis-count.js); and the
+//   ioredis client sends is counted, see support/redis-count.js); the
 //   server's count of commands per pair (its INFO counter: this one
-//   includes the calls scripts make);
+//   includes the calls scripts make); and for sabsync the commands MONITOR
+//   shows from its client's connection per pair;
 // - contended: 4 processes (child_process.fork), one lock, each taking it
 //   `n` times, holding it for one turn of its event loop, then staying
 //   away 2 ms (so that the next holder is a process that waited, not the
@@ -34,7 +35,9 @@
 //   the same rounds, the references: a bare message from one of the two
 //   processes to the other through the same server, PUBLISH to a
 //   subscriber, and LPUSH to a client blocked in BLPOP: the least a
-//   wake-up through the server takes on the machine at the time;
+//   wake-up through the server takes on the machine at the time. The
+//   goal line sets sabsync's hand-off against 2 × that PUBLISH (the
+//   release reaching the server, the wake-up reaching the waiter);
 // - RateLimit: one call with capacity free, against rate-limiter-flexible's
 //   Redis limiter; and the most grants any window of the time unit saw when
 //   a caller calls once, then again from 100 ms before the limiter's window
@@ -121,7 +124,32 @@ async function uncontended (Redis, url, admin, runs) {
       runs[s].server.push(commands.server / ops)
     }
   }
+  for (const s of ours) runs[s].monitor = await monitorCount(Redis, url, clients[s], fns[s], quick ? 100 : 300)
   for (const c of Object.values(clients)) c.disconnect()
+}
+
+// Commands the server received from `client`'s connection per call of fn,
+// as MONITOR shows them (between two ECHOs of the client's own): the round
+// trips of the uncontended pair, seen by the server.
+async function monitorCount (Redis, url, client, fn, ops) {
+  const addr = /addr=(\S+)/.exec(await client.client('INFO'))[1]
+  const monitor = await new Redis(url).monitor()
+  let inside = false
+  let n = 0
+  let ended
+  const end = new Promise(resolve => { ended = resolve })
+  monitor.on('monitor', (time, args, source) => {
+    if (source !== addr) return
+    const cmd = args[0].toLowerCase()
+    if (cmd === 'echo' && args[1] === 'bench-start') inside = true
+    else if (cmd === 'echo' && args[1] === 'bench-end') { inside = false; ended() } else if (inside) n++
+  })
+  await client.echo('bench-start')
+  for (let i = 0; i < ops; i++) await fn()
+  await client.echo('bench-end')
+  await end
+  monitor.disconnect()
+  return n / ops
 }
 
 async function contendedRun (url, admin, subject, n) {
@@ -333,7 +361,8 @@ async function main () {
       '|---|---|---:|---:|---:|---|---:|---:|---:|---|']
     const ratio = (peer, own) => (median(peer) / median(own)).toFixed(1) + '×'
     for (const s of Object.keys(u)) {
-      rows.push(`| uncontended lock+unlock | ${s} | ${stats(u[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(u[s].us, u.sabsync.us)} | ${median(u[s].commands).toFixed(2)} | ${median(u[s].server).toFixed(1)} | |`)
+      const seen = u[s].monitor === undefined ? '' : `${u[s].monitor.toFixed(2)} commands / op seen by MONITOR`
+      rows.push(`| uncontended lock+unlock | ${s} | ${stats(u[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(u[s].us, u.sabsync.us)} | ${median(u[s].commands).toFixed(2)} | ${median(u[s].server).toFixed(1)} | ${seen} |`)
     }
     for (const s of Object.keys(c)) {
       rows.push(`| contended hand-off, 4 processes | ${s} | ${stats(c[s].handoffUs)} | µs | ${s === 'sabsync' ? '' : ratio(c[s].handoffUs, c.sabsync.handoffUs)} | ${median(c[s].commands).toFixed(1)} | ${median(c[s].server).toFixed(1)} | ${c[s].overlaps} overlaps |`)
@@ -352,7 +381,16 @@ async function main () {
     }
 
     const peersPolling = ['redlock', 'redis-semaphore']
+    // A hand-off is two one-way messages at least (the release reaches
+    // the server, the server tells the waiter); sabsync's waiter then asks
+    // the server for its grant (a wake-up is only a hint): the floor is
+    // 2 × PUBLISH between the same processes, measured in the same run.
+    const floorRatio = median(p.sabsync) / (2 * median(p.publish))
+    const floorRatio4 = median(c.sabsync.handoffUs) / (2 * median(floor))
     const goals = [
+      [`one-waiter hand-off within 3× of the two-message floor (${f(median(p.sabsync))} µs vs 2 × ${f(median(p.publish))} µs ` +
+        `PUBLISH between the same 2 processes: ${floorRatio.toFixed(2)}×; 4 processes: ${f(median(c.sabsync.handoffUs))} µs vs ` +
+        `2 × ${f(median(floor))} µs, ${floorRatio4.toFixed(2)}×)`, floorRatio <= 3],
       [`uncontended round trips within 1.2× of redlock's (${median(u.sabsync.commands).toFixed(2)} vs ${median(u.redlock.commands).toFixed(2)})`,
         median(u.sabsync.commands) <= 1.2 * median(u.redlock.commands)],
       // A hand-off through the server takes two one-way messages at least

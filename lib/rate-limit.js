@@ -16,7 +16,7 @@
 
 const native = require('./native')
 const { Sema, FAIRNESS } = require('./sema')
-const { memoryOf, isMemory, parseTimeout, isAbortSignal, ownSignal, SabsyncError, invalidType, outOfRange } = require('./shared')
+const { memoryOf, isMemory, parseTimeout, parseAsyncOptions, SabsyncError, invalidType, outOfRange } = require('./shared')
 const { attachTo } = require('./kind')
 const { spaceOf } = require('./space-registry')
 
@@ -69,24 +69,28 @@ function limiterOver (mem, turn) {
 
   /**
    * Resolves when a call may proceed, with the grant's time (ms on the
-   * monotonic clock of process.hrtime). options.signal: an abort rejects
-   * with signal.reason (nothing was recorded for that caller).
+   * monotonic clock of process.hrtime); undefined when no grant comes
+   * within options.timeout ms. options.signal: an abort rejects with
+   * signal.reason (nothing was recorded for that caller).
    */
   async function take (options) {
-    let signal
-    if (options !== undefined) {
-      if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options)
-      signal = options.signal
-      if (signal !== undefined && !isAbortSignal(signal)) throw invalidType('options.signal', 'an AbortSignal', signal)
-      if (signal !== undefined) signal = ownSignal(signal)
-    }
+    const { timeout, signal } = parseAsyncOptions(options)
     if (signal !== undefined && signal.aborted) throw signal.reason
+    if (timeout === 0) return tryNow()
+    const end = timeout === Infinity ? Infinity : native.now() + timeout
     if (grantIfTurnFree !== undefined) {
       const now = grantIfTurnFree(true)
       if (now > 0) return now
     }
     // undefined while others wait: no barging
-    const token = turn.tryAcquire() ?? await turn.acquire(signal === undefined ? undefined : { signal })
+    let token = turn.tryAcquire()
+    if (token === undefined) {
+      const opts = {}
+      if (signal !== undefined) opts.signal = signal
+      if (timeout !== Infinity) opts.timeout = timeout
+      token = await turn.acquire(opts)
+      if (token === undefined) return undefined
+    }
     // Every path out, a throw from rateTake included (memory that is not a
     // RateLimit now: ERR_SABSYNC_BAD_MEMORY), gives the turn back: a turn
     // kept by a live thread is never reclaimed, and every caller on every
@@ -96,8 +100,31 @@ function limiterOver (mem, turn) {
         if (signal !== undefined && signal.aborted) throw signal.reason
         const r = grant(false)
         if (r > 0) return r
+        // The turn is ours: nobody else is granted before us, so a grant
+        // due after the deadline is not coming within it (in a space, one
+        // granted meanwhile without the turn only moves it later).
+        if (-r > end - native.now()) return undefined
         await sleep(-r, signal)
       }
+    } finally {
+      turn.release(token)
+    }
+  }
+
+  /**
+   * A grant now if the limit has room and nobody waits for it, else
+   * undefined: what limit({ timeout: 0 }) resolves with, synchronously.
+   */
+  function tryNow () {
+    if (grantIfTurnFree !== undefined) {
+      const now = grantIfTurnFree(true)
+      return now > 0 ? now : undefined
+    }
+    const token = turn.tryAcquire()
+    if (token === undefined) return undefined
+    try {
+      const r = grant(false)
+      return r > 0 ? r : undefined
     } finally {
       turn.release(token)
     }
@@ -139,6 +166,7 @@ function limiterOver (mem, turn) {
     return take(options)
   }
   Object.defineProperty(limit, 'sync', { value: sync, writable: true, configurable: true })
+  Object.defineProperty(limit, 'try', { value: tryNow, writable: true, configurable: true })
   Object.defineProperty(limit, 'nrWaiting', { value: nrWaiting, writable: true, configurable: true })
   // Own enumerable, as on every primitive: { buffer, byteOffset } is the
   // handle another thread passes to RateLimit.from().

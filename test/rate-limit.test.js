@@ -205,3 +205,36 @@ t.test('bad input names the argument', async t => {
   await t.rejects(lim({ signal: 'no' }), { name: 'TypeError', message: /"options.signal"/ })
   t.throws(() => lim.sync('1'), { name: 'TypeError', message: /"timeout"/ })
 })
+
+// API.md, "RateLimit": timeout in every tier; 0 (and limit.try()) grants
+// exactly when the limit has room now.
+t.test('timeout: 0 and try() grant when the limit has room now, and only then', async t => {
+  const limit = RateLimit(2, { timeUnit: 300 })
+  const first = limit.try()
+  t.type(first, 'number', 'an idle limiter: try() grants, synchronously')
+  t.type(await limit({ timeout: 0 }), 'number', 'room for a second: timeout 0 grants')
+  t.equal(limit.try(), undefined, 'a full limiter: try() answers undefined')
+  t.equal(await limit({ timeout: 0 }), undefined, 'and so does timeout 0')
+  t.equal(limit.nrWaiting(), 0, 'neither queued')
+  // A positive timeout shorter than the wait answers undefined.
+  t.equal(await limit({ timeout: 50 }), undefined, 'not within 50 ms')
+  // One that covers the wait is granted, no earlier than the window allows.
+  const late = await limit({ timeout: 2000 })
+  t.ok(late - first >= 300 - 0.001, 'granted once the first grant left the window')
+  // A caller sleeping for its grant holds the turn: try() does not barge.
+  const sleeping = limit()
+  t.equal(limit.try(), undefined, 'while a caller waits, try() answers undefined')
+  t.equal(await limit({ timeout: 0 }), undefined)
+  await sleeping
+  await t.rejects(limit({ timeout: '1' }), { name: 'TypeError', message: /"options.timeout"/ })
+  await t.rejects(limit({ timeout: NaN }), { name: 'TypeError', message: /"options.timeout"/ })
+})
+
+t.test('timeout: 0 and try() from another thread share the limit', async t => {
+  const limit = RateLimit(3, { timeUnit: 60000 })
+  const w = fixture('rate-limit/try', handleOf(limit))
+  t.same(await message(w), [true, true, true, false, false], 'a worker: three grants, then undefined (sync and async)')
+  await exited(w)
+  t.equal(limit.try(), undefined, 'the limit is full here too')
+  t.equal(await limit({ timeout: 0 }), undefined)
+})

@@ -73,6 +73,21 @@ redisSuite(t, async s => {
     await t.rejects(limit({ signal: AbortSignal.abort(new Error('before')) }), { message: 'before' })
   })
 
+  s.test('timeout 0 and try(): granted when the limit has room now, and only then', async (t, { prefix }) => {
+    const [a, b] = [client(), client()]
+    const la = RateLimit(a, 'try', 2, { timeUnit: 60000, prefix })
+    const lb = RateLimit(b, 'try', 2, { timeUnit: 60000, prefix })
+    const tries = []
+    for (let i = 0; i < 5; i++) tries.push(await la({ timeout: 0 }))
+    t.same(tries.map(x => typeof x), ['number', 'number', 'undefined', 'undefined', 'undefined'],
+      'an idle limiter: the first two of five (its room), then undefined')
+    t.equal(await lb.try(), undefined, 'full, seen from another client: try() answers undefined')
+    t.equal(await la.nrWaiting(), 0, 'nothing recorded for a refused call')
+    const ld = RateLimit(a, 'try-idle', 5, { timeUnit: 60000, prefix })
+    const got = await Promise.all([ld.try(), ld.try(), ld.try(), ld.try(), ld.try()])
+    t.ok(got.every(x => typeof x === 'number'), 'five calls at once on an idle limiter of 5: all granted')
+  })
+
   s.test('another rps on the same key is refused', async (t, { prefix, key: keyOf }) => {
     const a = RateLimit(client(), 'mismatch', 2, { prefix })
     const b = RateLimit(client(), 'mismatch', 3, { prefix })

@@ -164,3 +164,21 @@ t.test('a RateLimit in a space: a caller with nobody ahead is granted at once, a
   t.ok(gaps.every(d => d >= unit - 0.001), `the other process's grant kept the window too (gaps ${gaps.map(d => d.toFixed(1)).join(', ')} ms)`)
   t.equal(limit.nrWaiting(), 0)
 })
+
+// API.md, "RateLimit": timeout 0 and try() in a space, from two processes.
+t.test('a RateLimit in a space: timeout 0 and try() grant when the limit has room now, and only then', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  t.teardown(() => space.close())
+  const limit = space.rateLimit('try', 3, { timeUnit: 60000 })
+  t.type(limit.try(), 'number', 'an idle limiter: try() grants, synchronously')
+  t.type(await limit({ timeout: 0 }), 'number', 'room: timeout 0 grants')
+  const kid = spawn(t, name, `
+    const limit = space.rateLimit('try', 3, { timeUnit: 60000 })
+    return [limit.try(), await limit({ timeout: 0 }), limit.try()].map(g => typeof g === 'number' && g > 0)`)
+  t.same(await kid.done, [true, false, false], 'another process: the last grant, then undefined')
+  t.equal(limit.try(), undefined, 'a full limiter: try() answers undefined')
+  t.equal(await limit({ timeout: 0 }), undefined, 'and so does timeout 0')
+  t.equal(await limit({ timeout: 30 }), undefined, 'and a timeout shorter than the window')
+  t.equal(limit.nrWaiting(), 0, 'nobody queued')
+})

@@ -50,6 +50,16 @@ function prefixOption (options) {
   return p
 }
 
+// options.unsafeAllowEviction: true skips the check that the server does
+// not evict keys in use (hub.js, checkEviction): the user accepts that an
+// eviction can grant a lock or token twice.
+function unsafeAllowEvictionOption (options) {
+  const v = options.unsafeAllowEviction
+  if (v === undefined) return false
+  if (typeof v !== 'boolean') throw invalidType('options.unsafeAllowEviction', 'a boolean', v)
+  return v
+}
+
 // { timeout, signal } of a waiting call. timeout: ms, Infinity when left out.
 function waitOptions (options) {
   if (options === undefined) return { timeout: Infinity, signal: undefined }
@@ -121,6 +131,7 @@ module.exports = {
   msOption,
   objectOptions,
   prefixOption,
+  unsafeAllowEvictionOption,
   waitOptions,
   redisError,
   commandError,

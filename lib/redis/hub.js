@@ -3,8 +3,13 @@
 // wake channel), the scripts defined on the client, the one extra
 // connection that receives wake-ups, and the heartbeats of its waiters.
 //
-// Wake-ups. A grant to a queued waiter is published by the granting script
-// on the channel of the waiter's client, `sabsync:wake:<hub id>`. The hub
+// Wake-ups. A grant to a queued waiter is hinted by the granting script
+// on the channel of the waiter's client, `sabsync:wake:<hub id>`: the
+// message is the waiter's id, and the waiter believes nothing from it. It
+// beats its object at once, and the beat's reply, read from the object's
+// state by a script, is the grant (slot, fence, and the lease left, counted
+// from before the beat was sent). A message anyone else publishes there
+// costs one beat and grants nothing. The hub
 // keeps one subscriber connection (client.duplicate()) for all its waiters
 // on every object, opened when one of them first has to queue and closed
 // five seconds after the last one is served (at once when the client
@@ -26,7 +31,7 @@
 
 const { randomBytes } = require('crypto')
 const { commands, WAKE } = require('./scripts')
-const { within, redisError, quiet } = require('./common')
+const { within, redisError, quiet, SabsyncError } = require('./common')
 
 const LINGER_MS = 5000 // how long the subscriber outlives its last waiter
 
@@ -53,6 +58,7 @@ class Hub {
     this.subscribed = false
     this.linger = null
     this.idleSince = 0
+    this.eviction = null // the promise of the eviction check (checkEviction)
     for (const [name, def] of Object.entries(commands)) {
       if (typeof redis[name] !== 'function') redis.defineCommand(name, def)
     }
@@ -83,7 +89,8 @@ class Hub {
     g.waiters.add(w)
     w.group = g
     this.openSub()
-    this.schedule(g, next >= 0 ? Math.min(q.heartbeat / 3, next + 1) : q.heartbeat / 3)
+    // Woken before its take was answered: ask now.
+    this.schedule(g, w.woken ? 0 : next >= 0 ? Math.min(q.heartbeat / 3, next + 1) : q.heartbeat / 3)
   }
 
   // w is settled: it no longer waits here.
@@ -136,13 +143,24 @@ class Hub {
     const q = g.queue
     const sent = performance.now()
     g.inflight = true
-    const reply = this.redis.sabsync3Beat(...q.keys, this.id, q.heartbeat, ...list.flatMap(w => [w.wid, w.queue.lease]))
+    const reply = this.redis.sabsync4Beat(...q.keys, this.id, q.heartbeat, ...list.flatMap(w => [w.wid, w.queue.lease]))
     within(reply, q.commandTimeout, 'heartbeat of ' + q.tag, this.redis).then(r => {
+      if (!Array.isArray(r) || r.length !== list.length + 1 || !Number.isInteger(r[0]) ||
+          r.slice(1).some(s => !Array.isArray(s) || (s[0] !== 0 && s[0] !== 1 && s[0] !== 2))) {
+        const err = redisError(`sabsync: Redis answered a heartbeat of ${q.tag} with ${malformed(r)}, not the ` +
+          'reply of sabsync\'s script (another program wrote its keys, or this is not Redis)')
+        for (const w of list) w.failed(err)
+        return
+      }
       g.lastOk = sent
       list.forEach((w, i) => {
         const s = r[i + 1]
         if (s[0] === 1) w.granted(s[1], s[2], s[3], sent)
-        else if (s[0] === 0) {
+        else if (s[0] === 0 && w.woken) {
+          // Woken, then neither holding nor queued: granted, and the lease
+          // ran out before this client confirmed it (a stall): no grant.
+          w.lapsed()
+        } else if (s[0] === 0) {
           w.failed(redisError(`sabsync: this wait's place in the queue of ${q.tag} is gone: the server lost its ` +
             `state (a restart or a failover), or this client was silent for more than its heartbeat (${q.heartbeat} ms)`))
         }
@@ -200,13 +218,66 @@ class Hub {
     sub.disconnect()
   }
 
-  // "<waiter id> <slot> <fence> <lease ms>" from a granting script. The
-  // lease is counted from now, a little late (by the message's transit).
+  // "<waiter id>" from a granting script, or from anyone who may publish:
+  // ask the server (see "Wake-ups" above). A waiter whose take is still
+  // unanswered beats once it has joined (queue.js).
   wake (message) {
-    const [wid, slot, fence, lease] = message.split(' ')
-    const w = this.waiters.get(wid)
-    if (w !== undefined) w.granted(Number(slot), Number(fence), Number(lease), performance.now())
+    const w = this.waiters.get(message)
+    if (w === undefined) return
+    w.woken = true
+    if (w.group !== null) this.beat(w.group)
+  }
+
+  // Resolves once this client's server is known not to evict keys that
+  // are in use (see "Expiry and eviction" in scripts.js), rejects with
+  // ERR_SABSYNC_REDIS naming the policy otherwise. Asked once per client:
+  // INFO memory, which a server that refuses CONFIG still answers; every
+  // master of a Cluster.
+  checkEviction (ms) {
+    if (this.eviction === null) {
+      const redis = this.redis
+      const info = n => within(n.info('memory'), ms, 'INFO memory', n)
+      // A Cluster lists its masters once connected: the first INFO (to
+      // any node) connects it, then every master is asked.
+      this.eviction = info(redis)
+        .then(first => redis.isCluster && typeof redis.nodes === 'function' && redis.nodes('master').length > 0
+          ? Promise.all(redis.nodes('master').map(info))
+          : [first])
+        .then(infos => {
+          for (const info of infos) {
+            const m = /^maxmemory_policy:([^\r\n]*)/m.exec(typeof info === 'string' ? info : '')
+            if (m === null) {
+              throw new SabsyncError('ERR_SABSYNC_REDIS', 'sabsync: INFO memory did not report maxmemory_policy, so ' +
+                'sabsync cannot tell whether this server may evict a held lock (and grant it twice). Pass ' +
+                'unsafeAllowEviction: true if it never evicts (maxmemory 0, or policy noeviction or volatile-*)')
+            }
+            if (m[1].startsWith('allkeys-')) {
+              throw new SabsyncError('ERR_SABSYNC_REDIS', 'sabsync: this Redis evicts any key under memory pressure ' +
+                `(maxmemory-policy ${m[1]}): a held lock or token could be evicted and granted twice. Set ` +
+                'maxmemory-policy to noeviction or a volatile-* policy (sabsync keys in use have no TTL), or ' +
+                'use a server without maxmemory; or pass unsafeAllowEviction: true to accept the risk')
+            }
+          }
+        }, err => {
+          // No reply: said as for any call (and a late one may be a timeout).
+          if (err.cause && err.cause.noReply) throw err
+          throw redisError('sabsync: could not read maxmemory_policy (INFO memory failed: ' + err.message + '), so ' +
+            'sabsync cannot tell whether this server may evict a held lock (and grant it twice). Allow INFO to ' +
+            'this client, or pass unsafeAllowEviction: true if the server never evicts', err.cause !== undefined ? err.cause : err)
+        })
+      // A failure is not remembered: the next first call asks again.
+      this.eviction.catch(() => { this.eviction = null })
+    }
+    return this.eviction
   }
 }
 
-module.exports = { hubOf }
+// A short description of a reply that is not what a script answers.
+function malformed (r) {
+  let text
+  try { text = JSON.stringify(r) } catch { text = String(r) }
+  if (text === undefined) text = String(r)
+  return text.length > 80 ? text.slice(0, 77) + '...' : text
+}
+
+module.exports = { hubOf, malformed }

@@ -6,16 +6,40 @@
 // slot held.
 //
 // A pending call settles exactly once, whichever comes first: its grant
-// (the take's reply, a wake-up message, or a heartbeat's report), its
-// timeout, its abort, or a failure. Whatever settles it other than a
-// grant sends `leave` for its id, which Redis runs after the take (one
-// connection keeps their order): a grant that raced the timeout is given
-// back at once instead of being held, unknowingly, until its lease ends.
+// (the take's reply, or a heartbeat's report; a wake-up message only makes
+// the hub beat at once, see hub.js), its timeout, its abort, or a failure.
+// Whatever settles it other than a grant sends `leave` for its id, which
+// Redis runs after the take (one connection keeps their order): a grant
+// that raced the timeout is given back at once instead of being held,
+// unknowingly, until its lease ends. A grant is believed only with values
+// in range (checkGrant) and a lease not yet run out, counted from before
+// the request it answers; one that arrives lapsed is given back, and the
+// waiter queues again (or a try answers that nothing was free).
 
-const { hubOf } = require('./hub')
-const { msOption, prefixOption, waitOptions, within, noReply, connected, commandError, redisError, quiet, SabsyncError } = require('./common')
+const { hubOf, malformed } = require('./hub')
+const {
+  msOption, prefixOption, unsafeAllowEvictionOption, waitOptions, within, noReply, connected, commandError, redisError, quiet,
+  SabsyncError
+} = require('./common')
 
 const KEY_SUFFIXES = ['m', 'q', 'b', 'l'] // the KEYS of lib/redis/scripts.js
+
+// Resolves once the hub's eviction check passed (skipped with
+// unsafeAllowEviction), rejects with its error, with ERR_SABSYNC_REDIS when
+// it is not answered within `ms`, or with signal.reason on an abort.
+function evictionCheck (hub, allowed, ms, signal) {
+  if (allowed) return Promise.resolve()
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      clearTimeout(timer)
+      if (signal !== undefined) signal.removeEventListener('abort', aborted)
+    }
+    const aborted = () => { done(); reject(signal.reason) }
+    const timer = setTimeout(() => { done(); reject(noReply(ms, 'INFO memory', hub.redis)) }, Math.min(Math.max(ms, 1), 0x7FFFFFFF))
+    if (signal !== undefined) signal.addEventListener('abort', aborted, { once: true })
+    hub.checkEviction(ms).then(v => { done(); resolve(v) }, e => { done(); reject(e) })
+  })
+}
 
 class LeaseQueue {
   constructor (redis, kind, key, nr, fencing, options) {
@@ -28,32 +52,78 @@ class LeaseQueue {
     this.lease = msOption(options, 'lease', 10000, 10)
     this.heartbeat = msOption(options, 'heartbeat', 3000, 30)
     this.commandTimeout = msOption(options, 'commandTimeout', 5000, 1)
+    this.allowEviction = unsafeAllowEvictionOption(options)
+    this.evictionChecked = false
   }
 
   // A Holding, or undefined when the slot was not free (try) or not
   // granted within the timeout. `queue` false: take only a free slot.
   take (queue, options) {
+    if (this.evictionChecked) return this.#take(queue, options)
+    // Parsed first: bad options reject as they would after the check.
+    const { timeout, signal } = waitOptions(options)
+    if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
+    // The check counts against the call's own bound, as the take does.
+    const bound = queue && timeout !== Infinity && timeout !== 0 ? timeout : this.commandTimeout
+    const started = performance.now()
+    return evictionCheck(this.hub, this.allowEviction, bound, signal).then(() => {
+      this.evictionChecked = true
+      if (timeout === Infinity || timeout === 0) return this.#take(queue, options)
+      const left = Math.max(1, timeout - (performance.now() - started))
+      return this.#take(queue, signal === undefined ? { timeout: left } : { timeout: left, signal })
+    }, err => {
+      // Late from a connected client, within the caller's own timeout: a
+      // timeout (see connected()).
+      if (bound === timeout && err.cause && err.cause.noReply && connected(this.redis)) return undefined
+      throw err
+    })
+  }
+
+  #take (queue, options) {
     const { timeout, signal } = waitOptions(options)
     if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
     if (timeout === 0) queue = false
     const hub = this.hub
     const wid = hub.nextId()
-    const started = performance.now()
     return new Promise((resolve, reject) => {
       let replied = false
       let settled = false
       let timer = null
-      const w = { wid, queue: this, group: null, granted: null, failed: null }
+      const w = { wid, queue: this, group: null, woken: false, granted: null, failed: null, lapsed: null }
       const settle = () => {
         settled = true
         clearTimeout(timer)
         if (signal !== undefined) signal.removeEventListener('abort', onAbort)
         hub.part(w)
       }
+      // A grant from the server's state (a take's or a beat's reply): lease
+      // `leaseLeft` ms counted from `at`, before the request was sent.
       w.granted = (slot, fence, leaseLeft, at) => {
         if (settled) return
+        const bad = this.checkGrant(slot, fence, leaseLeft)
+        if (bad !== null) {
+          return w.failed(redisError(`sabsync: Redis granted ${this.tag} with ${bad}; ` +
+            'no grant was believed (another program wrote its keys, or this is not Redis)'))
+        }
+        const deadline = at + leaseLeft
+        if (performance.now() >= deadline) {
+          // It reached this process after its lease ran out (a stall, a
+          // late reply): not a grant. Give it back in case the server
+          // still counts it, and ask again.
+          this.leaveQuietly(wid)
+          return w.lapsed()
+        }
         settle()
-        resolve(new Holding(this, wid, slot, fence, at + leaseLeft))
+        resolve(new Holding(this, wid, slot, fence, deadline))
+      }
+      w.lapsed = () => {
+        if (settled) return
+        if (!queue) {
+          settle()
+          return resolve(undefined)
+        }
+        w.woken = false
+        send()
       }
       w.failed = err => {
         if (settled) return
@@ -84,47 +154,72 @@ class LeaseQueue {
         resolve(undefined)
       }, Math.min(bound, 0x7FFFFFFF))
       if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true })
-      let sent
-      const drops = hub.drops
-      try {
-        sent = this.redis.sabsync3Take(...this.keys, wid, hub.id, this.lease, this.heartbeat, queue ? 1 : 0, this.nr, this.fencing ? 1 : 0)
-      } catch (err) { // a client that throws instead of rejecting
-        return w.failed(commandError(err, 'take on ' + this.tag))
+      const send = () => {
+        const started = performance.now()
+        const drops = hub.drops
+        let sent
+        replied = false
+        try {
+          sent = this.redis.sabsync4Take(...this.keys, wid, hub.id, this.lease, this.heartbeat, queue ? 1 : 0, this.nr, this.fencing ? 1 : 0)
+        } catch (err) { // a client that throws instead of rejecting
+          return w.failed(commandError(err, 'take on ' + this.tag))
+        }
+        sent.then(r => {
+          replied = true
+          if (settled) return
+          // The connection dropped before the answer came: the client may
+          // have sent the take again (ioredis does, by default), to a server
+          // that may have lost its state and so granted it while the old
+          // holder still thinks it holds. Give up whatever it got; the
+          // caller learns that Redis failed, as the other waiters do.
+          if (hub.drops !== drops) {
+            return w.failed(redisError(`sabsync: the connection to Redis dropped while the take on ${this.tag} was unanswered`))
+          }
+          if (!Array.isArray(r) || (r[0] === 2 ? !Number.isInteger(r[1]) : r[0] !== 0 && r[0] !== 1)) {
+            return w.failed(redisError(`sabsync: Redis answered a take on ${this.tag} with ${malformed(r)}, not the ` +
+              'reply of sabsync\'s script (another program wrote its keys, or this is not Redis)'))
+          }
+          if (r[0] === 1) return w.granted(r[1], r[2], r[3], started)
+          if (r[0] === 0) {
+            settle()
+            return resolve(undefined)
+          }
+          if (timeout === Infinity) clearTimeout(timer)
+          hub.join(w, r[1], started)
+        }, err => {
+          replied = true
+          w.failed(commandError(err, 'take on ' + this.tag))
+        })
       }
-      sent.then(r => {
-        replied = true
-        if (settled) return
-        // The connection dropped before the answer came: the client may
-        // have sent the take again (ioredis does, by default), to a server
-        // that may have lost its state and so granted it while the old
-        // holder still thinks it holds. Give up whatever it got; the
-        // caller learns that Redis failed, as the other waiters do.
-        if (hub.drops !== drops) {
-          return w.failed(redisError(`sabsync: the connection to Redis dropped while the take on ${this.tag} was unanswered`))
-        }
-        if (r[0] === 1) return w.granted(r[1], r[2], r[3], started)
-        if (r[0] === 0) {
-          settle()
-          return resolve(undefined)
-        }
-        if (timeout === Infinity) clearTimeout(timer)
-        hub.join(w, r[1], started)
-      }, err => {
-        replied = true
-        w.failed(commandError(err, 'take on ' + this.tag))
-      })
+      send()
     })
+  }
+
+  // What is wrong with a grant the server answered, or null: a slot in
+  // 0 … nr-1, a fence that is a positive integer (0 without fences), a
+  // lease left in 0 … lease ms.
+  checkGrant (slot, fence, leaseLeft) {
+    if (!Number.isSafeInteger(slot) || slot < 0 || slot >= this.nr) {
+      return `slot ${malformed(slot)}, outside 0 … ${this.nr - 1}`
+    }
+    if (this.fencing ? !(Number.isSafeInteger(fence) && fence > 0) : fence !== 0) {
+      return `fence ${malformed(fence)}, not ${this.fencing ? 'a positive integer' : '0'}`
+    }
+    if (!Number.isSafeInteger(leaseLeft) || leaseLeft < 0 || leaseLeft > this.lease) {
+      return `a lease of ${malformed(leaseLeft)} ms left, outside 0 … ${this.lease}`
+    }
+    return null
   }
 
   // Give up id (held or queued) without waiting for the answer.
   leaveQuietly (wid) {
     try {
-      this.redis.sabsync3Leave(...this.keys, wid, this.lease).catch(quiet)
+      this.redis.sabsync4Leave(...this.keys, wid, this.lease).catch(quiet)
     } catch {}
   }
 
   count () {
-    return within(this.redis.sabsync3Count(...this.keys), this.commandTimeout, 'count on ' + this.tag, this.redis).then(Number)
+    return within(this.redis.sabsync4Count(...this.keys), this.commandTimeout, 'count on ' + this.tag, this.redis).then(Number)
   }
 }
 
@@ -163,7 +258,7 @@ class Holding {
     if (sent >= this.deadline) return this.lose(`its lease (${q.lease} ms) ran out before a renewal was confirmed`)
     let reply
     try {
-      reply = q.redis.sabsync3Renew(...q.keys, this.wid, q.lease)
+      reply = q.redis.sabsync4Renew(...q.keys, this.wid, q.lease)
     } catch (err) {
       reply = Promise.reject(err)
     }
@@ -222,7 +317,7 @@ class Holding {
     const q = this.queue
     let reply
     try {
-      reply = q.redis.sabsync3Leave(...q.keys, this.wid, q.lease)
+      reply = q.redis.sabsync4Leave(...q.keys, this.wid, q.lease)
     } catch (err) {
       reply = Promise.reject(err)
     }
@@ -234,4 +329,4 @@ class Holding {
   }
 }
 
-module.exports = { LeaseQueue }
+module.exports = { LeaseQueue, evictionCheck }

@@ -10,11 +10,18 @@
 // The caller sleeps from the moment the reply arrives, which is after the
 // server read its clock, so it proceeds no earlier than t on the server's
 // clock (as long as both clocks tick at the same rate).
+//
+// `timeout` is decided by the server, on its clock: a grant whose time is
+// more than `timeout` ms after the script runs is not recorded. So
+// `timeout: 0` (and limit.try()) grants exactly when the limit has room
+// when the server is asked, however long the round trip takes. A positive
+// timeout also bounds the wait for the reply: a call never outlasts it.
 
-const { hubOf } = require('./hub')
+const { hubOf, malformed } = require('./hub')
+const { evictionCheck } = require('./queue')
 const {
-  checkClient, checkKey, checkCount, msOption, objectOptions, prefixOption, waitOptions, within,
-  connected, quiet, invalidType, outOfRange, MAX_MS
+  checkClient, checkKey, checkCount, msOption, objectOptions, prefixOption, unsafeAllowEvictionOption, waitOptions,
+  within, connected, redisError, quiet, invalidType, outOfRange, MAX_MS
 } = require('./common')
 
 function parseOptions (options) {
@@ -65,18 +72,29 @@ function RateLimit (redis, key, rps, options) {
   const keys = [tag + ':log', tag + ':m']
   const unitUs = Math.max(1, Math.round(timeUnit * 1000))
   const hub = hubOf(redis)
+  let evictionChecked = unsafeAllowEvictionOption(options)
   const giveBack = id => { try { redis.sabsync2Unrate(keys[0], id).catch(quiet) } catch {} }
 
   async function limit (options) {
     const { timeout, signal } = waitOptions(options)
     if (signal !== undefined && signal.aborted) throw signal.reason
-    const id = hub.nextId()
     const sent = performance.now()
-    const most = timeout === Infinity ? -1 : Math.floor(timeout * 1000)
     // A reply must come within the caller's timeout (0: within
     // commandTimeout); a late one from a connected client is a timeout.
     const ownDeadline = timeout !== Infinity && timeout !== 0
-    const bound = ownDeadline ? timeout : commandTimeout
+    let bound = ownDeadline ? timeout : commandTimeout
+    if (!evictionChecked) {
+      try {
+        await evictionCheck(hub, false, bound, signal)
+      } catch (err) {
+        if (ownDeadline && err.cause && err.cause.noReply && connected(redis)) return undefined
+        throw err
+      }
+      evictionChecked = true
+      if (ownDeadline) bound = Math.max(1, timeout - (performance.now() - sent))
+    }
+    const id = hub.nextId()
+    const most = timeout === Infinity ? -1 : Math.floor(timeout * 1000)
     let r
     try {
       let reply
@@ -91,9 +109,17 @@ function RateLimit (redis, key, rps, options) {
       if (ownDeadline && err.code === 'ERR_SABSYNC_REDIS' && err.cause && err.cause.noReply && connected(redis)) return undefined
       throw err
     }
+    if (!Array.isArray(r) || (r[0] !== 0 && r[0] !== 1) || (r[0] === 1 &&
+        (typeof r[1] !== 'string' || !/^[0-9]+$/.test(r[1]) || !Number.isSafeInteger(r[2]) || r[2] < 0))) {
+      giveBack(id)
+      throw redisError(`sabsync: Redis answered a rate limit call on ${tag} with ${malformed(r)}, not the reply of ` +
+        'sabsync\'s script (another program wrote its keys, or this is not Redis)')
+    }
     if (r[0] !== 1) return undefined
     const waitMs = r[2] / 1000
-    if (timeout !== Infinity && performance.now() - sent + waitMs > timeout) {
+    // The server granted within `timeout` of its clock; a positive timeout
+    // also bounds the whole call (0 means "room now", whatever the trip).
+    if (timeout !== Infinity && timeout !== 0 && performance.now() - sent + waitMs > timeout) {
       giveBack(id)
       return undefined
     }
@@ -113,6 +139,12 @@ function RateLimit (redis, key, rps, options) {
     return within(redis.sabsync2RateWaiting(keys[0]), commandTimeout, 'nrWaiting on ' + tag, redis).then(Number)
   }
 
+  /** limit({ timeout: 0 }): a grant only if the limit has room now. */
+  function tryLimit () {
+    return limit({ timeout: 0 })
+  }
+
+  Object.defineProperty(limit, 'try', { value: tryLimit, writable: true, configurable: true })
   Object.defineProperty(limit, 'nrWaiting', { value: nrWaiting, writable: true, configurable: true })
   Object.defineProperty(limit, 'key', { value: key, enumerable: true })
   Object.defineProperty(limit, 'rps', { value: rps })

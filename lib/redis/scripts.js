@@ -20,7 +20,7 @@
 //   key   type    holds
 //   M     hash    nr, fz (1: fences), fence (the last fence), held (how
 //                 many hold), nw (how many queued: the members of Q), seq
-//                 (last ticket), exp (when every key expires, server ms);
+//                 (last ticket);
 //                 nr = 1: h (the holder's id, '' when none), hx (its lease
 //                 expiry, server ms), hf (its fence);
 //                 nr > 1: top (slots ever handed out since the Sema was
@@ -34,23 +34,26 @@
 //                 with waiters; deleted when the last waiter leaves
 //   L     zset    nr > 1: holder id -> lease expiry (server ms)
 //
-// Fences: max(last fence + 1, the server's clock in µs). M is kept when
-// the object goes idle (held = nw = 0), trimmed to its counters, until
-// `exp`: for a Mutex at least a day after the last lease or heartbeat it
-// recorded, so fences keep growing after the lock goes idle, and across a
-// restart that lost M (by the clock), unless a clock steps back; for a
-// Sema at least a minute after.
+// Fences: max(last fence + 1, the server's clock in µs), so they keep
+// growing across a restart that lost M, unless a clock steps back.
+//
+// Expiry and eviction. No key has a TTL while its object is in use (held
+// > 0 or nw > 0): under a `volatile-*` maxmemory policy only keys with a
+// TTL are evicted, and an evicted M, Q or L would grant a slot twice.
+// When the object goes idle it is trimmed to M's counters, and only then
+// does M get a TTL (a day for a Mutex, a minute for a Sema): losing an
+// idle M, by expiry or eviction, loses nothing a later grant relies on
+// (the fence follows the clock). An object whose holders all died stays
+// in use, without TTL, until the next call on it finds the leases lapsed.
+// Under an `allkeys-*` policy any key can be evicted: the client refuses
+// such a server (lib/redis/hub.js) unless told to accept the risk.
 //
 // Invariants after every script: held = the holders (nr = 1: h ~= '';
 // nr > 1: the h: fields = the members of L) <= nr; for nr > 1, a slot
 // below top is in fl or held by exactly one holder, and held = 0 means
 // top = 0 and fl = ''; nw = ZCARD(Q); if held < nr then Q holds no waiter
 // of a live client (pump() grants before anything else happens). An idle
-// object has only M. Every key expires at M's exp, which is at least a
-// minute after every lease or heartbeat expiry recorded: a script that
-// records a later one moves exp (and every key's TTL), and one that
-// creates a key gives it the TTL exp says. So an object whose clients all
-// died leaves nothing behind for long.
+// object has only M, with a TTL; an object in use has no key with a TTL.
 //
 // A script fails before it writes anything when a key holds another type.
 // M: its HMGET, the first command. Q and B: a script whose object has
@@ -64,8 +67,13 @@
 //
 // Replies of take: {1, slot, fence, lease-left-ms} granted; {0} busy (try);
 // {2, ms-to-next-lease-expiry or -1} queued.
+//
+// A grant to a queued waiter is published on its client's wake channel as
+// the waiter's id alone: a hint to ask (beat), never a grant. Anyone who
+// may PUBLISH can send one; what the waiter believes is the beat's reply,
+// read from the state above.
 
-const WAKE = 'sabsync:wake:' // + client id: where grants to its waiters are published
+const WAKE = 'sabsync:wake:' // + client id: where grants to its waiters are hinted
 
 const prelude = `
 local M, Q, B, L = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -101,12 +109,13 @@ end
 -- or nil and a WRONGTYPE message. Reads what the type rules above need
 -- before anything is written.
 local function open (w, nr, fencing, queue)
-  local v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'held', 'nw', 'seq', 'exp', 'h', 'hx', 'hf', 'top', 'fl', 'h:' .. (w or ''))
+  local v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'held', 'nw', 'seq', 'h', 'hx', 'hf', 'top', 'fl', 'h:' .. (w or ''))
   local st = { nr = tonumber(v[1]), fencing = v[2] == '1', fence = tonumber(v[3]) or 0, held = tonumber(v[4]) or 0,
-    nw = tonumber(v[5]) or 0, seq = tonumber(v[6]) or 0, exp = tonumber(v[7]) or 0, h = v[8] or '',
-    hx = tonumber(v[9]) or 0, hf = v[10] or '0', top = tonumber(v[11]) or 0, fl = v[12] or '', mine = v[13],
-    dirty = false, created = {}, latest = 0, granted = {}, fresh = false, head = false, first = nil, holders = {}, slots = {} }
+    nw = tonumber(v[5]) or 0, seq = tonumber(v[6]) or 0, h = v[7] or '',
+    hx = tonumber(v[8]) or 0, hf = v[9] or '0', top = tonumber(v[10]) or 0, fl = v[11] or '', mine = v[12],
+    dirty = false, granted = {}, fresh = false, head = false, first = nil, holders = {}, slots = {} }
   st.nw0 = st.nw
+  st.idle0 = st.held == 0 and st.nw == 0
   if not st.nr then
     if not nr then return st end
     st.nr, st.fencing, st.fresh = nr, fencing, true
@@ -136,10 +145,6 @@ local function queueCheck (st)
   if st.qChecked or st.nw > 0 then return nil end
   st.qChecked = true
   return typeCheck({ {Q, 'zset'}, {B, 'zset'} })
-end
-
-local function later (st, at)
-  if at > st.latest then st.latest = at end
 end
 
 -- Remove holder w (nr > 1: v is its slot) and give its slot back.
@@ -178,7 +183,6 @@ local function grant (st, w, lease, ctx)
     st.h, st.hx, st.hf = w, now + lease, f
   else
     -- L first: when nobody held, its ZADD may be the script's first write.
-    if st.held == 0 then st.created[L] = true end
     redis.call('ZADD', L, now + lease, w)
     if st.fl ~= '' then
       local i = string.find(st.fl, ',', 1, true)
@@ -197,12 +201,11 @@ local function grant (st, w, lease, ctx)
     st.slots[w] = slot
     if not st.first or now + lease < st.first then st.first = now + lease end
   end
-  later(st, now + lease)
   st.held = st.held + 1
   st.dirty = true
   st.granted[w] = true
   if ctx then
-    redis.call('PUBLISH', '${WAKE}' .. ctx, w .. ' ' .. slot .. ' ' .. f .. ' ' .. lease)
+    redis.call('PUBLISH', '${WAKE}' .. ctx, w)
   end
   return tonumber(slot), fence
 end
@@ -241,35 +244,26 @@ local function nextExpiry (st)
   return math.max(first - now, 0)
 end
 
--- Save the state: trim an idle object to its counters; keep every key
--- alive until M's exp (see above).
+-- Save the state: trim an idle object to its counters. M has a TTL only
+-- while idle (see "Expiry and eviction" above); Q, B and L exist only
+-- while in use, and are made without one.
 local function tidy (st)
   if st.nw0 > 0 and st.nw == 0 then redis.call('DEL', B) end
-  local all = false
-  if st.exp < st.latest + 60000 then
-    st.exp = now + math.max(st.fencing and DAY or 60000, st.latest - now + 120000)
-    st.dirty = true
-    all = true
-  end
   if st.fresh or st.dirty then
     if st.nr == 1 then
       redis.call('HSET', M, 'nr', 1, 'fz', st.fencing and 1 or 0, 'fence', string.format('%.0f', st.fence), 'held', st.held,
-        'nw', st.nw, 'seq', st.seq, 'exp', st.exp, 'h', st.h, 'hx', st.hx, 'hf', st.hf)
+        'nw', st.nw, 'seq', st.seq, 'h', st.h, 'hx', st.hx, 'hf', st.hf)
     else
       if st.held == 0 then st.top, st.fl = 0, '' end
       redis.call('HSET', M, 'nr', st.nr, 'fz', st.fencing and 1 or 0, 'held', st.held, 'nw', st.nw, 'seq', st.seq,
-        'exp', st.exp, 'top', st.top, 'fl', st.fl, unpack(st.holders))
+        'top', st.top, 'fl', st.fl, unpack(st.holders))
     end
   end
-  if all then
-    redis.call('PEXPIRE', M, st.exp - now)
-    if st.nw > 0 then
-      redis.call('PEXPIRE', Q, st.exp - now)
-      redis.call('PEXPIRE', B, st.exp - now)
-    end
-    if st.held > 0 and st.nr > 1 then redis.call('PEXPIRE', L, st.exp - now) end
-  else
-    for k in pairs(st.created) do redis.call('PEXPIRE', k, st.exp - now) end
+  local idle = st.held == 0 and st.nw == 0
+  if idle and (st.fresh or st.dirty or not st.idle0) then
+    redis.call('PEXPIRE', M, st.fencing and DAY or 60000)
+  elseif not idle and (st.idle0 or st.fresh) then
+    redis.call('PERSIST', M)
   end
 end
 
@@ -318,12 +312,10 @@ if not queue then tidy(st) return { 0 } end
 bad = queueCheck(st)
 if bad then return redis.error_reply(bad) end
 st.seq = st.seq + 1
-if st.nw == 0 then st.created[Q], st.created[B] = true, true end
 redis.call('ZADD', Q, st.seq, member)
 redis.call('ZADD', B, now + beat, ctx)
 st.nw = st.nw + 1
 st.dirty = true
-later(st, now + beat)
 tidy(st)
 return { 2, nextExpiry(st) }
 `
@@ -381,7 +373,6 @@ if st.nr == 1 then
 else
   redis.call('ZADD', L, 'XX', now + lease, w)
 end
-later(st, now + lease)
 tidy(st)
 return 1
 `
@@ -400,7 +391,6 @@ if not st.nr then
 end
 if st.nw > 0 then
   redis.call('ZADD', B, now + hb, ctx)
-  later(st, now + hb)
   if st.head and st.head.ctx == ctx then st.head.alive = true end
 end
 pump(st)
@@ -549,11 +539,11 @@ return { 1, 0, 0, 0 }
 // Names carry a version: two copies of sabsync in one process never
 // share a command whose script differs.
 const commands = {
-  sabsync3Take: { numberOfKeys: 4, lua: take },
-  sabsync3Leave: { numberOfKeys: 4, lua: leave },
-  sabsync3Renew: { numberOfKeys: 4, lua: renew },
-  sabsync3Beat: { numberOfKeys: 4, lua: beat },
-  sabsync3Count: { numberOfKeys: 4, lua: count },
+  sabsync4Take: { numberOfKeys: 4, lua: take },
+  sabsync4Leave: { numberOfKeys: 4, lua: leave },
+  sabsync4Renew: { numberOfKeys: 4, lua: renew },
+  sabsync4Beat: { numberOfKeys: 4, lua: beat },
+  sabsync4Count: { numberOfKeys: 4, lua: count },
   sabsync2Rate: { numberOfKeys: 2, lua: rate },
   sabsync2Unrate: { numberOfKeys: 1, lua: unrate },
   sabsync2RateWaiting: { numberOfKeys: 1, lua: rateWaiting },

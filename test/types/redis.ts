@@ -41,6 +41,10 @@ async function main (): Promise<void> {
   await perIp.refund('10.0.0.1')
   await perIp.reset('10.0.0.1')
   void wait
+
+  const now: number | undefined = await limit.try()
+  const risky = new Mutex(redis, 'k', { unsafeAllowEviction: true })
+  void [now, risky]
   const rps: number = limit.rps + limit.timeUnit
 
   try {

@@ -69,7 +69,9 @@ async function primitives (): Promise<void> {
   const at2: number | undefined = RateLimit.from({ buffer: limit.buffer, byteOffset: limit.byteOffset }).sync(5)
   const attached: RateLimitFunction = RateLimit.from(limit.handle) // what a worker gets by postMessage(limit.handle)
   const queued: number = limit.nrWaiting()
-  void [locked, sum, died, bytes, was, waited, woke, ran, opened, all, waiting, other, at, at2, attached, queued, once.done, latch.count]
+  const now: number | undefined = limit.try()
+  const within: number | undefined = await limit({ timeout: 0 })
+  void [locked, sum, died, bytes, was, waited, woke, ran, opened, all, waiting, other, at, at2, attached, queued, now, within, once.done, latch.count]
 }
 void primitives
 
@@ -98,6 +100,9 @@ async function space (): Promise<void> {
   const again: RateLimiter = RateLimiter.from(local)
   const hits: number = again.store().increment('k').totalHits + RateLimiter.byteLengthFor(10) + RateLimiter.byteLength
   void [wait, hits]
+
+  const room: number | undefined = api.try() ?? await api({ timeout: 0 })
+  void [view, at, room]
   void [woke, r, s.atomicFlag('f'), s.once('o'), s.latch('l', 1), s.condVar('c'), s.barrier('b', 2), s.ownerId, s.created]
   s.close()
   const gone: boolean = s.unlink() || openShared.unlink('types-sample')
