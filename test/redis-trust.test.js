@@ -172,7 +172,7 @@ redisSuite(t, async s => {
     t.equal(waiter.fence, undefined)
   })
 
-  s.test('no TTL on a key while its object is in use; an idle one expires', async (t, { prefix, opts }) => {
+  s.test('no TTL on a key while its object is in use (a RateLimit\'s, never); an idle lock expires', async (t, { prefix, opts }) => {
     const [a, b] = [client(), client()]
     const tag = `{${prefix}:sema:ttl}`
     const sa = new Sema(a, 'ttl', 2, opts())
@@ -192,6 +192,14 @@ redisSuite(t, async s => {
     t.equal(await admin.pttl(`{${prefix}:mutex:ttl}:m`), -1, 'a held Mutex: no TTL')
     await lock.unlock()
     t.ok(await admin.pttl(`{${prefix}:mutex:ttl}:m`) > 0, 'released: a TTL')
+    // A RateLimit's log counts for a window after every grant: no TTL at all.
+    const limit = RateLimit(a, 'ttl', 3, opts({ timeUnit: 200 }))
+    await limit()
+    await limit()
+    for (const k of ['log', 'm']) t.equal(await admin.pttl(`{${prefix}:rate:ttl}:${k}`), -1, `RateLimit ${k}: no TTL`)
+    await new Promise(resolve => setTimeout(resolve, 250))
+    await limit()
+    t.equal(await admin.zcard(`{${prefix}:rate:ttl}:log`), 1, 'the log is trimmed to one window at every call')
   })
 
   s.test('an allkeys-* policy is refused, naming it, unless the risk is accepted', async (t, { opts }) => {

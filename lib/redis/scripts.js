@@ -466,9 +466,12 @@ if n >= rps then
 end
 if most >= 0 and t - now > most then return { 0, t - now } end
 redis.call('ZADD', R, string.format('%.0f', t), id)
-local ttl = math.ceil((t - now + unit) / 1000) + 1000
-redis.call('PEXPIRE', R, ttl)
-redis.call('PEXPIRE', RM, ttl)
+-- No TTL: under a volatile-* policy a key with one may be evicted while it
+-- still counts, and the limit would grant more than rps in a window. The
+-- log is trimmed to one unit at every call, so an idle limiter keeps at
+-- most rps entries (PERSIST: keys a version with TTLs left behind).
+redis.call('PERSIST', R)
+redis.call('PERSIST', RM)
 return { 1, string.format('%.0f', t), t - now }
 `
 
