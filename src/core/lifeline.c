@@ -211,6 +211,28 @@ void sab__slot_leave(sab_space_t *sp, uint32_t id) {
   }
 }
 
+uint32_t sab__lock_id(sab_space_t *sp) {
+  uint32_t id = __atomic_load_n(&sp->lock_id, __ATOMIC_ACQUIRE), zero = 0;
+  if (id != 0) return id;
+  /* A forked child (space.c forgot the parent's): a description and a slot
+   * of its own, made at its first lock, so that a child that only execs
+   * costs the space nothing. */
+  char path[32];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", sp->fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return 0;
+  if (sab__slot_claim_fd(sp, fd, &id, NULL) != 0) {
+    close(fd);
+    return 0;
+  }
+  if (!__atomic_compare_exchange_n(&sp->lock_id, &zero, id, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    sab__slot_free_quietly(sp, id); /* another thread of the child was first */
+    return zero;
+  }
+  return id;
+}
+
 void sab__slot_free_quietly(sab_space_t *sp, uint32_t id) {
   uint32_t i, gen;
   if (!sab__id_parts(id, &i, &gen)) return;

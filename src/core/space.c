@@ -252,21 +252,10 @@ static int create(const char *path, uint32_t size, unsigned mode, sab_space_t *s
   return 0;
 }
 
-static void fd_path(char out[32], int fd) {
-  static const char head[] = "/proc/self/fd/";
-  char digits[12];
-  int n = 0, k = 0;
-  do digits[n++] = (char)('0' + fd % 10);
-  while ((fd /= 10) > 0 && n < 11);
-  for (; head[k] != 0; k++) out[k] = head[k];
-  while (n > 0) out[k++] = digits[--n];
-  out[k] = 0;
-}
-
 /* The process's own descriptions and lock id (lifeline.c). */
 static int take_lock_id(sab_space_t *sp) {
   char self[32];
-  fd_path(self, sp->fd);
+  snprintf(self, sizeof self, "/proc/self/fd/%d", sp->fd);
   sp->probe_fd = open(self, O_RDWR | O_CLOEXEC);
   if (sp->probe_fd < 0) return SAB_E_SPACE_SYS;
   int r = sab__slot_claim_fd(sp, sp->fd, &sp->lock_id, NULL);
@@ -296,22 +285,15 @@ static void atfork_prepare(void) {
 static void atfork_parent(void) { pthread_mutex_unlock(&registry_mu); }
 
 static void atfork_child(void) {
-  char self[32];
   for (sab_space_t *sp = registry; sp != NULL; sp = sp->next) {
     for (uint32_t i = 0; i < NSLOTS; i++) {
       int fd = sp->slot_fd[i];
       sp->slot_fd[i] = -1;
       if (fd >= 0 && fd != sp->fd) close(fd);
     }
-    sp->lock_id = 0;
+    sp->lock_id = 0;  /* the child's own at its first lock (lifeline.c) */
     sp->watch = NULL; /* its thread is the parent's */
     sp->watch_users = 0;
-    fd_path(self, sp->fd);
-    int fd = open(self, O_RDWR | O_CLOEXEC);
-    if (fd < 0) continue; /* no lock id: its bucket locks answer SAB_E_CORRUPT */
-    close(sp->fd);
-    sp->fd = fd;
-    if (sab__slot_claim_fd(sp, fd, &sp->lock_id, NULL) != 0) sp->lock_id = 0;
   }
   pthread_mutex_unlock(&registry_mu);
 }

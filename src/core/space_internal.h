@@ -217,6 +217,9 @@ void sab__wakes_run(sab__wakes_t *w);
  * no burial (nothing but bookkeeping locks names a lock id); */
 int sab__slot_claim_fd(sab_space_t *sp, int fd, uint32_t *id, uint32_t *unburied);
 void sab__slot_free_quietly(sab_space_t *sp, uint32_t id);
+/* The process's lock id (made at the first lock of a forked child; 0: none
+ * could be had, the caller answers SAB_E_CORRUPT). */
+uint32_t sab__lock_id(sab_space_t *sp);
 /* lifeline.c (slots): whether `id` lives (a probe, no burial: 1 alive, 0
  * dead and marked, or no id; -1 dead and not marked yet); mark it
  * dead (epoch, then the slot word: answers 1 if this call did); the id of

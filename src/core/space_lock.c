@@ -42,7 +42,8 @@ uint64_t sab__slock_deadline(void) {
 #define PROBE_NS (2ull * 1000000ull)
 
 int sab__slock(sab_space_t *sp, uint32_t *w, uint32_t me) {
-  uint32_t zero = 0;
+  uint32_t zero = 0, slot0, gen0;
+  if (!sab__id_parts(me, &slot0, &gen0)) return -1; /* no owner to hold it */
   if (__atomic_compare_exchange_n(w, &zero, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return 0;
   for (int k = 0; k < 64; k++) {
     sab_cpu_relax();

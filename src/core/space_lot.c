@@ -133,8 +133,9 @@ static void repair(sab_space_t *sp, uint32_t b) { repair_counted(sp, b, 0); }
  * had by the thread's lock deadline (space_sys.c). */
 static sab__sbucket_t *lock_bucket(sab_space_t *sp, uint32_t b) {
   sab__sbucket_t *bk = sab__sbucket(sp, b);
-  if (sp->lock_id == 0) return NULL; /* a forked child that could not get one (space.c) */
-  int r = sab__slock(sp, &bk->lock, sp->lock_id);
+  uint32_t me = sab__lock_id(sp);
+  if (me == 0) return NULL; /* a forked child that could not get one */
+  int r = sab__slock(sp, &bk->lock, me);
   if (r < 0) return NULL;
   if (r == 1) repair(sp, b);
   return bk;

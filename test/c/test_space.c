@@ -44,7 +44,7 @@ static sab_space_t *open_new(const char *tag) {
 /* A zeroed array of n int32 cells, by key. */
 static uint32_t cells(sab_space_t *sp, const char *key, uint32_t n) {
   uint32_t off = 0, params[SAB_SPACE_NPARAMS] = {n, 0, 0, 0};
-  int r = sab_space_lookup(sp, sp->lock_id, key, strlen(key), 1, params, n * 4, &off);
+  int r = sab_space_lookup(sp, sab__lock_id(sp), key, strlen(key), 1, params, n * 4, &off);
   if (r == SAB_SPACE_CREATE) sab_space_publish(sp, off);
   CHECK(r == SAB_SPACE_CREATE || r == SAB_SPACE_ATTACH);
   return off;
@@ -144,23 +144,25 @@ static void test_directory(void) {
   sab_space_t *sp = open_new("dir");
   uint32_t p3[SAB_SPACE_NPARAMS] = {3, 0, 0, 0}, p4[SAB_SPACE_NPARAMS] = {4, 0, 0, 0};
   uint32_t off, off2;
-  CHECK(sab_space_lookup(sp, sp->lock_id, "", 0, 1, p3, 8, &off) == SAB_E_SPACE_KEY);
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "", 0, 1, p3, 8, &off) == SAB_E_SPACE_KEY);
   char long_key[SAB_SPACE_KEY_MAX + 1];
   memset(long_key, 'k', sizeof long_key);
-  CHECK(sab_space_lookup(sp, sp->lock_id, long_key, sizeof long_key, 1, p3, 8, &off) ==
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), long_key, sizeof long_key, 1, p3, 8, &off) ==
         SAB_E_SPACE_KEY);
-  CHECK(sab_space_lookup(sp, sp->lock_id, "sema", 4, 7, p3, 64, &off) == SAB_SPACE_CREATE);
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "sema", 4, 7, p3, 64, &off) == SAB_SPACE_CREATE);
   CHECK(off % 64 == 0);
   sab_space_publish(sp, off);
-  CHECK(sab_space_lookup(sp, sp->lock_id, "sema", 4, 7, p3, 64, &off2) == SAB_SPACE_ATTACH &&
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "sema", 4, 7, p3, 64, &off2) == SAB_SPACE_ATTACH &&
         off2 == off);
-  CHECK(sab_space_lookup(sp, sp->lock_id, "sema", 4, 7, p4, 64, &off2) == SAB_E_SPACE_MISMATCH);
-  CHECK(sab_space_lookup(sp, sp->lock_id, "sema", 4, 8, p3, 64, &off2) == SAB_E_SPACE_MISMATCH);
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "sema", 4, 7, p4, 64, &off2) ==
+        SAB_E_SPACE_MISMATCH);
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "sema", 4, 8, p3, 64, &off2) ==
+        SAB_E_SPACE_MISMATCH);
   /* Abandoned: the next caller creates it again, at the same place. */
-  CHECK(sab_space_lookup(sp, sp->lock_id, "gone", 4, 1, p3, 8, &off) == SAB_SPACE_CREATE);
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "gone", 4, 1, p3, 8, &off) == SAB_SPACE_CREATE);
   at(sp, off)[0] = 7;
   sab_space_abandon(sp);
-  CHECK(sab_space_lookup(sp, sp->lock_id, "gone", 4, 1, p3, 8, &off2) == SAB_SPACE_CREATE &&
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "gone", 4, 1, p3, 8, &off2) == SAB_SPACE_CREATE &&
         off2 == off);
   CHECK(at(sp, off)[0] == 0); /* zeroed again */
   sab_space_publish(sp, off);
@@ -168,7 +170,8 @@ static void test_directory(void) {
   pid_t pid = fork();
   if (pid == 0) {
     uint32_t o;
-    if (sab_space_lookup(sp, sp->lock_id, "killed", 6, 1, p3, 8, &o) != SAB_SPACE_CREATE) _exit(1);
+    if (sab_space_lookup(sp, sab__lock_id(sp), "killed", 6, 1, p3, 8, &o) != SAB_SPACE_CREATE)
+      _exit(1);
     at(sp, o)[0] = 99;
     for (;;) pause(); /* holds the directory lock until killed */
   }
@@ -176,17 +179,17 @@ static void test_directory(void) {
     sleep_ms(1);
   }
   kill_and_reap(pid);
-  CHECK(sab_space_lookup(sp, sp->lock_id, "killed", 6, 1, p3, 8, &off) == SAB_SPACE_CREATE);
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "killed", 6, 1, p3, 8, &off) == SAB_SPACE_CREATE);
   CHECK(at(sp, off)[0] == 0);
   sab_space_publish(sp, off);
-  CHECK(sab_space_lookup(sp, sp->lock_id, "killed", 6, 1, p3, 8, &off2) == SAB_SPACE_ATTACH &&
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "killed", 6, 1, p3, 8, &off2) == SAB_SPACE_ATTACH &&
         off2 == off);
   /* Full: the heap runs out. */
   int full = 0;
   for (int i = 0; i < 100000 && !full; i++) {
     char key[32];
     int n = snprintf(key, sizeof key, "fill-%d", i);
-    int r = sab_space_lookup(sp, sp->lock_id, key, (size_t)n, 1, p3, 64 * 1024, &off);
+    int r = sab_space_lookup(sp, sab__lock_id(sp), key, (size_t)n, 1, p3, 64 * 1024, &off);
     if (r == SAB_SPACE_CREATE) sab_space_publish(sp, off);
     full = r == SAB_E_SPACE_FULL;
   }
@@ -296,7 +299,7 @@ static void test_killed_in_bucket(void) {
   pid_t killer = fork();
   if (killer == 0) {
     sab__sbucket_t *bk = sab__sbucket(sp, b);
-    if (sab__slock(sp, &bk->lock, sp->lock_id) != 0) _exit(1);
+    if (sab__slock(sp, &bk->lock, sab__lock_id(sp)) != 0) _exit(1);
     uint32_t head = bk->head;
     bk->head = bk->tail;
     bk->tail = head;
@@ -477,7 +480,7 @@ static void test_scribbler(void) {
 static uint32_t sema_in(sab_space_t *sp, const char *key, uint32_t nr) {
   uint32_t off = 0, params[SAB_SPACE_NPARAMS] = {nr, 0, 0, 0};
   uint32_t bytes = (uint32_t)sab_sema_bytes(nr);
-  int r = sab_space_lookup(sp, sp->lock_id, key, strlen(key), 10, params, bytes, &off);
+  int r = sab_space_lookup(sp, sab__lock_id(sp), key, strlen(key), 10, params, bytes, &off);
   if (r == SAB_SPACE_CREATE) {
     sab_sema_t s;
     CHECK(sab_sema_init(&s, (char *)at(sp, off), bytes, nr) == 0);
@@ -572,7 +575,7 @@ static void test_rate(void) {
   sab_space_t *sp = open_new("rate");
   size_t rbytes = sab_rate_bytes(2), bytes = rbytes + sab_sema_bytes(1);
   uint32_t params[SAB_SPACE_NPARAMS] = {2, 0, 0, 0}, off, me, tok;
-  CHECK(sab_space_lookup(sp, sp->lock_id, "limit", 5, 11, params, (uint32_t)bytes, &off) ==
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "limit", 5, 11, params, (uint32_t)bytes, &off) ==
         SAB_SPACE_CREATE);
   sab_rate_t r;
   sab_sema_t s;
@@ -626,7 +629,7 @@ static int attach_main(const char *name) {
   int created = 1;
   uint32_t off, params[SAB_SPACE_NPARAMS] = {1, 0, 0, 0};
   if (sab_space_open(name, 0, 0600, &sp, &created) != 0 || created) return 1;
-  if (sab_space_lookup(sp, sp->lock_id, "shared", 6, 1, params, 4, &off) != SAB_SPACE_ATTACH)
+  if (sab_space_lookup(sp, sab__lock_id(sp), "shared", 6, 1, params, 4, &off) != SAB_SPACE_ATTACH)
     return 2;
   return at(sp, off)[0] == 42 ? 0 : 3;
 }
