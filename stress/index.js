@@ -21,6 +21,7 @@ const scenarios = [
   ['Sema bounded fairness: 6 workers contend on 1 token (sync, async, try), every worker served in every second, terminations', () => require('./sema-fast').semaFairScenario(), 60000],
   [`RateLimit: 20 per 50 ms and uniform 10 per 40 ms, sync/async, ${chaos}`, () => p('rate-limit').rateScenario(), 60000],
   ['soak: 1,000,000 lockAsync/unlock cycles, a worker contending part of the time', () => p('mutex').soakLockAsync(), 120000],
+  ['space: 3 processes on a Mutex, a Sema of 2 and an RWLock, one SIGKILLed every 5-45 ms for 60 s: never two inside, nothing lost', () => p('space-kill').spaceKill(60), 120000],
   ['scribble: Sema and RateLimit memory flipped word by word to hostile values while 4 workers use them and others are terminated, 8 seeds each', () => scribbleLong(), 240000]
 ]
 
