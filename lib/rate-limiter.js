@@ -58,10 +58,11 @@
 // group of LOCK_SPAN starting slots (all claims of a key use the lock of its
 // start). The common path (a key in the table) takes no lock: one CAS.
 //
-//   L (lock)   a lease: the time (ns) it expires; free when <= now. Taken
-//              by CAS(l -> a), a = max(now + LEASE_NS, l + 1), so the
-//              tokens one lock word takes are all distinct and grow;
-//              given back by CAS(a -> now) (a time, so still growing).
+//   L (lock)   > 0: a lease, the time (ns) it expires (its token); free
+//              once <= now. <= 0: free, -(the last token). Taken by
+//              CAS(l -> a), a = max(now + LEASE_NS, |l| + 1); given back
+//              by CAS(a -> -a). So the tokens one lock word takes grow
+//              strictly: L = a again means nobody took L since.
 //   marker     W = -1 - a: a claim in progress by the holder of token a;
 //              abandoned once a <= now (the lease ran out).
 //
@@ -73,18 +74,20 @@
 //   3. look for K again (F = f, W >= 0): found, give L back and consume
 //      there (the common path);
 //   4. mark a free slot i of K's window: CAS(W: free -> -1 - a); F := f;
-//   5. re-check L[g] = a, else undo (F := 0, W := 0) and start again;
+//   5. re-check L[g] = a and now < a, else undo (F := 0, W := 0) and
+//      start again;
 //   6. activate: CAS(W: -1 - a -> now + n·T); give L back.
 //
 // Invariant (U): K's window holds at most one slot with F = f and W >= 0.
 // Such a slot appears only at step 6. Suppose claims A (token a) and B
 // (token b) activate slots i != j for K, B's step 3 reading slot i before A's
-// step 6 (else B finds i and does not claim). Both held L[g]; L's values
-// grow, so if B took L after A, B replaced a token >= a. If A's re-check
-// (5) came after B took L, it failed: A never activates. So A's re-check,
+// step 6 (else B finds i and does not claim). Both held L[g]; say B took
+// it after A. If A's re-check (5) came after B took L, it failed (L = a
+// again would need a token taken twice): A never activates. So A's re-check,
 // hence A's marker (4), came before B took L: B's step 2 then reads slot i
 // holding A's marker (A has not activated yet: its step 6 is after B's
-// step 3), whose token a <= the lease B replaced <= now: abandoned. B
+// step 3), whose token a has run out: A did not give L back (it had not
+// finished), so L passed from A by a takeover, once a <= now. B
 // clears it, and A's activation CAS fails. If B took L first, swap the
 // names: then A took L over from B, and either A's step 2 cleared B's marker
 // (B's activation fails) or B activated before A's step 2, and A's step 3
@@ -449,7 +452,7 @@ class RateLimiter {
     try {
       return this.#claimHeld(start, lo, hi, cost, a, g)
     } finally {
-      Atomics.compareExchange(this.#locks, g, a, process.hrtime.bigint()) // a lost lease: nothing to give back
+      Atomics.compareExchange(this.#locks, g, a, -a) // a lease taken over: nothing to give back
     }
   }
 
@@ -462,14 +465,15 @@ class RateLimiter {
     for (let spins = 0; ; spins++) {
       const l = Atomics.load(locks, g)
       const now = process.hrtime.bigint()
+      const last = l < 0n ? -l : l
+      // A token no participant could have taken (each takes at most
+      // now + LEASE_NS after reading its clock) was written by someone else.
+      if (last - now > LEASE_NS + SLACK_NS) throw this.#corrupt('a claim lock beyond its lease')
       if (l <= now) {
-        const a = now + LEASE_NS > l ? now + LEASE_NS : l + 1n
+        const a = now + LEASE_NS > last ? now + LEASE_NS : last + 1n
         if (Atomics.compareExchange(locks, g, l, a) === l) return a
         continue
       }
-      // A lease no participant could have taken (each takes now + LEASE_NS
-      // after reading its clock) was written by someone else.
-      if (l - now > LEASE_NS + SLACK_NS) throw this.#corrupt('a claim lock beyond its lease')
       if (spins >= 16) Atomics.wait(napCell, 0, 0, NAP_MS)
       fp[0] = lo; fp[1] = hi
       if (this.#find(start, out) >= 0) return undefined // claimed meanwhile
@@ -517,7 +521,7 @@ class RateLimiter {
       Atomics.store(w64, i * 2, BigInt.asIntN(64, (BigInt(hi) << 32n) | BigInt(lo >>> 0)))
       // 5. Still the lock's holder? A holder whose lease was taken over
       // undoes its mark; its successor decides.
-      if (Atomics.load(locks, g) !== a) {
+      if (Atomics.load(locks, g) !== a || process.hrtime.bigint() >= a) {
         Atomics.store(w64, i * 2, 0n)
         Atomics.compareExchange(w64, i * 2 + 1, marker, 0n)
         return undefined

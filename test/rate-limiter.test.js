@@ -186,3 +186,44 @@ t.test('racing first claims of one new key: one slot, and burst exactly', async 
   }
   t.same(twice, [], 'every key holds exactly one slot')
 })
+
+t.test('a claim lock: a lease runs out, its holder\'s mark is cleared, a late holder cannot activate', async t => {
+  const { hashKey, fp } = require('../lib/rate-limiter')
+  const keys = 64
+  const l = new RateLimiter({ limit: 1, window: 3_600_000, burst: 2, keys })
+  const head = new Int32Array(l.buffer, l.byteOffset, 16)
+  const w64 = new BigInt64Array(l.buffer, l.byteOffset + 64, keys * 2)
+  const locks = new BigInt64Array(l.buffer, l.byteOffset + 64 + 16 * keys, keys / 16)
+  hashKey('late', head[8], head[9])
+  const start = (fp[0] >>> 0) % keys
+  const f = BigInt.asIntN(64, (BigInt(fp[1]) << 32n) | BigInt(fp[0] >>> 0))
+  const g = (start / 16) | 0
+  // Holder A took the lock with a lease 150 ms long, marked the key's first
+  // slot and wrote its fingerprint, then stopped before re-checking.
+  const a = process.hrtime.bigint() + 150_000_000n
+  Atomics.store(locks, g, a)
+  Atomics.store(w64, start * 2 + 1, -1n - a)
+  Atomics.store(w64, start * 2, f)
+  const t0 = process.hrtime.bigint()
+  const r = l.consume('late')
+  const waited = Number(process.hrtime.bigint() - t0) / 1e6
+  t.equal(r.allowed, true, 'B claims the key once A\'s lease has run out')
+  t.ok(waited >= 140, `B waited for the lease (${waited.toFixed(1)} ms)`)
+  const seen = Atomics.compareExchange(w64, start * 2 + 1, -1n - a, process.hrtime.bigint() + 1n)
+  t.ok(seen !== -1n - a && seen > 0n, 'A\'s mark was cleared (B took the slot): A, resuming, cannot activate it')
+  let held = 0
+  for (let i = 0; i < keys; i++) if (w64[i * 2] === f && w64[i * 2 + 1] >= 0n) held++
+  t.equal(held, 1, 'the key holds one slot')
+  t.equal(l.consume('late').allowed, true)
+  t.equal(l.consume('late').allowed, false, 'and one bucket: burst 2, the third call refused')
+  t.ok(Atomics.load(locks, g) < 0n, 'the lock is free again, remembering its last token')
+  Atomics.store(locks, g, process.hrtime.bigint() + 3_600_000_000_000n)
+  // A lease no participant could have taken is a coded error for a key of
+  // that lock, never a hang.
+  let other = 'k'
+  for (let i = 0; ; i++) {
+    hashKey('k' + i, head[8], head[9])
+    if ((((fp[0] >>> 0) % keys) / 16 | 0) === g) { other = 'k' + i; break }
+  }
+  t.throws(() => l.consume(other), { code: 'ERR_SABSYNC_BAD_MEMORY', message: /claim lock/ })
+})
