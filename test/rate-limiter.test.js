@@ -147,8 +147,9 @@ t.test('the express-rate-limit store: 429 once the bucket is empty', async t => 
 })
 
 t.test('racing first claims of one new key: one slot, and burst exactly', async t => {
-  // Workers leave a barrier together and each consumes a new key 3 times:
-  // a key claimed twice would be two buckets, and grant more than burst.
+  // Workers (test/fixtures/rate-limiter/first-claims.js) leave a barrier
+  // together and each consumes a new key 3 times: a key claimed twice would
+  // be two buckets, and grant more than burst.
   const rounds = 300
   const workers = 4
   const calls = 3
