@@ -321,7 +321,8 @@ export interface RateLimiterStore<R = { totalHits: number, resetTime: Date }, V 
  * A token bucket per client key (GCRA), `burst` deep, refilled at `limit`
  * per `window`, in one table shared by every thread attached with
  * {@link RateLimiter.from}: no key gets more than `burst + t × limit /
- * window` points in any t ms. Synchronous; no lock.
+ * window` points in any t ms. Synchronous; no lock for a key in the
+ * table (a key's first call takes a short claim lock).
  *
  * @example
  * const perIp = new RateLimiter({ limit: 100, window: 60_000, keys: 100_000 })

@@ -189,8 +189,10 @@ export interface RedisRateLimiterAnswer {
 }
 
 /**
- * A token bucket per client key (GCRA) on Redis, one key `<prefix>:<key>`
- * each, one round trip per call; a key expires once its bucket is full.
+ * A token bucket per client key (GCRA) on Redis, one round trip per call:
+ * a hash and a sorted set under the hash tag `{prefix}`, with no TTL (so a
+ * volatile-* policy cannot evict a bucket); each call takes off a few
+ * entries whose bucket is full again.
  *
  * @example
  * const perIp = new RateLimiter(redis, 'per-ip', { limit: 100, window: 60_000 })

@@ -25,16 +25,18 @@
 // tat than it needs, never an earlier one. A CAS that fails re-reads the
 // slot and the clock.
 //
-// The table. Slot i is two 64-bit words: F (the key's fingerprint) and W:
+// The table. Slot i is two 64-bit words: F (the key's fingerprint) and W;
+// after the slots, one claim lock word per LOCK_SPAN slots (see Claims):
 //
 //   W          meaning
-//   0          never used: a full bucket, free
+//   0          never used (or cleared): a full bucket, free
 //   > 0        tat (ns); free when tat <= now (the bucket is full again)
-//   < 0        a claim in progress: -1 - (the claimer's clock, ns)
+//   < 0        a claim in progress: -1 - (its claim lock's lease token)
 //
 // A key's place is a probe window of PROBE slots from hash(key) mod keys;
 // F = the same keyed hash, 64 bits. The hash is HalfSipHash-1-3 (64-bit
-// output; 1 round a block, 3 to finish, as Rust's HashMap runs SipHash) keyed by a 64-bit secret drawn from crypto when the table is made
+// output; 1 round a block, 3 to finish, as Rust's HashMap runs SipHash)
+// keyed by a 64-bit secret drawn from crypto when the table is made
 // and stored in its header, so every participant places keys alike and a
 // client that does not know the secret cannot choose keys that collide. A
 // key is found by its fingerprint among the slots of its window whose W is
@@ -42,24 +44,65 @@
 // they cannot see are a 2^-64 event per pair.
 //
 // Updates. A consume of a key in slot i reads W, then checks F, then CAS(W).
-// F changes only inside a claim, while W holds a claim marker, and a claim
-// always ends with W above every value it had before (next > now >= old tat,
-// markers are negative): so a CAS that succeeds saw no claim in between, and
-// the slot was this key's all along. (refund and reset lower W; a lowered W
-// that a later claim raises back to the very same nanosecond is the only way
-// around that, and the cost would be that one call charged to another key.)
+// F changes only while W holds a claim marker, and every value W takes
+// after a marker is either a new tat above every tat it held before the
+// marker (next > now >= old tat) or 0 after F was cleared: so a CAS that
+// succeeds saw no claim in between, and the slot was this key's all along.
+// (refund and reset lower W; a lowered W that a later claim raises back to
+// the very same nanosecond is the only way around that, and the cost would
+// be that one call charged to another key.)
 //
-// A claim (a key not in the table takes a free slot, W <= now):
-//   1. CAS(W: free -> marker)   consumers of the old key now skip the slot
-//   2. CAS(F: old -> key)
-//   3. CAS(W: marker -> now + n·T)
-// A claimer that dies between 1 and 3 leaves a marker: once it is STALE_NS
-// old, any claimer may take the slot over (a CAS from that marker), and
-// the dead claim cost only its own call. A claimer that finds its marker
-// taken over at step 3 gives F back (CAS key -> old) and starts again.
-// Two callers may claim two slots for one new key at once; lookups take
-// the slot with the latest tat, so this over-grants at most those racing
-// first calls.
+// Claims. A key with no slot claims one, and a key must never hold two
+// slots: two slots are two buckets, and the key would get 2 × burst. So the
+// claims of one key are serialised by a claim lock, a 64-bit word per
+// group of LOCK_SPAN starting slots (all claims of a key use the lock of its
+// start). The common path (a key in the table) takes no lock: one CAS.
+//
+//   L (lock)   > 0: a lease, the time (ns) it expires (its token); free
+//              once <= now. <= 0: free, -(the last token). Taken by
+//              CAS(l -> a), a = max(now + LEASE_NS, |l| + 1); given back
+//              by CAS(a -> -a). So the tokens one lock word takes grow
+//              strictly: L = a again means nobody took L since.
+//   marker     W = -1 - a: a claim in progress by the holder of token a;
+//              abandoned once a <= now (the lease ran out).
+//
+// A claim of key K (fingerprint f), start s, lock g:
+//   1. take L[g] (wait while a live lease holds it; take it over once it
+//      has expired: a holder killed mid-claim wedges nobody);
+//   2. in K's window, clear every abandoned marker: CAS(W: m -> own
+//      marker), F := 0, CAS(W -> 0);
+//   3. look for K again (F = f, W >= 0): found, give L back and consume
+//      there (the common path);
+//   4. mark a free slot i of K's window: CAS(W: free -> -1 - a); F := f;
+//   5. re-check L[g] = a and now < a, else undo (F := 0, W := 0) and
+//      start again;
+//   6. activate: CAS(W: -1 - a -> now + n·T); give L back.
+//
+// Invariant (U): K's window holds at most one slot with F = f and W >= 0.
+// Such a slot appears only at step 6. Suppose claims A (token a) and B
+// (token b) activate slots i != j for K, B's step 3 reading slot i before A's
+// step 6 (else B finds i and does not claim). Both held L[g]; say B took
+// it after A. If A's re-check (5) came after B took L, it failed (L = a
+// again would need a token taken twice): A never activates. So A's re-check,
+// hence A's marker (4), came before B took L: B's step 2 then reads slot i
+// holding A's marker (A has not activated yet: its step 6 is after B's
+// step 3), whose token a has run out: A did not give L back (it had not
+// finished), so L passed from A by a takeover, once a <= now. B
+// clears it, and A's activation CAS fails. If B took L first, swap the
+// names: then A took L over from B, and either A's step 2 cleared B's marker
+// (B's activation fails) or B activated before A's step 2, and A's step 3
+// finds j. Either way one activation, and (U) holds. The common path then
+// charges every call of K to the one bucket, which is what makes the bound
+// burst + t·limit/window exact across every participant.
+//
+// What (U) assumes: F is written (steps 2, 4, 5) by the holder of W's
+// marker right after the CAS that made it so. A participant stopped for
+// longer than LEASE_NS between that CAS and its F store (two adjacent
+// statements) could store F into a slot that has since been cleared and
+// claimed by someone else: LEASE_NS is 2 s, far beyond scheduler
+// preemption and GC pauses, while a holder killed mid-claim delays only
+// the new keys of its group, by at most that long. Waiting for a lease
+// naps (Atomics.wait on a private cell), so waiters do not spin a CPU.
 //
 // Untrusted memory. Any thread (in a space, any process) can write any word
 // at any time. The parameters are read once, when the limiter is made or
@@ -74,15 +117,16 @@ const { memoryOf, notOptions, madeAs, SabsyncError, invalidType, outOfRange } = 
 const { attachTo, writeTag } = require('./kind')
 const { intOption, keyString, checkPoints, storeOf } = require('./rate-limiter-common')
 
-const VERSION = 1
+const VERSION = 2 // 2: claim locks after the slots
 const HEADER_BYTES = 64
 const SLOT_BYTES = 16
 const PROBE = 16
+const LOCK_SPAN = 16 // starting slots per claim lock
+const LEASE_NS = 2_000_000_000n // a claim lock's lease (see "What (U) assumes")
 const MAX_KEYS = 1 << 24 // 256 MiB of slots
 const MAX_LIMIT = 1e9
 const MAX_WINDOW = 0x7FFFFFFF // ms (~24.8 days)
 const MAX_TAU = 1n << 60n // ns (~36 years): keeps every sum far from 2^63
-const STALE_NS = 10_000_000_000n // a claim this old was abandoned
 // A tat more than tau ahead of the clock was not written by a participant
 // (each writes at most its own now + tau, and reads the clock before);
 // the slack keeps a clock read a hair early on another CPU from ever
@@ -195,7 +239,13 @@ function parseOptions (options, name = 'options') {
   return { limit, window, burst, keys, whenFull }
 }
 
-const bytesFor = keys => HEADER_BYTES + SLOT_BYTES * keys
+const locksFor = keys => Math.ceil(keys / LOCK_SPAN)
+const tableBytes = keys => SLOT_BYTES * keys + 8 * locksFor(keys)
+const bytesFor = keys => HEADER_BYTES + tableBytes(keys)
+
+// A nap while a claim lock is held: Atomics.wait on a cell nobody notifies.
+const napCell = new Int32Array(new SharedArrayBuffer(4))
+const NAP_MS = 0.05
 
 // Write a header (the tag last: a thread that reads the tag sees the rest).
 function writeHeader (i32, p, apart = 0) {
@@ -256,6 +306,7 @@ class RateLimiter {
   #taun
   #w64 // BigInt64Array over the slots
   #w32 // Int32Array over the slots
+  #locks // BigInt64Array: the claim locks
   #probe
   #costs = [] // n·T for small n
 
@@ -269,7 +320,7 @@ class RateLimiter {
   constructor (options, slots) {
     if (slots !== undefined && slots.attach === ATTACH) {
       // RateLimiter.from / space: memory already made and checked.
-      this.#init(slots.params, slots.w64, slots.w32)
+      this.#init(slots.params, slots.w64, slots.w32, slots.locks)
       Object.defineProperty(this, 'buffer', { value: slots.buffer, enumerable: true })
       Object.defineProperty(this, 'byteOffset', { value: slots.byteOffset, enumerable: true })
       return
@@ -290,7 +341,7 @@ class RateLimiter {
     madeAs(this, 'RateLimiter')
   }
 
-  #init (p, w64, w32) {
+  #init (p, w64, w32, locks) {
     this.#p = p
     const windowNs = BigInt(p.window) * 1_000_000n
     this.#T = (windowNs + BigInt(p.limit) - 1n) / BigInt(p.limit)
@@ -299,6 +350,7 @@ class RateLimiter {
     this.#taun = Number(this.#tau)
     this.#w64 = w64
     this.#w32 = w32
+    this.#locks = locks
     this.#probe = Math.min(PROBE, p.keys)
     for (let n = 0; n <= Math.min(p.burst, 64); n++) this.#costs.push(BigInt(n) * this.#T)
   }
@@ -389,13 +441,72 @@ class RateLimiter {
     throw this.#corrupt('no update took effect in ' + MAX_TRIES + ' tries')
   }
 
-  // A key not in the table takes a free slot of its window and consumes
-  // `cost` there; undefined to look again (a race was lost), or the
+  // A key not in the table takes a free slot of its window under its claim
+  // lock and consumes `cost` there (see "Claims" above); undefined to look
+  // again (the key is in the table now, or a race was lost), or the
   // whenFull answer when no slot is free.
   #claim (start, lo, hi, cost) {
+    const a = this.#lock(start, lo, hi)
+    if (a === undefined) return undefined
+    const g = (start / LOCK_SPAN) | 0
+    try {
+      return this.#claimHeld(start, lo, hi, cost, a, g)
+    } finally {
+      Atomics.compareExchange(this.#locks, g, a, -a) // a lease taken over: nothing to give back
+    }
+  }
+
+  // Take the claim lock of `start`: its token, or undefined when the key
+  // appeared in the table while waiting.
+  #lock (start, lo, hi) {
+    const locks = this.#locks
+    const g = (start / LOCK_SPAN) | 0
+    const out = { w: 0n }
+    for (let spins = 0; ; spins++) {
+      const l = Atomics.load(locks, g)
+      const now = process.hrtime.bigint()
+      const last = l < 0n ? -l : l
+      // A token no participant could have taken (each takes at most
+      // now + LEASE_NS after reading its clock) was written by someone else.
+      if (last - now > LEASE_NS + SLACK_NS) throw this.#corrupt('a claim lock beyond its lease')
+      if (l <= now) {
+        const a = now + LEASE_NS > last ? now + LEASE_NS : last + 1n
+        if (Atomics.compareExchange(locks, g, l, a) === l) return a
+        continue
+      }
+      if (spins >= 16) Atomics.wait(napCell, 0, 0, NAP_MS)
+      fp[0] = lo; fp[1] = hi
+      if (this.#find(start, out) >= 0) return undefined // claimed meanwhile
+    }
+  }
+
+  // Whether W (a marker) is abandoned: its lease has run out, or it holds
+  // a lease no participant could have taken.
+  #abandoned (w, now) {
+    const a = -1n - w
+    return a <= now || a - now > LEASE_NS + SLACK_NS
+  }
+
+  // Steps 2 to 6 of a claim, holding lock g with token a.
+  #claimHeld (start, lo, hi, cost, a, g) {
     const w64 = this.#w64
+    const locks = this.#locks
     const keys = this.#p.keys
-    const now = process.hrtime.bigint()
+    const marker = -1n - a
+    let now = process.hrtime.bigint()
+    // 2. Clear abandoned markers: a late claimer of this key cannot activate.
+    for (let k = 0, i = start; k < this.#probe; k++, i = i + 1 === keys ? 0 : i + 1) {
+      const w = Atomics.load(w64, i * 2 + 1)
+      if (w < 0n && this.#abandoned(w, now) && Atomics.compareExchange(w64, i * 2 + 1, w, marker) === w) {
+        Atomics.store(w64, i * 2, 0n)
+        Atomics.compareExchange(w64, i * 2 + 1, marker, 0n)
+      }
+    }
+    // 3. The key may have been claimed since the caller looked.
+    fp[0] = lo; fp[1] = hi
+    if (this.#find(start, { w: 0n }) >= 0) return undefined
+    // 4. A free slot.
+    now = process.hrtime.bigint()
     let soonest = -1n
     for (let k = 0, i = start; k < this.#probe; k++, i = i + 1 === keys ? 0 : i + 1) {
       const w = Atomics.load(w64, i * 2 + 1)
@@ -404,20 +515,20 @@ class RateLimiter {
         free = w <= now
         if (!free && (soonest < 0n || w < soonest)) soonest = w
       } else {
-        const at = -1n - w
-        free = at > now || now - at > STALE_NS
+        free = this.#abandoned(w, now)
       }
-      if (!free) continue
-      const marker = -1n - now
-      if (Atomics.compareExchange(w64, i * 2 + 1, w, marker) !== w) return undefined
-      const old = Atomics.load(w64, i * 2)
-      const mine = BigInt.asIntN(64, (BigInt(hi) << 32n) | BigInt(lo >>> 0))
-      if (Atomics.compareExchange(w64, i * 2, old, mine) !== old) return undefined // taken over
-      const next = now + cost
-      if (Atomics.compareExchange(w64, i * 2 + 1, marker, next) !== marker) {
-        Atomics.compareExchange(w64, i * 2, mine, old) // taken over: give F back
+      if (!free || Atomics.compareExchange(w64, i * 2 + 1, w, marker) !== w) continue
+      Atomics.store(w64, i * 2, BigInt.asIntN(64, (BigInt(hi) << 32n) | BigInt(lo >>> 0)))
+      // 5. Still the lock's holder? A holder whose lease was taken over
+      // undoes its mark; its successor decides.
+      if (Atomics.load(locks, g) !== a || process.hrtime.bigint() >= a) {
+        Atomics.store(w64, i * 2, 0n)
+        Atomics.compareExchange(w64, i * 2 + 1, marker, 0n)
         return undefined
       }
+      // 6. Activate (fails when a successor cleared the mark).
+      const next = process.hrtime.bigint() + cost
+      if (Atomics.compareExchange(w64, i * 2 + 1, marker, next) !== marker) return undefined
       const ahead = Number(cost)
       return answer(true, Math.floor((this.#taun - ahead) / this.#Tn), 0, ahead, this.#p.limit)
     }
@@ -504,15 +615,20 @@ class RateLimiter {
       throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `RateLimiter.from(handle): the RateLimiter at byteOffset ${byteOffset} lives in a shared space: attach with space.rateLimiter(key, options)`)
     }
     memoryOf('RateLimiter', bytesFor(p.keys), { buffer, byteOffset }, 'handle') // in range
-    const [w64, w32] = slotViews(buffer, byteOffset + HEADER_BYTES, p.keys)
-    return new RateLimiter(undefined, { attach: ATTACH, params: p, w64, w32, buffer, byteOffset })
+    const [w64, w32, locks] = slotViews(buffer, byteOffset + HEADER_BYTES, p.keys)
+    return new RateLimiter(undefined, { attach: ATTACH, params: p, w64, w32, locks, buffer, byteOffset })
   }
 }
 
 const ATTACH = Symbol('attach')
 
+// The slots (as 64- and 32-bit words) and the claim locks after them.
 function slotViews (buffer, byteOffset, keys) {
-  return [new BigInt64Array(buffer, byteOffset, keys * 2), new Int32Array(buffer, byteOffset, keys * 4)]
+  return [
+    new BigInt64Array(buffer, byteOffset, keys * 2),
+    new Int32Array(buffer, byteOffset, keys * 4),
+    new BigInt64Array(buffer, byteOffset + SLOT_BYTES * keys, locksFor(keys))
+  ]
 }
 
 Object.defineProperty(RateLimiter, 'byteLength', { value: bytesFor(DEFAULT_KEYS), enumerable: true })
@@ -544,9 +660,9 @@ function inSpace (lookup, key, options, kinds) {
     throw new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH',
       `space.rateLimiter("${key}"): the space holds a RateLimiter with ${show(have)}, not ${show(p)}`)
   }
-  const table = lookup(kinds.table, key + '\u0001', [p.keys], SLOT_BYTES * p.keys, m => m, m => m)
-  const [w64, w32] = slotViews(table.buffer, table.byteOffset, p.keys) // zeroed when made
-  return new RateLimiter(undefined, { attach: ATTACH, params: have, w64, w32, buffer, byteOffset })
+  const table = lookup(kinds.table, key + '\u0001', [p.keys], tableBytes(p.keys), m => m, m => m)
+  const [w64, w32, locks] = slotViews(table.buffer, table.byteOffset, p.keys) // zeroed when made
+  return new RateLimiter(undefined, { attach: ATTACH, params: have, w64, w32, locks, buffer, byteOffset })
 }
 
 module.exports = { RateLimiter, inSpace, hashKey, makeHash, fp }

@@ -2,15 +2,31 @@
 // sabsync/redis RateLimiter against a real redis-server: the table of checks
 // every tier passes (test/fixtures/rate-limiter/checks.js) with three
 // processes hammering one key (test/fixtures/rate-limiter/hammer.js), and
-// what only Redis has: keys that expire when full, parameters that
-// disagree, replies that are checked, SIGKILL mid-consume
-// (test/fixtures/rate-limiter/killed-redis.js).
+// what only Redis has: no key with a TTL and idle entries taken off by later
+// calls, parameters that disagree, replies that are checked, SIGKILL
+// mid-consume (test/fixtures/rate-limiter/killed-redis.js). Eviction:
+// test/rate-limiter-redis-evict.test.js.
 const t = require('tap')
 const path = require('path')
 const { fork } = require('child_process')
 const { redisSuite } = require('./fixtures/redis/suite')
 const { RateLimiter } = require('../lib/redis')
 const { checks, sleep } = require('./fixtures/rate-limiter/checks')
+
+// The keys of a limiter made with `prefix` (lib/redis/rate-limiter.js).
+const keysOf = prefix => ({ hash: `{${prefix}}:rl`, zset: `{${prefix}}:rlz` })
+
+// Every key whose name contains `part`, with its PTTL.
+async function ttls (admin, part) {
+  const out = {}
+  let cursor = '0'
+  do {
+    const [next, keys] = await admin.scan(cursor, 'MATCH', `*${part}*`, 'COUNT', 1000)
+    for (const key of keys) out[key] = await admin.pttl(key)
+    cursor = next
+  } while (cursor !== '0')
+  return out
+}
 
 const fixtures = path.join(__dirname, 'fixtures', 'rate-limiter')
 
@@ -48,29 +64,58 @@ redisSuite(t, async s => {
       return { ready, go: until => { p.send({ go: until }); return done } }
     }),
     async count (limiter) {
-      const [, keys] = await s.admin.scan('0', 'MATCH', made.get(limiter) + ':*', 'COUNT', 100000)
-      return keys.length
+      const { hash, zset } = keysOf(made.get(limiter))
+      const [fields, entries] = [await s.admin.hlen(hash), await s.admin.zcard(zset)]
+      if (entries === 0 && fields === 0) return 0
+      if (fields !== entries + 1) throw new Error(`the hash has ${fields} fields for ${entries} entries`)
+      return entries
     }
   })
 
-  s.test('redis: a key expires when its bucket is full again, and not before', async (t, k) => {
+  s.test('redis: no key has a TTL, and entries whose bucket is full are taken off by later calls', async (t, k) => {
     const l = new RateLimiter(s.client(), k.prefix, { limit: 2, window: 400 })
-    const r = await l.consume('e')
-    const ttl = await s.admin.pttl(`${k.prefix}:e`)
-    t.ok(ttl > 0 && ttl >= r.resetAfter - 5 && ttl <= Math.ceil(r.resetAfter) + 1, `PTTL ${ttl} ms: the moment the bucket is full (${r.resetAfter} ms)`)
-    await s.until(async () => (await s.admin.exists(`${k.prefix}:e`)) === 0, 'the key to expire', 5000)
-    t.equal((await l.peek('e')).remaining, 2, 'gone: a full bucket')
+    const { hash, zset } = keysOf(k.prefix)
+    for (let i = 0; i < 20; i++) await l.consume('idle-' + i, 2)
+    const held = await ttls(s.admin, k.prefix)
+    t.same(Object.keys(held).sort(), [hash, zset].sort(), 'two keys: the hash and the sorted set')
+    t.same(Object.values(held), [-1, -1], 'PTTL -1: neither has a TTL')
+    t.equal(await s.admin.zcard(zset), 20, 'one entry per client key')
+    const score = Number(await s.admin.zscore(zset, 'idle-3'))
+    t.equal(await s.admin.hget(hash, 'kidle-3'), String(score), 'the hash and the sorted set hold the same time')
+    t.same(await s.admin.hget(hash, 'p'), '200000:400000', 'and the parameters, T:tau in µs')
+    await sleep(450) // every bucket is full again
+    // Each call takes off up to 3 entries whose time has passed.
+    for (let i = 0; i < 4; i++) await l.consume('busy')
+    t.equal(await s.admin.zcard(zset), 20 - 12 + 1, '4 calls took off 12 idle entries, and added busy')
+    t.equal(await s.admin.hlen(hash), 20 - 12 + 1 + 1, 'their fields of the hash went with them')
+    t.same(Object.values(await ttls(s.admin, k.prefix)), [-1, -1], 'still no TTL')
+    await sleep(450)
+    for (let i = 0; i < 4; i++) await l.peek('busy')
+    t.equal(await s.admin.zcard(zset), 9, 'peek writes nothing')
+    await l.consume('last')
+    await l.consume('last')
+    await l.consume('last')
+    await l.reset('last')
+    t.equal(await s.admin.exists(hash, zset), 0, 'the last entry gone: the limiter keeps no key')
+    t.equal((await l.peek('idle-1')).remaining, 2, 'a key taken off is a full bucket')
   })
 
-  s.test('redis: other parameters on the same keys, and foreign values, are refused', async (t, k) => {
+  s.test('redis: other parameters on the same prefix, and foreign values, are refused', async (t, k) => {
     const a = new RateLimiter(s.client(), k.prefix, { limit: 2, window: 1000 })
     const b = new RateLimiter(s.client(), k.prefix, { limit: 3, window: 1000 })
+    const { hash, zset } = keysOf(k.prefix)
     await a.consume('m')
-    await t.rejects(b.consume('m'), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /T:tau = 500000:1000000 µs, not 333334:1000002 µs/ })
-    await s.admin.set(`${k.prefix}:junk`, 'hello')
-    await t.rejects(a.consume('junk'), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /not a RateLimiter key/ })
-    await s.admin.set(`${k.prefix}:far`, `${2 ** 52}:500000:1000000`)
+    await t.rejects(b.consume('other'), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /T:tau = 500000:1000000 µs, not 333334:1000002 µs/ })
+    await t.rejects(b.peek('m'), { code: 'ERR_SABSYNC_SHARED_MISMATCH' }, 'peek too')
+    await s.admin.hset(hash, 'kjunk', 'hello')
+    await t.rejects(a.consume('junk'), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /not a RateLimiter time/ })
+    await s.admin.hset(hash, 'kfar', String(2 ** 52))
     await t.rejects(a.consume('far'), { code: 'ERR_SABSYNC_REDIS', message: /unexpected reply/ }, 'a tat beyond the bucket is not believed')
+    const c = new RateLimiter(s.client(), k.prefix + 'x', { limit: 2, window: 1000 })
+    await s.admin.set(keysOf(k.prefix + 'x').zset, 'a string')
+    await t.rejects(c.consume('m'), { code: 'ERR_SABSYNC_REDIS', message: /WRONGTYPE/ }, 'a key of another type')
+    t.equal(await s.admin.exists(keysOf(k.prefix + 'x').hash), 0, 'and nothing was written')
+    t.equal(await s.admin.zcard(zset), 1, 'the refused calls wrote nothing')
     t.throws(() => new RateLimiter({}, 'p', { limit: 1, window: 1 }), { name: 'TypeError', message: /"redis"/ })
     t.throws(() => new RateLimiter(s.client(), '', { limit: 1, window: 1 }), { name: 'RangeError', message: /"prefix"/ })
   })

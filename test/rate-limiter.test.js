@@ -36,7 +36,7 @@ checks(t, {
 })
 
 t.test('memory: byteLength, buffer and byteOffset, from()', async t => {
-  t.equal(RateLimiter.byteLengthFor(1000), 64 + 16 * 1000)
+  t.equal(RateLimiter.byteLengthFor(1000), 64 + 16 * 1000 + 8 * 63, 'a header, 16 bytes a slot, 8 bytes a claim lock per 16 slots')
   t.equal(RateLimiter.byteLength, RateLimiter.byteLengthFor(), 'byteLength: the default of 10,000 keys')
   const sab = new SharedArrayBuffer(8 + RateLimiter.byteLengthFor(100))
   const l = new RateLimiter({ limit: 2, window: 1000, keys: 100, buffer: sab, byteOffset: 8 })
@@ -144,4 +144,87 @@ t.test('the express-rate-limit store: 429 once the bucket is empty', async t => 
   t.equal(store.get('ip').totalHits, 1, 'decrement refunds a point')
   store.resetKey('ip')
   t.equal(store.get('ip').totalHits, 0)
+})
+
+t.test('racing first claims of one new key: one slot, and burst exactly', async t => {
+  // Workers (test/fixtures/rate-limiter/first-claims.js) leave a barrier
+  // together and each consumes a new key 3 times: a key claimed twice would
+  // be two buckets, and grant more than burst.
+  const rounds = 300
+  const workers = 4
+  const calls = 3
+  const burst = 2
+  const keys = 4096
+  const l = new RateLimiter({ limit: 1, window: 3_600_000, burst, keys })
+  const ctl = new SharedArrayBuffer(4 * (1 + rounds))
+  const file = path.join(__dirname, 'fixtures', 'rate-limiter', 'first-claims.js')
+  const handle = { buffer: l.buffer, byteOffset: l.byteOffset }
+  await Promise.all(Array.from({ length: workers }, () => new Promise((resolve, reject) => {
+    const w = new Worker(file, { workerData: { handle, ctl, rounds, workers, calls } })
+    t.teardown(() => w.terminate())
+    w.on('error', reject)
+    w.on('message', resolve)
+  })))
+  const allowed = new Int32Array(ctl, 4)
+  const over = []
+  for (let r = 0; r < rounds; r++) if (allowed[r] !== burst) over.push([r, allowed[r]])
+  t.same(over, [], `each of ${rounds} keys raced by ${workers} workers was granted exactly burst (${burst}) points`)
+  // Count the slots holding each round's key (its fingerprint under the
+  // table's secret, W a time): exactly one.
+  const { hashKey, fp } = require('../lib/rate-limiter')
+  const head = new Int32Array(l.buffer, l.byteOffset, 16)
+  const slots = new Int32Array(l.buffer, l.byteOffset + 64, keys * 4)
+  const w64 = new BigInt64Array(l.buffer, l.byteOffset + 64, keys * 2)
+  const lo = new Int32Array(new Uint8Array(new Uint16Array([1]).buffer)[0] === 1 ? [0, 1] : [1, 0])
+  const twice = []
+  for (let r = 0; r < rounds; r++) {
+    hashKey(`first-${r}`, head[8], head[9])
+    let held = 0
+    for (let i = 0; i < keys; i++) {
+      if (slots[i * 4 + lo[0]] === fp[0] && slots[i * 4 + lo[1]] === fp[1] && w64[i * 2 + 1] >= 0n) held++
+    }
+    if (held !== 1) twice.push([r, held])
+  }
+  t.same(twice, [], 'every key holds exactly one slot')
+})
+
+t.test('a claim lock: a lease runs out, its holder\'s mark is cleared, a late holder cannot activate', async t => {
+  const { hashKey, fp } = require('../lib/rate-limiter')
+  const keys = 64
+  const l = new RateLimiter({ limit: 1, window: 3_600_000, burst: 2, keys })
+  const head = new Int32Array(l.buffer, l.byteOffset, 16)
+  const w64 = new BigInt64Array(l.buffer, l.byteOffset + 64, keys * 2)
+  const locks = new BigInt64Array(l.buffer, l.byteOffset + 64 + 16 * keys, keys / 16)
+  hashKey('late', head[8], head[9])
+  const start = (fp[0] >>> 0) % keys
+  const f = BigInt.asIntN(64, (BigInt(fp[1]) << 32n) | BigInt(fp[0] >>> 0))
+  const g = (start / 16) | 0
+  // Holder A took the lock with a lease 150 ms long, marked the key's first
+  // slot and wrote its fingerprint, then stopped before re-checking.
+  const a = process.hrtime.bigint() + 150_000_000n
+  Atomics.store(locks, g, a)
+  Atomics.store(w64, start * 2 + 1, -1n - a)
+  Atomics.store(w64, start * 2, f)
+  const t0 = process.hrtime.bigint()
+  const r = l.consume('late')
+  const waited = Number(process.hrtime.bigint() - t0) / 1e6
+  t.equal(r.allowed, true, 'B claims the key once A\'s lease has run out')
+  t.ok(waited >= 140, `B waited for the lease (${waited.toFixed(1)} ms)`)
+  const seen = Atomics.compareExchange(w64, start * 2 + 1, -1n - a, process.hrtime.bigint() + 1n)
+  t.ok(seen !== -1n - a && seen > 0n, 'A\'s mark was cleared (B took the slot): A, resuming, cannot activate it')
+  let held = 0
+  for (let i = 0; i < keys; i++) if (w64[i * 2] === f && w64[i * 2 + 1] >= 0n) held++
+  t.equal(held, 1, 'the key holds one slot')
+  t.equal(l.consume('late').allowed, true)
+  t.equal(l.consume('late').allowed, false, 'and one bucket: burst 2, the third call refused')
+  t.ok(Atomics.load(locks, g) < 0n, 'the lock is free again, remembering its last token')
+  Atomics.store(locks, g, process.hrtime.bigint() + 3_600_000_000_000n)
+  // A lease no participant could have taken is a coded error for a key of
+  // that lock, never a hang.
+  let other = 'k'
+  for (let i = 0; ; i++) {
+    hashKey('k' + i, head[8], head[9])
+    if ((((fp[0] >>> 0) % keys) / 16 | 0) === g) { other = 'k' + i; break }
+  }
+  t.throws(() => l.consume(other), { code: 'ERR_SABSYNC_BAD_MEMORY', message: /claim lock/ })
 })

@@ -166,7 +166,7 @@ async function redis () {
     consume = key => l.consume(key).then(r => ({ allowed: r.remainingPoints >= 0 }))
   }
   const r = await timed(consume, n)
-  const keys = await client.keys(prefix + '*')
+  const keys = await client.keys('*' + prefix + '*') // sabsync's are {prefix}:…, rate-limiter-flexible's prefix:…
   if (keys.length > 0) await client.del(...keys)
   client.disconnect()
   if (server) await server.stop()

@@ -3,14 +3,22 @@
 // client of the server, with the API of the in-process RateLimiter
 // (lib/rate-limiter.js) in promise form.
 //
-// One key per client key, `<prefix>:<key>`, holding its GCRA time (tat) on
-// the server's clock (TIME, µs), and one script call (one round trip) per
-// consume, peek, refund or reset (lib/redis/scripts.js, keyedRate). The key
-// expires when its bucket is full again: an absent key and a key with
-// tat <= now answer alike, so expiry changes no answer and nothing grows.
-// Only eviction before that moment (maxmemory with a volatile-* or
-// allkeys-* policy) can lose a bucket early, which lets that client start
-// full again; run the limiter's server with noeviction.
+// Layout (lib/redis/scripts.js, keyedRate): the limiter's keys share the
+// hash tag `{prefix}`, so each call is one script on one slot of a Redis
+// Cluster: `{prefix}:rl`, a hash of client key -> its GCRA time (tat, on
+// the server's clock, TIME, µs) and the limiter's parameters, and
+// `{prefix}:rlz`, a sorted set of client key -> that same time, the moment
+// its bucket is full again. One script call (one round trip) per consume,
+// peek, refund or reset.
+//
+// No key carries a TTL: under a volatile-* eviction policy Redis evicts only
+// keys with one, and a bucket evicted while it refills starts full again
+// (an over-grant). An entry whose time has passed answers as an absent one,
+// so it may go at any time: every consume, refund and reset removes up to
+// SWEEP such entries (the oldest first), and an empty limiter deletes its
+// hash. A limiter that stops being called keeps the entries it had then
+// (bounded by the keys active at that moment) until its next call. Under an
+// allkeys-* policy any key may go, which no layout can prevent.
 //
 // Times are whole µs (Redis's clock has no finer grain); T, the time a
 // point takes to refill, is window / limit rounded up to a whole µs, which
@@ -22,7 +30,8 @@ const {
 const { commands } = require('./scripts')
 const { intOption, keyString, checkPoints, storeOf } = require('../rate-limiter-common')
 
-const NAME = 'sabsync1KeyedRate'
+const NAME = 'sabsync2KeyedRate'
+const SWEEP = 3 // entries past their time taken off per call: more than the one a call adds
 const MAX_LIMIT = 1e9
 const MAX_WINDOW = 0x7FFFFFFF
 const MAX_TAU = 2 ** 50 // µs (~35 years): sums stay exact in Lua's doubles
@@ -34,7 +43,9 @@ class RateLimiter {
   #tau
   #timeout
   #p
-  #tail
+  #params
+  #keys // [hash, sorted set]
+  #ready = null // null, the promise of #prepare(), or true once it has run
 
   /**
    * new RateLimiter(redis, prefix, { limit, window, burst, commandTimeout }):
@@ -57,11 +68,19 @@ class RateLimiter {
     this.#tau = burst * this.#T
     if (this.#tau > MAX_TAU) throw outOfRange('options.burst', 'such that burst × window / limit is below 2^50 µs', burst)
     this.#timeout = msOption(objectOptions(options), 'commandTimeout', 5000, 1)
-    this.#tail = `:${this.#T}:${this.#tau}`
+    this.#params = `${this.#T}:${this.#tau}`
     this.#redis = redis
     this.#prefix = prefix
+    this.#keys = [`{${prefix}}:rl`, `{${prefix}}:rlz`]
     this.#p = { limit, window, burst }
-    if (typeof redis[NAME] !== 'function') redis.defineCommand(NAME, commands[NAME])
+  }
+
+  // What a limiter does once, before its first call reaches the server:
+  // every call waits for it until it has run (calls made meanwhile share
+  // one run; a failed run is tried again by the next call), so a check of
+  // the server (its eviction policy, say) belongs here too.
+  async #prepare () {
+    if (typeof this.#redis[NAME] !== 'function') this.#redis.defineCommand(NAME, commands[NAME])
   }
 
   get limit () { return this.#p.limit }
@@ -70,11 +89,16 @@ class RateLimiter {
   get prefix () { return this.#prefix }
 
   async #call (op, key, points) {
-    const k = this.#prefix + ':' + keyString(key)
+    const s = keyString(key)
+    const k = `${this.#prefix} key ${JSON.stringify(s)}`
     const n = checkPoints(points, this.#p.burst)
+    if (this.#ready !== true) {
+      this.#ready ??= this.#prepare().then(() => { this.#ready = true }, err => { this.#ready = null; throw err })
+      await this.#ready
+    }
     let reply
     try {
-      reply = this.#redis[NAME](k, op, this.#T, this.#tau, n, this.#tail)
+      reply = this.#redis[NAME](this.#keys[0], this.#keys[1], op, this.#T, this.#tau, n, this.#params, s, SWEEP)
     } catch (err) {
       reply = Promise.reject(err)
     }

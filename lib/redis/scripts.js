@@ -489,54 +489,99 @@ local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 `
 
-// The keyed limiter (lib/redis/rate-limiter.js): one key per client key,
-// holding "<tat>:<T>:<tau>" (µs, the server's clock): GCRA as the in-process
-// RateLimiter (lib/rate-limiter.js). The key expires when its bucket is full
-// again (tat), rounded up to the ms: a key gone is the same as a key with
-// tat <= now, so expiry never changes an answer.
-// KEYS: K. ARGV: op ('c' consume, 'p' peek, 'r' refund, 'x' reset), T µs,
-// tau µs, points, ":<T>:<tau>" (the value's tail, compared whole).
+// The keyed limiter (lib/redis/rate-limiter.js): GCRA as the in-process
+// RateLimiter (lib/rate-limiter.js), µs on the server's clock. One limiter's
+// keys share one hash tag, so a script is one slot of a Redis Cluster:
+//
+//   key   type    holds
+//   H     hash    'p' -> "<T>:<tau>" (the limiter's parameters, µs);
+//                 'k' .. client key -> its tat (µs)
+//   Z     zset    client key -> its tat: the moment its bucket is full again
+//
+// Nothing has a TTL: under a volatile-* policy Redis evicts only keys with a
+// TTL, and a bucket evicted while it refills would start full again. A
+// client key with tat <= now answers as an absent one, so its entry can go
+// at any time; each consume, refund and reset takes off up to SWEEP entries
+// of Z whose time has passed (the oldest first) and their fields of H, so
+// the entries kept are the active ones and a backlog that every later call
+// shrinks. When Z is empty H is deleted: an idle limiter keeps no key.
+//
+// Invariants after every script: the 'k' fields of H are exactly the
+// members of Z, each with Z's score as its value; H has 'p' iff Z exists.
+// KEYS: H, Z. ARGV: op ('c' consume, 'p' peek, 'r' refund, 'x' reset), T µs,
+// tau µs, points, "<T>:<tau>", client key, SWEEP.
 // Reply: {allowed (0/1), remaining, retryAfter µs, resetAfter µs}.
+// A wrong type of H or Z fails the script at its first command on that key
+// (HMGET, ZRANGEBYSCORE), before any write; peek reads H only. A consume
+// runs TIME, HMGET, ZRANGEBYSCORE, ZADD, HSET (and HDEL, ZREM per entry
+// swept, then ZCARD).
 const keyedRate = `
-local K = KEYS[1]
-local op, T, tau, n, tail = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local H, Z = KEYS[1], KEYS[2]
+local op, T, tau, n, params, key = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local sweep = tonumber(ARGV[7])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-local tat = 0
-local v = redis.call('GET', K)
-if v then
-  -- "<tat>:<T>:<tau>"; tail is ":<T>:<tau>" of this limiter.
-  local cut = string.find(v, ':', 1, true)
-  tat = cut and tonumber(string.sub(v, 1, cut - 1))
-  if not tat then
-    return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. K .. ' is not a RateLimiter key')
-  end
-  if string.sub(v, cut) ~= tail then
-    return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. K .. ' is in use by a RateLimiter with T:tau = ' ..
-      string.sub(v, cut + 1) .. ' µs, not ' .. string.sub(tail, 2) .. ' µs')
-  end
+local got = redis.call('HMGET', H, 'p', 'k' .. key)
+local p, v = got[1], got[2]
+if p and p ~= params then
+  return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. H .. ' is in use by a RateLimiter with T:tau = ' ..
+    p .. ' µs, not ' .. params .. ' µs')
 end
-local function put (t)
-  redis.call('SET', K, string.format('%.0f', t) .. tail, 'PX', math.ceil((t - now) / 1000))
+local field = 'k' .. key
+local tat = 0
+if v then
+  tat = tonumber(v)
+  if not tat then
+    return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. H .. ' field ' .. field .. ' is not a RateLimiter time')
+  end
 end
 local base = tat
 if base < now then base = now end
-if op == 'c' or op == 'p' then
-  local nxt = base + n * T
+if op == 'p' then
+  local nxt = base + T
   if nxt - now > tau then
     return { 0, math.floor((now + tau - base) / T), nxt - tau - now, base - now }
   end
-  if op == 'p' then return { 1, math.floor((now + tau - base) / T), 0, base - now } end
-  put(nxt)
-  return { 1, math.floor((now + tau - nxt) / T), 0, nxt - now }
+  return { 1, math.floor((now + tau - base) / T), 0, base - now }
 end
-if op == 'r' and tat > now then
+-- Writes from here on. Entries whose time has passed, oldest first.
+local old = redis.call('ZRANGEBYSCORE', Z, '-inf', string.format('%.0f', now), 'LIMIT', 0, sweep)
+for _, m in ipairs(old) do
+  redis.call('HDEL', H, 'k' .. m)
+  redis.call('ZREM', Z, m)
+end
+local function put (t)
+  local s = string.format('%.0f', t)
+  redis.call('ZADD', Z, s, key)
+  if p then
+    redis.call('HSET', H, field, s)
+  else
+    redis.call('HSET', H, field, s, 'p', params)
+  end
+end
+local gone = #old > 0
+local function drop ()
+  redis.call('HDEL', H, field)
+  redis.call('ZREM', Z, key)
+  gone = true
+end
+local reply = { 1, 0, 0, 0 }
+if op == 'c' then
+  local nxt = base + n * T
+  if nxt - now > tau then
+    reply = { 0, math.floor((now + tau - base) / T), nxt - tau - now, base - now }
+  else
+    put(nxt)
+    reply = { 1, math.floor((now + tau - nxt) / T), 0, nxt - now }
+  end
+elseif op == 'r' and tat > now then
   local nxt = tat - n * T
-  if nxt > now then put(nxt) else redis.call('DEL', K) end
-elseif op == 'x' then
-  redis.call('DEL', K)
+  if nxt > now then put(nxt) else drop() end
+elseif op == 'x' and v then
+  drop()
 end
-return { 1, 0, 0, 0 }
+if gone and redis.call('ZCARD', Z) == 0 then redis.call('DEL', H) end
+return reply
 `
 
 // Names carry a version: two copies of sabsync in one process never
@@ -550,7 +595,7 @@ const commands = {
   sabsync2Rate: { numberOfKeys: 2, lua: rate },
   sabsync2Unrate: { numberOfKeys: 1, lua: unrate },
   sabsync2RateWaiting: { numberOfKeys: 1, lua: rateWaiting },
-  sabsync1KeyedRate: { numberOfKeys: 1, lua: keyedRate }
+  sabsync2KeyedRate: { numberOfKeys: 2, lua: keyedRate }
 }
 
 module.exports = { commands, WAKE }
