@@ -177,6 +177,8 @@ export interface RedisRateLimiterOptions {
   burst?: number
   /** Milliseconds to wait for a reply (default 5000). */
   commandTimeout?: number
+  /** As for `Mutex` and `Sema`: run on a server whose policy may evict any key (`allkeys-*`), where an evicted bucket starts full again. */
+  unsafeAllowEviction?: boolean
 }
 
 /** How a key stands (times in ms, on the server's clock). */

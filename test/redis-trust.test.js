@@ -8,7 +8,7 @@ const t = require('tap')
 const path = require('path')
 const { fork } = require('child_process')
 const { redisSuite, tick, until } = require('./fixtures/redis/suite')
-const { Mutex, Sema, RateLimit } = require('../lib/redis')
+const { Mutex, Sema, RateLimit, RateLimiter } = require('../lib/redis')
 
 redisSuite(t, async s => {
   const { url, client, admin } = s
@@ -209,7 +209,8 @@ redisSuite(t, async s => {
     for (const [name, call] of [
       ['Mutex', () => new Mutex(r, 'evict', opts()).lockAsync()],
       ['Sema', () => new Sema(r, 'evict', 2, opts()).tryAcquire()],
-      ['RateLimit', () => RateLimit(r, 'evict', 5, opts())()]
+      ['RateLimit', () => RateLimit(r, 'evict', 5, opts())()],
+      ['RateLimiter', () => new RateLimiter(r, opts().prefix + ':evict-rl', { limit: 5, window: 1000 }).consume('k')]
     ]) {
       const err = await call().catch(e => e)
       t.equal(err.code, 'ERR_SABSYNC_REDIS', name + ': the first call rejects')

@@ -18,15 +18,19 @@
 // SWEEP such entries (the oldest first), and an empty limiter deletes its
 // hash. A limiter that stops being called keeps the entries it had then
 // (bounded by the keys active at that moment) until its next call. Under an
-// allkeys-* policy any key may go, which no layout can prevent.
+// allkeys-* policy any key may go, which no layout can prevent: the first
+// call refuses such a server (hub.js, checkEviction), as Mutex and Sema do,
+// unless options.unsafeAllowEviction.
 //
 // Times are whole µs (Redis's clock has no finer grain); T, the time a
 // point takes to refill, is window / limit rounded up to a whole µs, which
 // can only make the limit stricter.
 
 const {
-  checkClient, msOption, objectOptions, within, redisError, invalidType, outOfRange
+  checkClient, msOption, objectOptions, unsafeAllowEvictionOption, within, redisError, invalidType, outOfRange
 } = require('./common')
+const { hubOf } = require('./hub')
+const { evictionCheck } = require('./queue')
 const { commands } = require('./scripts')
 const { intOption, keyString, checkPoints, storeOf } = require('../rate-limiter-common')
 
@@ -42,6 +46,7 @@ class RateLimiter {
   #T
   #tau
   #timeout
+  #allowEviction
   #p
   #params
   #keys // [hash, sorted set]
@@ -68,6 +73,7 @@ class RateLimiter {
     this.#tau = burst * this.#T
     if (this.#tau > MAX_TAU) throw outOfRange('options.burst', 'such that burst × window / limit is below 2^50 µs', burst)
     this.#timeout = msOption(objectOptions(options), 'commandTimeout', 5000, 1)
+    this.#allowEviction = unsafeAllowEvictionOption(options)
     this.#params = `${this.#T}:${this.#tau}`
     this.#redis = redis
     this.#prefix = prefix
@@ -80,6 +86,7 @@ class RateLimiter {
   // one run; a failed run is tried again by the next call), so a check of
   // the server (its eviction policy, say) belongs here too.
   async #prepare () {
+    await evictionCheck(hubOf(this.#redis), this.#allowEviction, this.#timeout)
     if (typeof this.#redis[NAME] !== 'function') this.#redis.defineCommand(NAME, commands[NAME])
   }
 
