@@ -10,6 +10,7 @@ const path = require('path')
 const Redis = require('ioredis')
 const { root } = require('./helpers')
 const { blocks, runBlock, spaceNames } = require('./fixtures/docs/blocks')
+const { execFileSync } = require('child_process')
 const { sharedServer } = require('./fixtures/redis/server')
 const { openShared } = require(root)
 const { CODES } = require('../lib/errors')
@@ -62,6 +63,45 @@ t.test('every ```js block runs as written', async t => {
         if (db) await db.clear()
       }
     })
+  }
+})
+
+// The TypeScript blocks compile with tsc --strict against the package as an
+// app resolves it (node_modules/sabsync), with @types/node, each block a
+// module of its own.
+t.test('every ```ts block compiles with tsc --strict', async t => {
+  const ts = docs.flatMap(f => {
+    const lines = fs.readFileSync(path.join(root, f), 'utf8').split('\n')
+    const found = []
+    for (let i = 0; i < lines.length; i++) {
+      if (lines[i] !== '```ts') continue
+      let end = i + 1
+      while (lines[end] !== '```') end++
+      found.push({ name: `${f}:${i + 1}`, code: lines.slice(i + 1, end).join('\n') + '\n' })
+      i = end
+    }
+    return found
+  })
+  t.ok(ts.length >= 3, `${ts.length} blocks`)
+  const dir = app()
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const files = ts.map((b, i) => {
+    const file = `block${i}.ts`
+    fs.writeFileSync(path.join(dir, file), `// ${b.name}\n${b.code}`)
+    return file
+  })
+  fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({
+    compilerOptions: {
+      strict: true, noEmit: true, target: 'es2022', module: 'nodenext', moduleResolution: 'nodenext',
+      types: ['node'], typeRoots: [path.join(root, 'node_modules', '@types')]
+    },
+    files
+  }))
+  try {
+    execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir, encoding: 'utf8', timeout: 300000 })
+    t.pass(`${files.length} blocks compile`)
+  } catch (e) {
+    t.fail(`tsc: ${e.stdout}${e.stderr}`)
   }
 })
 
