@@ -7,9 +7,8 @@ const t = require('tap')
 const fs = require('fs')
 const os = require('os')
 const path = require('path')
-const Redis = require('ioredis')
 const { root } = require('./helpers')
-const { blocks, runBlock, spaceNames } = require('./fixtures/docs/blocks')
+const { blocks, runBlock, spaceNames, emptyDb } = require('./fixtures/docs/blocks')
 const { execFileSync } = require('child_process')
 const { sharedServer } = require('./fixtures/redis/server')
 const { openShared } = require(root)
@@ -92,8 +91,13 @@ t.test('every ```ts block compiles with tsc --strict', async t => {
   })
   fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({
     compilerOptions: {
-      strict: true, noEmit: true, target: 'es2022', module: 'nodenext', moduleResolution: 'nodenext',
-      types: ['node'], typeRoots: [path.join(root, 'node_modules', '@types')]
+      strict: true,
+      noEmit: true,
+      target: 'es2022',
+      module: 'nodenext',
+      moduleResolution: 'nodenext',
+      types: ['node'],
+      typeRoots: [path.join(root, 'node_modules', '@types')]
     },
     files
   }))
@@ -104,25 +108,6 @@ t.test('every ```ts block compiles with tsc --strict', async t => {
     t.fail(`tsc: ${e.stdout}${e.stderr}`)
   }
 })
-
-// A database of the server that is empty now, and a way to empty it again.
-async function emptyDb (url) {
-  for (let n = 1; n < 16; n++) {
-    const u = new URL(url)
-    u.pathname = '/' + n
-    const c = new Redis(u.href)
-    if ((await c.dbsize()) !== 0) { c.disconnect(); continue }
-    return {
-      url: u.href,
-      async clear () {
-        const left = await c.keys('*')
-        if (left.length > 0) await c.del(...left)
-        c.disconnect()
-      }
-    }
-  }
-  throw new Error('no empty database among 1-15 on ' + url)
-}
 
 // The names a declaration file exports (classes, functions, interfaces,
 // types, namespaces, re-exports).
@@ -185,4 +170,24 @@ t.test('the docs carry no history, and their links resolve', async t => {
   }
   const lines = fs.readFileSync(path.join(root, 'README.md'), 'utf8').split('\n').length
   t.ok(lines <= 260, `the README is a front page (${lines} lines)`)
+})
+
+// Each heading once per page: a merge that appends an old copy of a section
+// would otherwise go unnoticed, and a reader would meet it twice.
+t.test('every page has each heading once', async t => {
+  for (const f of [...docs, 'CONTRIBUTING.md', 'bench/README.md']) {
+    const headings = fs.readFileSync(path.join(root, f), 'utf8').split('\n').filter(l => /^#{1,3} /.test(l))
+    t.same(headings.filter((h, i) => headings.indexOf(h) !== i), [], `${f}: no heading repeats`)
+  }
+})
+
+t.test('the examples the docs name are shipped and exist', async t => {
+  const pkg = require('../package.json')
+  t.ok(pkg.files.includes('examples/'), 'package.json files has examples/')
+  for (const f of [...docs, 'CONTRIBUTING.md']) {
+    const text = fs.readFileSync(path.join(root, f), 'utf8')
+    for (const [, name] of text.matchAll(/examples\/([a-z0-9-]+\.js)/g)) {
+      t.ok(fs.existsSync(path.join(root, 'examples', name)), `${f} names examples/${name}, which exists`)
+    }
+  }
 })
