@@ -8,7 +8,7 @@ const fs = require('fs')
 const os = require('os')
 const path = require('path')
 const { execFileSync, spawnSync } = require('child_process')
-const { blocks, runBlock, spaceNames, emptyDb } = require('./fixtures/docs/blocks')
+const { blocks, runBlock, spaceNames, emptyDb } = require('./fixtures/markdown/blocks')
 const { sharedServer } = require('./fixtures/redis/server')
 const { openShared } = require('..')
 
