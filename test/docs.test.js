@@ -25,7 +25,7 @@ function app () {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sabsync-docs-'))
   fs.mkdirSync(path.join(dir, 'node_modules'))
   fs.symlinkSync(root, path.join(dir, 'node_modules', 'sabsync'), 'dir')
-  for (const dep of ['ioredis', 'express', 'express-rate-limit']) {
+  for (const dep of ['ioredis', 'express', 'express-rate-limit', 'fastify']) {
     fs.symlinkSync(path.join(root, 'node_modules', dep), path.join(dir, 'node_modules', dep), 'dir')
   }
   return dir
@@ -44,7 +44,8 @@ t.test('every ```js block runs as written', async t => {
     }
   }
   for (const block of all) {
-    const skip = block.mode === 'redis' && noRedis && `no Redis server, not under CI: ${noRedis}`
+    const skip = (block.mode === 'redis' && noRedis && `no Redis server, not under CI: ${noRedis}`) ||
+      (/require\('fastify'\)/.test(block.code) && Number(process.versions.node.split('.')[0]) < 20 && 'fastify 5 needs Node 20 or newer')
     await t.test(`${block.name} (${block.mode})`, { skip }, async t => {
       const dir = app()
       t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
