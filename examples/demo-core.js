@@ -4,7 +4,7 @@
 // blocking its event loop (a timer keeps ticking meanwhile).
 const path = require('path')
 const { Worker } = require('worker_threads')
-const sabsync = require('..')
+const sabsync = require('sabsync')
 
 const JOBS = 0 // jobs posted so far
 const TAKEN = 1 // jobs taken so far

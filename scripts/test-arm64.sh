@@ -14,7 +14,7 @@
 # release that only a weakly ordered CPU would expose does not fail here.
 # It checks that the binary builds, loads on arm64 glibc, and that its
 # futex calls, atomics and syscalls work on arm64; the ordering itself was
-# reviewed by reading (see README, "Platforms").
+# reviewed by reading (see CONTRIBUTING.md, "Install script and binaries").
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache="$root/build/arm64"

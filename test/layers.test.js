@@ -4,7 +4,7 @@
 // .c/.h pair or the .js file); the core never includes node_api.h; every
 // error code used anywhere is in the registry (lib/errors.js) and in the
 // SabsyncErrorCode type; every constant JS compares with the addon's
-// answers comes from the addon; and the tests can be found: the README's
+// answers comes from the addon; and the tests can be found: CONTRIBUTING.md's
 // table names every tap file (and only files that exist), and every worker
 // fixture a test starts exists and is started by some test.
 const t = require('tap')
@@ -126,11 +126,11 @@ t.test('the constants JS uses come from the addon', async t => {
   }
 })
 
-t.test('the README\'s table of tests names every tap file, and every worker fixture is used', async t => {
-  const readme = read('README.md')
-  const start = readme.indexOf('| feature or guarantee | test file(s) |')
-  t.not(start, -1, 'the README has the table')
-  const rows = readme.slice(start).split('\n\n')[0].split('\n').slice(2)
+t.test('CONTRIBUTING.md\'s table of tests names every tap file, and every worker fixture is used', async t => {
+  const contributing = read('CONTRIBUTING.md')
+  const start = contributing.indexOf('| feature or guarantee | test file(s) |')
+  t.not(start, -1, 'CONTRIBUTING.md has the table')
+  const rows = contributing.slice(start).split('\n\n')[0].split('\n').slice(2)
   const named = new Set()
   for (const row of rows) {
     const files = row.split('|')[2] || ''

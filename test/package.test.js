@@ -8,6 +8,9 @@ const fs = require('fs')
 const os = require('os')
 const path = require('path')
 const { execFileSync, spawnSync } = require('child_process')
+const { blocks, runBlock, spaceNames, emptyDb } = require('./fixtures/markdown/blocks')
+const { sharedServer } = require('./fixtures/redis/server')
+const { openShared } = require('..')
 
 const root = path.join(__dirname, '..')
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
@@ -69,7 +72,9 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
   t.equal(listed.filter(f => f.startsWith('prebuilds/')).length, archs.length, 'and no other binary')
   t.ok(listed.includes('index.d.ts') && listed.includes('index.mjs') && listed.includes('LICENSE'))
   t.ok(listed.includes('redis.d.ts') && listed.includes('redis.mjs') && listed.includes('lib/redis/index.js'), 'sabsync/redis ships')
-  t.notOk(listed.some(f => /^(test|bench|build|examples|node_modules|\.ci)\//.test(f)), 'no tests, benches or build leftovers')
+  t.notOk(listed.some(f => /^(test|bench|build|node_modules|\.ci)\//.test(f)), 'no tests, benches or build leftovers')
+  const examples = fs.readdirSync(path.join(root, 'examples')).filter(f => f.endsWith('.js'))
+  t.same(examples.filter(f => !listed.includes('examples/' + f)), [], 'every example ships')
 
   const app = path.join(work, 'app')
   const pkg = path.join(app, 'node_modules', 'sabsync')
@@ -121,6 +126,41 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
   sh(process.execPath, [tsc, '--noEmit', '--strict', '--target', 'es2022', '--module', 'nodenext',
     '--moduleResolution', 'nodenext', '--types', 'node', '--typeRoots', path.join(root, 'node_modules', '@types'), 'usage.ts'], app)
   t.pass('index.d.ts type-checks a sample that uses every export')
+
+  // The README's three examples, as a user copies them into the app, run
+  // against the installed tarball; and a shipped example runs from there.
+  await t.test('the README\'s examples run from the installed package', async t => {
+    fs.symlinkSync(path.join(root, 'node_modules', 'ioredis'), path.join(app, 'node_modules', 'ioredis'), 'dir')
+    t.teardown(() => fs.rmSync(path.join(app, 'node_modules', 'ioredis')))
+    const readme = blocks(path.join(root, 'README.md'))
+    t.equal(readme.length, 3, 'three examples: threads, processes, machines')
+    let redisUrl = null
+    let noRedis = null
+    try {
+      redisUrl = await sharedServer(t)
+    } catch (e) {
+      if (process.env.CI) throw e
+      noRedis = e.message
+    }
+    for (const block of readme) {
+      const skip = block.mode === 'redis' && noRedis && `no Redis server, not under CI: ${noRedis}`
+      await t.test(`README.md:${block.line} (${block.mode})`, { skip }, async t => {
+        const env = {}
+        const db = block.mode === 'redis' ? await emptyDb(redisUrl) : null
+        if (db) env.REDIS_URL = db.url
+        try {
+          const r = await runBlock(block, app, { env })
+          t.ok(r.ok, `${r.why}\n${r.out}`)
+        } finally {
+          for (const name of spaceNames(block.code)) openShared.unlink(name)
+          if (db) await db.clear()
+        }
+      })
+    }
+    const r = spawnSync(process.execPath, [path.join('node_modules', 'sabsync', 'examples', 'mutex-counter.js')], { cwd: app, encoding: 'utf8', timeout: 60000 })
+    t.equal(r.status, 0, r.stderr)
+    t.match(r.stdout, /counter (\d+), expected \1 /, 'node node_modules/sabsync/examples/mutex-counter.js runs from the install')
+  })
 
   const probe = ['-p', 'require(\'sabsync\').wait(new Int32Array(new SharedArrayBuffer(8)), 0, 0, 0)']
 

@@ -1,6 +1,6 @@
 'use strict'
 // The sabsync/redis examples run against a real server, end by themselves
-// and print what the README says they do.
+// and print what docs/redis.md says they do.
 //
 // The examples use plain key names ('orders:42', 'report', ...), so each
 // runs in a database of its own, one that is empty when it starts (tap

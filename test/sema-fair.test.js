@@ -1,5 +1,5 @@
 'use strict'
-// The Sema's bounded fairness (src/core/sema.c, F1-F4; README "Sema"): a
+// The Sema's bounded fairness (src/core/sema.c, F1-F4; docs/threads.md, "Sema"): a
 // release whose oldest waiter has waited less than the bound (1 ms) leaves
 // the token free and wakes that waiter to try again, so a running thread
 // may take the token meanwhile (no convoy when threads outnumber CPUs); a
