@@ -41,7 +41,8 @@ module.exports = [
     goal: 300,
     subjects: {
       sabsync: async ({ quick }) => run('cluster', 'sabsync', quick ? 100000 : 500000),
-      'rate-limiter-flexible cluster': async ({ quick }) => run('cluster', 'rlf', quick ? 2000 : 10000)
+      'rate-limiter-flexible cluster': async ({ quick }) => run('cluster', 'rlf', quick ? 2000 : 10000),
+      'floor: one Atomics.add a call, 4 workers': async ({ quick }) => run('cluster', 'floor', quick ? 100000 : 500000)
     }
   },
   {
@@ -51,7 +52,8 @@ module.exports = [
     goal: 1,
     subjects: {
       sabsync: async ({ quick }) => run('redis', 'sabsync', quick ? 3000 : 20000),
-      'rate-limiter-flexible redis': async ({ quick }) => run('redis', 'rlf', quick ? 3000 : 20000)
+      'rate-limiter-flexible redis': async ({ quick }) => run('redis', 'rlf', quick ? 3000 : 20000),
+      'floor: PING': async ({ quick }) => run('redis', 'floor', quick ? 3000 : 20000)
     }
   },
   {
