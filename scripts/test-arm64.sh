@@ -96,7 +96,7 @@ for name in "${files[@]}"; do
   # tap's own limit per file (30 s) is for native speed; `timeout` guards.
   (cd "$tree" && SABSYNC_TEST_EMULATOR=qemu-aarch64 TAP_TIMEOUT=900 timeout 900 qemu-aarch64 "$bin" "$f" >"$log" 2>&1)
   rc=$?
-  summary=$(grep -E '^# \{ total: [0-9]+' "$log" | tail -n 1)
+  summary=$(grep -aE '^# \{ total: [0-9]+' "$log" | tail -n 1)
   p=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); q=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")
   pass=$((pass + ${p:-0})); fail=$((fail + ${q:-0}))
   echo "arm64: $(basename "$f"): ${p:-0} passed, ${q:-0} failed ($(( $(date +%s) - s )) s)"

@@ -55,7 +55,7 @@ for flavour in "${@:-asan}"; do
     log="$dir/$(basename "$f").log"
     (cd "$dir" && LD_PRELOAD="$preload" timeout 600 node "$f" >"$log" 2>&1)
     rc=$?
-    summary=$(grep -E '^# \{ total: [0-9]+' "$log" | tail -n 1)
+    summary=$(grep -aE '^# \{ total: [0-9]+' "$log" | tail -n 1)
     p=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); f_=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")
     pass=$((pass + ${p:-0})); fail=$((fail + ${f_:-0}))
     if [ "$rc" -ne 0 ] || grep -qE 'ERROR: AddressSanitizer|runtime error:|WARNING: ThreadSanitizer' "$log"; then

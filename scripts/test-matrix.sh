@@ -33,7 +33,7 @@ for major in "${@:-18 20 22 24}"; do
       mkdir -p "$root/build/matrix"
       (cd "$root" && PATH="$(dirname "$bin"):$PATH" timeout 600 "$bin" "$f" >"$log" 2>&1)
       rc=$?
-      summary=$(grep -E '^# \{ total: [0-9]+' "$log" | tail -n 1)
+      summary=$(grep -aE '^# \{ total: [0-9]+' "$log" | tail -n 1)
       p=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); q=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")
       pass=$((pass + ${p:-0})); fail=$((fail + ${q:-0}))
       if [ "$rc" -ne 0 ]; then

@@ -116,7 +116,7 @@ t.test('the hash is keyed: two tables place keys apart, and keys are one-to-one 
   for (const s of ['', 'a', 'b', 'ab', 'ba', 'a\u0000', '\u0000a', 'abc', 'abcd', 'abcde', '\u{1F600}', 'x'.repeat(300)]) {
     hashKey(s, 1, 2)
     const h = fp[0] + ':' + fp[1]
-    t.notOk(seen.has(h), `"${s.slice(0, 8)}" has its own fingerprint`)
+    t.notOk(seen.has(h), `${JSON.stringify(s.slice(0, 8))} has its own fingerprint`)
     seen.add(h)
   }
   hashKey('client', 1, 2)
