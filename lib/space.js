@@ -56,6 +56,32 @@ const KIND = {
   rateLimiterTable: 13
 }
 
+// How a mismatch describes an entry: the call that makes it, and what its
+// directory params mean (lib/space.js passes them in this order).
+const DESCRIBE = {
+  [KIND.int32Array]: p => `int32Array(key, ${p[0]})`,
+  [KIND.bigInt64Array]: p => `bigInt64Array(key, ${p[0]})`,
+  [KIND.mutex]: () => 'mutex(key)',
+  [KIND.atomicFlag]: () => 'atomicFlag(key)',
+  [KIND.once]: () => 'once(key)',
+  [KIND.latch]: p => `latch(key, ${p[0]})`,
+  [KIND.condVar]: () => 'condVar(key)',
+  [KIND.rwlock]: p => `rwlock(key, { readerSlots: ${p[0]} })`,
+  [KIND.barrier]: p => `barrier(key, ${p[0]})`,
+  [KIND.sema]: p => `sema(key, ${p[0]})`,
+  [KIND.rateLimit]: p => {
+    const unit = new Float64Array(new Uint32Array([p[1], p[2]]).buffer)[0]
+    return `rateLimit(key, ${p[0]}, { timeUnit: ${unit}, uniformDistribution: ${p[3] !== 0} })`
+  },
+  [KIND.rateLimiter]: () => 'rateLimiter(key, options)',
+  [KIND.rateLimiterTable]: p => `rateLimiter(key, { keys: ${p[0]} })`
+}
+
+function describeEntry (kind, params) {
+  const d = DESCRIBE[kind]
+  return d === undefined ? `an entry of unknown kind ${kind} (overwritten?)` : d(params)
+}
+
 const MAX_CELLS = 1 << 27 // per array: 512 MiB of Int32, below the largest space
 
 // ---- errors ----
@@ -288,6 +314,66 @@ function contextOf (opened) {
   return ctx
 }
 
+// ---- objects of a closed space ----
+
+// close() unmaps the memory and detaches its buffer, so a call on one of the
+// space's objects afterwards would meet V8's detached-buffer TypeError deep
+// inside it. A space's objects get, instead of their class's prototype, one
+// derived from it (one per class) whose methods and getters first look at
+// the buffer: a space is never empty, so a byteLength of 0 means it was
+// detached by close(). In-process objects keep their class's prototype.
+const spaceNames = new WeakMap() // a space's buffer -> its name
+const guardedProtos = new Map() // class -> the prototype of its space objects
+
+function closedError (buffer) {
+  const name = spaceNames.get(buffer)
+  return new SabsyncError('ERR_SABSYNC_SHARED_CLOSED',
+    `the shared space "${name}" was closed in this thread: its objects cannot be used here now. ` +
+    `Open it again (openShared(${JSON.stringify(name)})) and get the object again by its key`)
+}
+
+function guardedProto (Class) {
+  let proto = guardedProtos.get(Class)
+  if (proto !== undefined) return proto
+  proto = Object.create(Class.prototype)
+  for (const name of Object.getOwnPropertyNames(Class.prototype)) {
+    const d = Object.getOwnPropertyDescriptor(Class.prototype, name)
+    if (name === 'constructor') continue
+    if (typeof d.value === 'function') {
+      const fn = d.value
+      // Fixed arity (no method of a primitive takes more than four, nor
+      // tells a missing argument from undefined): a rest parameter and
+      // apply() would double the cost of an uncontended lock + unlock.
+      d.value = {
+        [name] (a, b, c, e) {
+          if (this.buffer.byteLength === 0) throw closedError(this.buffer)
+          return fn.call(this, a, b, c, e)
+        }
+      }[name]
+    } else if (d.get !== undefined) {
+      const get = d.get
+      d.get = function () {
+        if (this.buffer.byteLength === 0) throw closedError(this.buffer)
+        return get.call(this)
+      }
+    } else {
+      continue
+    }
+    Object.defineProperty(proto, name, d)
+  }
+  guardedProtos.set(Class, proto)
+  return proto
+}
+
+function guard (object) {
+  const proto = Object.getPrototypeOf(object)
+  if (proto !== null && typeof proto.constructor === 'function' && proto !== Object.prototype &&
+      !ArrayBuffer.isView(object) && typeof object !== 'function') {
+    Object.setPrototypeOf(object, guardedProto(proto.constructor))
+  }
+  return object
+}
+
 // ---- this thread's open spaces ----
 
 const opened = new Map() // name -> { name, handle, buffer, pubOff, size, refs }
@@ -325,19 +411,38 @@ class Space {
   #object (kind, key, params, bytes, create, attach) {
     const st = this.#live()
     checkKey(key)
-    const [created, off] = call(native.spaceLookup, st.handle, key, kind, bytes,
-      params[0] || 0, params[1] || 0, params[2] || 0, params[3] || 0)
+    let created, off
+    try {
+      [created, off] = native.spaceLookup(st.handle, key, kind, bytes,
+        params[0] || 0, params[1] || 0, params[2] || 0, params[3] || 0)
+    } catch (err) {
+      throw err.code === 'ERR_SABSYNC_SHARED_MISMATCH' ? this.#mismatch(key, kind, params) : own(err)
+    }
     const memory = { buffer: st.buffer, byteOffset: off - st.pubOff }
-    if (!created) return attach(memory)
+    if (!created) return guard(attach(memory))
     let made = false
     try {
       const object = create(memory)
       made = true
-      return object
+      return guard(object)
     } finally {
       if (made) native.spacePublish(st.handle, off)
       else native.spaceAbandon(st.handle)
     }
+  }
+
+  // What a key holds and what was asked, with a way out: a space outlives
+  // every process, so a deploy that changes parameters meets the old object.
+  #mismatch (key, kind, params) {
+    const st = this.#st
+    const p = [0, 1, 2, 3].map(i => params[i] || 0)
+    const e = call(native.spaceEntry, st.handle, key)
+    const has = e === null ? 'nothing now (it was asked again meanwhile?)' : describeEntry(e[0], e.slice(2))
+    const name = key.endsWith('\u0001') ? key.slice(0, -1) : key
+    return new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH',
+      `openShared: the key ${JSON.stringify(name)} in /dev/shm/sabsync.${st.name} holds ${has}, not ${describeEntry(kind, p)}: ` +
+      'a key keeps its kind and parameters for the life of the space. Use the same parameters, another key ' +
+      '(openShared(name, { versioned: true }) derives keys from the parameters), or unlink the space when no process uses it')
   }
 
   #cells (kind, key, length, Type) {
@@ -432,7 +537,7 @@ class Space {
       throw outOfRange('key', `a string of 1 to ${C.KEY_MAX - 1} bytes (UTF-8) for a rateLimiter`, Buffer.byteLength(key))
     }
     const lookup = (...args) => this.#object(...args)
-    return rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable })
+    return guard(rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable }))
   }
 
   /**
@@ -489,6 +594,7 @@ function openShared (name, options) {
     refs: 1
   }
   addSpace(r.buffer, contextOf(r))
+  spaceNames.set(r.buffer, name)
   opened.set(name, st)
   return new Space(st)
 }

@@ -472,6 +472,37 @@ static napi_value space_lookup(napi_env env, napi_callback_info info) {
   return pair;
 }
 
+/* spaceEntry(handle, key) -> [kind, bytes, p0, p1, p2, p3] or null */
+static napi_value space_entry(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  char key[SAB_SPACE_KEY_MAX + 2];
+  size_t len = 0;
+  sab_space_entry_t e;
+  napi_value out, v;
+  if (reg == NULL) return NULL;
+  SAB_CALL(env, napi_get_value_string_utf8(env, argv[1], key, sizeof key, &len), NULL);
+  int r = len > SAB_SPACE_KEY_MAX || strlen(key) != len
+              ? SAB_E_SPACE_KEY
+              : sab_space_entry(reg->sp, reg->id, key, len, &e);
+  if (r < 0) {
+    throw_space(env, r, key);
+    return NULL;
+  }
+  if (r == 0) {
+    SAB_CALL(env, napi_get_null(env, &out), NULL);
+    return out;
+  }
+  uint32_t words[2 + SAB_SPACE_NPARAMS] = {e.kind, e.bytes};
+  for (int i = 0; i < SAB_SPACE_NPARAMS; i++) words[2 + i] = e.params[i];
+  SAB_CALL(env, napi_create_array_with_length(env, 2 + SAB_SPACE_NPARAMS, &out), NULL);
+  for (uint32_t i = 0; i < 2 + SAB_SPACE_NPARAMS; i++) {
+    SAB_CALL(env, napi_create_uint32(env, words[i], &v), NULL);
+    SAB_CALL(env, napi_set_element(env, out, i, v), NULL);
+  }
+  return out;
+}
+
 /* spacePublish(handle, off) / spaceAbandon(handle): end a creation. */
 static napi_value space_publish(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 2, NULL);
@@ -938,6 +969,7 @@ static const sab_napi_fn_t fns[] = {
     {"spaceClose", space_close},
     {"spaceUnlink", space_unlink},
     {"spaceLookup", space_lookup},
+    {"spaceEntry", space_entry},
     {"spacePublish", space_publish},
     {"spaceAbandon", space_abandon},
     {"spaceAlive", space_alive},
