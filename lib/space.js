@@ -34,7 +34,7 @@ const { RWLock } = require('./rwlock')
 const { Barrier } = require('./barrier')
 const { Sema } = require('./sema')
 const { RateLimit } = require('./rate-limit')
-const { inSpace: rateLimiterIn } = require('./rate-limiter')
+const { inSpace: rateLimiterIn, parseOptions: parseRateLimiterOptions } = require('./rate-limiter')
 
 const C = native.spaceConstants
 const GOLDEN = 0x9E3779B1 | 0
@@ -149,9 +149,10 @@ function checkKey (key) {
 }
 
 function parseOpenOptions (options) {
-  if (options === undefined) return { size: 0, mode: 0o600 }
+  if (options === undefined) return { size: 0, mode: 0o600, versioned: false }
   if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options)
-  const { size, mode = 0o600 } = options
+  const { size, mode = 0o600, versioned = false } = options
+  if (typeof versioned !== 'boolean') throw invalidType('options.versioned', 'a boolean', versioned)
   if (size !== undefined) {
     if (typeof size !== 'number') throw invalidType('options.size', 'a number of bytes', size)
     if (!Number.isInteger(size) || size < C.MIN_SIZE || size > C.MAX_SIZE) {
@@ -163,7 +164,7 @@ function parseOpenOptions (options) {
     throw outOfRange('options.mode', 'an integer >= 0 and <= 0o777', mode)
   }
   // The space is a whole number of pages.
-  return { size: size === undefined ? 0 : Math.ceil(size / 4096) * 4096, mode }
+  return { size: size === undefined ? 0 : Math.ceil(size / 4096) * 4096, mode, versioned }
 }
 
 function countArg (name, n, min, max) {
@@ -378,13 +379,42 @@ function guard (object) {
 
 const opened = new Map() // name -> { name, handle, buffer, pubOff, size, refs }
 
+// Versioned keys ({ versioned: true }): a space outlives every process, and
+// a key keeps the kind and parameters it was made with, so a deploy that
+// changes a Sema's nr or a limit's rate would meet the old object and fail
+// with ERR_SABSYNC_SHARED_MISMATCH. With versioned keys, the directory key
+// is the caller's key plus the kind and parameters: processes of the old
+// deploy keep using the old object (it is never changed under them), the
+// new ones make and share a new one. Until the last old process ends, both
+// limits hold at once (each over its own processes). Old objects stay in the
+// directory until the space is unlinked.
+const VERSION_MARK = '\u0002' // refused in callers' keys, so a versioned key is never one of theirs
+
+function versionedKey (key, kind, params) {
+  const k = `${key}${VERSION_MARK}${kind}:${params.join(',')}`
+  const bytes = Buffer.byteLength(k)
+  if (bytes > C.KEY_MAX) {
+    throw outOfRange('key', `a string of at most ${C.KEY_MAX - (bytes - Buffer.byteLength(key))} bytes (UTF-8) ` +
+      'in a versioned space (the kind and parameters are added to it)', Buffer.byteLength(key))
+  }
+  return k
+}
+
+// The caller's key in a directory key.
+const shownKey = key => key.split(VERSION_MARK)[0].replace(/\u0001$/, '')
+
 class Space {
   #st
   #closed = false
+  #versioned
 
-  constructor (st) {
+  constructor (st, versioned) {
     this.#st = st
+    this.#versioned = versioned
   }
+
+  /** Whether this view derives directory keys from the kind and parameters (openShared's options.versioned). */
+  get versioned () { return this.#versioned }
 
   /** The space's name. */
   get name () { return this.#st.name }
@@ -409,6 +439,13 @@ class Space {
   // The object of `key`: created (the directory locked meanwhile) or
   // attached to. params: up to four unsigned 32-bit numbers that must agree.
   #object (kind, key, params, bytes, create, attach) {
+    checkKey(key)
+    if (key.includes(VERSION_MARK)) throw invalidValue('key', 'a string without U+0002 (versioned spaces use it)', key)
+    if (this.#versioned) key = versionedKey(key, kind, params)
+    return this.#lookup(kind, key, params, bytes, create, attach)
+  }
+
+  #lookup (kind, key, params, bytes, create, attach) {
     const st = this.#live()
     checkKey(key)
     let created, off
@@ -438,7 +475,7 @@ class Space {
     const p = [0, 1, 2, 3].map(i => params[i] || 0)
     const e = call(native.spaceEntry, st.handle, key)
     const has = e === null ? 'nothing now (it was asked again meanwhile?)' : describeEntry(e[0], e.slice(2))
-    const name = key.endsWith('\u0001') ? key.slice(0, -1) : key
+    const name = shownKey(key)
     return new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH',
       `openShared: the key ${JSON.stringify(name)} in /dev/shm/sabsync.${st.name} holds ${has}, not ${describeEntry(kind, p)}: ` +
       'a key keeps its kind and parameters for the life of the space. Use the same parameters, another key ' +
@@ -533,10 +570,16 @@ class Space {
    */
   rateLimiter (key, options) {
     checkKey(key)
+    if (key.includes(VERSION_MARK)) throw invalidValue('key', 'a string without U+0002 (versioned spaces use it)', key)
+    if (this.#versioned) {
+      // The header's parameters live in its memory, not in the directory.
+      const p = parseRateLimiterOptions(options)
+      key = versionedKey(key, KIND.rateLimiter, [p.limit, p.window, p.burst, p.keys, p.whenFull])
+    }
     if (Buffer.byteLength(key) >= C.KEY_MAX) {
       throw outOfRange('key', `a string of 1 to ${C.KEY_MAX - 1} bytes (UTF-8) for a rateLimiter`, Buffer.byteLength(key))
     }
-    const lookup = (...args) => this.#object(...args)
+    const lookup = (...args) => this.#lookup(...args)
     return guard(rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable }))
   }
 
@@ -573,14 +616,14 @@ class Space {
  */
 function openShared (name, options) {
   checkName(name)
-  const { size, mode } = parseOpenOptions(options)
+  const { size, mode, versioned } = parseOpenOptions(options)
   let st = opened.get(name)
   if (st !== undefined) {
     if (size !== 0 && size !== st.size) {
       throw new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH', `openShared: "${name}" is open with size ${st.size}, not ${size}`)
     }
     st.refs++
-    return new Space(st)
+    return new Space(st, versioned)
   }
   const r = call(native.spaceOpen, name, size, mode)
   st = {
@@ -596,7 +639,7 @@ function openShared (name, options) {
   addSpace(r.buffer, contextOf(r))
   spaceNames.set(r.buffer, name)
   opened.set(name, st)
-  return new Space(st)
+  return new Space(st, versioned)
 }
 
 /** Remove the space `name` without opening it; false if there was none. */

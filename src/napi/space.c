@@ -125,9 +125,9 @@ static void throw_space(napi_env env, int r, const char *what) {
     if (space_errors[i].r != r) continue;
     if (r == SAB_E_SPACE_VERSION) {
       snprintf(msg, sizeof msg,
-               "%s: %s %d (made by another version, not by sabsync, or its header was "
-               "overwritten); a space in use is never initialised again: unlink it when no "
-               "process uses it",
+               "%s: %s %d of the size its header records (made by another version, not by "
+               "sabsync, resized, or its header was overwritten); a space in use is never "
+               "initialised again: unlink it when no process uses it",
                what, space_errors[i].says, SAB_SPACE_VERSION);
     } else {
       snprintf(msg, sizeof msg, "%s: %s", what, space_errors[i].says);
@@ -366,7 +366,9 @@ static napi_value space_open(napi_env env, napi_callback_info info) {
   if (r != 0) {
     sab_space_close(reg->sp);
     free(reg);
-    throw_space(env, r, "openShared (no free thread slot)");
+    char what[SAB_SPACE_NAME_MAX + 64];
+    snprintf(what, sizeof what, "openShared: /dev/shm/sabsync.%s (no free thread slot)", name);
+    throw_space(env, r, what);
     return NULL;
   }
   sab_space_info(reg->sp, &reg->info);
