@@ -143,7 +143,7 @@ function handleOf (who, handle) {
 function spaceHint (who) {
   const method = who === 'RWLock' ? 'rwlock' : who[0].toLowerCase() + who.slice(1)
   return `If it is ${article(who)} of a shared space (openShared), it cannot be posted to another thread: ` +
-    `postMessage copies the space's memory. Open the space in that thread and get the object by its key: ` +
+    'postMessage copies the space\'s memory. Open the space in that thread and get the object by its key: ' +
     `openShared(name).${method}(key, ...). Otherwise make the ${who} over a SharedArrayBuffer`
 }
 

@@ -401,7 +401,7 @@ function versionedKey (key, kind, params) {
 }
 
 // The caller's key in a directory key.
-const shownKey = key => key.split(VERSION_MARK)[0].replace(/\u0001$/, '')
+const shownKey = key => key.split(VERSION_MARK)[0].replace(/\u0001$/, '') // eslint-disable-line no-control-regex
 
 class Space {
   #st
