@@ -28,17 +28,22 @@ t.test('a Sema whose nr changes across a deploy: old processes keep the old one,
 
   // A process of the new deploy: no mismatch, a Sema of its own nr, shared
   // by the new processes.
-  const body = `${open}; const p = s.sema('pool', 3); const tok = p.tryAcquire(); send({ tok }); await next(); return p.available`
+  const body = `${open}; const p = s.sema('pool', 3); const tok = p.tryAcquire(); send({ tok }); await next(); p.release(tok); return p.nr`
   const a = spawn(t, '-', body)
   const b = spawn(t, '-', body)
   const [ma, mb] = await Promise.all([a.message(m => 'tok' in m), b.message(m => 'tok' in m)])
   t.not(ma.tok, undefined, 'new process 1 got a token of the new Sema')
   t.not(mb.tok, undefined, 'new process 2 too')
   t.not(ma.tok, mb.tok, 'different tokens of one Sema')
+  // This process joins the new deploy too: one token of the three is left.
+  const fresh = openShared(name, { versioned: true }).sema('pool', 3)
+  const third = fresh.tryAcquire()
+  t.not(third, undefined, 'the third token of the new Sema')
+  t.equal(fresh.tryAcquire(), undefined, 'and no fourth: the new processes share one Sema of 3')
+  fresh.release(third)
   a.send('go')
   b.send('go')
-  const left = await Promise.all([a.done, b.done])
-  t.ok(left.every(n => n === 1 || n === 2 || n === 3), 'the new Sema counts its own tokens')
+  t.same(await Promise.all([a.done, b.done]), [3, 3])
 
   // The old object is untouched: what the old deploy holds it gives back.
   pool.release(held[0])
