@@ -42,7 +42,12 @@ if (!tapArgs.some(a => a.startsWith('--reporter') || a === '-R')) tapArgs.unshif
 
 const started = Date.now()
 const tap = path.join(root, 'node_modules', 'tap', 'dist', 'esm', 'run.mjs')
-const r = spawnSync(process.execPath, [tap, ...tapArgs, ...files], { cwd: root, stdio: 'inherit' })
+// Into a pipe or a file, the terse reporter's live progress would be
+// hundreds of redrawn lines: it prints statically where it thinks it runs
+// in CI (is-in-ci), which CONTINUOUS_INTEGRATION tells it without touching
+// CI, which the tests read.
+const env = process.stdout.isTTY ? process.env : { ...process.env, CONTINUOUS_INTEGRATION: '1' }
+const r = spawnSync(process.execPath, [tap, ...tapArgs, ...files], { cwd: root, stdio: 'inherit', env })
 let status = r.status === null ? 1 : r.status
 
 const alive = pid => {
