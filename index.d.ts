@@ -128,10 +128,15 @@ export class SabsyncError extends Error {
   code: SabsyncErrorCode
 }
 
+/** Marks the objects of a shared space ({@link InSpace}); not a run-time property. */
+declare const spaceObject: unique symbol
+
 /** What `postMessage` carries for a shared primitive: `X.from(handle)` attaches. */
 export interface SharedHandle {
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
+  /** Never set: an object of a shared space is no handle (its memory does not cross threads). */
+  readonly [spaceObject]?: never
 }
 
 /** Where to put a primitive: a SharedArrayBuffer and an 8-aligned offset. */
@@ -623,23 +628,35 @@ export interface OpenSharedOptions {
   size?: number
   /** Permission bits of the file when this call creates it (default `0o600`). */
   mode?: number
+  /**
+   * Derive each object's directory key from its key, kind and parameters
+   * (default `false`). A space outlives every process, and a key keeps the
+   * parameters it was made with: without this, a deploy that changes a
+   * Sema's `nr` or a limit's rate fails with `ERR_SABSYNC_SHARED_MISMATCH`.
+   * With it, processes of the old deploy keep the old object and the new
+   * ones share a new one (both limits hold until the last old process
+   * ends). The kind and parameters take up to about 40 of a key's 80 bytes;
+   * keys may not contain U+0002.
+   */
+  versioned?: boolean
 }
 
 /**
- * A primitive in a shared space ({@link openShared}): the in-process class's
- * methods, but its `buffer` is this thread's view of the space, an
- * `ArrayBuffer` before Node 24.16 / 26.1, so it is no {@link SharedHandle}:
- * `X.from()` and `postMessage` do not carry it to another thread, which
- * opens the space and the key itself.
+ * A primitive in a shared space ({@link openShared}): an instance of its
+ * in-process class (a helper typed `(lock: Mutex) => …` takes it), but no
+ * {@link SharedHandle}: its memory is this thread's view of the space, so
+ * `X.from()` in another thread and `postMessage` do not carry it; that
+ * thread opens the space and gets the object by its key. Its `buffer` is
+ * typed as the class's; at run time it is an `ArrayBuffer` before Node
+ * 24.16 / 26.1.
  */
-export type InSpace<T extends SharedHandle> = Omit<T, 'buffer' | 'handle'> & {
-  readonly buffer: ArrayBuffer | SharedArrayBuffer
-}
+export type InSpace<T> = T & { readonly [spaceObject]: true }
 
 /** A RateLimit in a shared space: `await limit()` as {@link RateLimitFunction}, with no `handle`. */
-export interface SpaceRateLimiter extends InSpace<RateLimitFunction> {
+export interface SpaceRateLimiter extends Omit<RateLimitFunction, 'handle' | typeof spaceObject> {
   (options?: { signal?: AbortSignal, timeout?: undefined }): Promise<number>
   (options: { signal?: AbortSignal, timeout: number }): Promise<number | undefined>
+  readonly [spaceObject]: true
 }
 
 /**
@@ -666,6 +683,8 @@ export interface Space {
   readonly ownerId: number
   /** Whether this process created the space. */
   readonly created: boolean
+  /** Whether this view was opened with `{ versioned: true }`. */
+  readonly versioned: boolean
   readonly closed: boolean
   /** `length` Int32 cells; `wait` / `waitAsync` / `notify` / `waiters` on them reach every process. */
   int32Array(key: string, length: number): Int32Array

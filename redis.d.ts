@@ -21,6 +21,9 @@ export interface RedisWaitOptions {
   signal?: AbortSignal
 }
 
+/** A waiting call without a timeout: it resolves only with a grant (an abort rejects). */
+export type RedisWaitForever = RedisWaitOptions & { timeout?: undefined }
+
 /** Options of `Mutex` and `Sema`. */
 export interface LeaseOptions {
   /** Milliseconds a grant lasts unless renewed; renewed every lease/3 while the process lives (default 10000). */
@@ -75,7 +78,8 @@ export class Mutex {
    * (one script); a call that has to wait is woken by a message that
    * carries its grant and fence, with nothing more to send.
    */
-  lockAsync(options?: RedisWaitOptions): Promise<number | false>
+  lockAsync(options?: RedisWaitForever): Promise<number>
+  lockAsync(options: RedisWaitOptions): Promise<number | false>
   /** The lock's fence if it is free right now (and nobody waits), else `false`. One round trip. */
   tryLock(): Promise<number | false>
   /**
@@ -120,7 +124,8 @@ export class Sema {
    * A token (0 … nr-1) once one is free for this caller; `undefined` on
    * timeout. One round trip; a call that waits is woken with its token.
    */
-  acquire(options?: RedisWaitOptions): Promise<number | undefined>
+  acquire(options?: RedisWaitForever): Promise<number>
+  acquire(options: RedisWaitOptions): Promise<number | undefined>
   /** A token if one is free right now (and nobody waits), else `undefined`. */
   tryAcquire(): Promise<number | undefined>
   /**
@@ -146,7 +151,8 @@ export interface RedisRateLimiter {
    * `timeout` ms from now. `timeout: 0` grants exactly when the limit has
    * room when the server is asked, however long the round trip takes.
    */
-  (options?: RedisWaitOptions): Promise<number | undefined>
+  (options?: RedisWaitForever): Promise<number>
+  (options: RedisWaitOptions): Promise<number | undefined>
   /** `limit({ timeout: 0 })`: a grant only if the limit has room now, else `undefined`. */
   try(): Promise<number | undefined>
   /** Callers whose grant time is still to come, on every client. */

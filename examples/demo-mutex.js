@@ -13,16 +13,23 @@ const MS = 300
 
 async function main () {
   const mutex = new Mutex()
-  const shared = new Int32Array(new SharedArrayBuffer(16)) // [0] counter, [1] stop
+  const shared = new Int32Array(new SharedArrayBuffer(16)) // [0] counter, [1] stop, [2] start
   console.log(`${WORKERS} workers and the main thread share one Mutex for ${MS} ms`)
 
   const reports = []
   const exits = []
+  const ready = []
   for (let id = 1; id <= WORKERS; id++) {
     const w = new Worker(__filename, { workerData: { mode: 'contend', id, mutex, shared: shared.buffer } })
-    w.on('message', r => reports.push(r))
+    ready.push(new Promise(resolve => w.once('message', resolve)))
+    w.on('message', r => { if (r !== 'ready') reports.push(r) })
     exits.push(new Promise(resolve => w.on('exit', resolve)))
   }
+  // The window starts when every worker runs: loading a worker takes longer
+  // than the window itself.
+  await Promise.all(ready)
+  Atomics.store(shared, 2, 1)
+  Atomics.notify(shared, 2)
 
   let ticks = 0
   const ticker = setInterval(() => { ticks++ }, 1)
@@ -72,16 +79,18 @@ function worker () {
     return
   }
   const shared = new Int32Array(workerData.shared)
+  parentPort.postMessage('ready')
+  Atomics.wait(shared, 2, 0)
   let ops = 0
   let maxWait = 0
-  while (Atomics.load(shared, 1) === 0) {
+  do { // at least once: every worker shows its share of the window
     const t0 = performance.now()
     mutex.lock()
     maxWait = Math.max(maxWait, performance.now() - t0)
     shared[0]++
     ops++
     mutex.unlock()
-  }
+  } while (Atomics.load(shared, 1) === 0)
   parentPort.postMessage({ id: workerData.id, ops, maxWait })
 }
 

@@ -159,6 +159,19 @@ enum { SAB_SPACE_ATTACH = 1, SAB_SPACE_CREATE = 2 };
 int sab_space_lookup(sab_space_t *sp, uint32_t id, const char *key, size_t keylen, uint32_t kind,
                      const uint32_t params[SAB_SPACE_NPARAMS], uint32_t bytes, uint32_t *off);
 void sab_space_publish(sab_space_t *sp, uint32_t off);
+/*
+ * What the directory holds for `key`, for an error that says what exists:
+ * 1 and *out filled (the entry's words as they are: a caller only describes
+ * them, it never uses them as offsets or sizes), 0 if there is no entry, or
+ * SAB_E_SPACE_KEY, SAB_E_CORRUPT.
+ */
+typedef struct {
+  uint32_t kind;
+  uint32_t bytes;
+  uint32_t params[SAB_SPACE_NPARAMS];
+} sab_space_entry_t;
+int sab_space_entry(sab_space_t *sp, uint32_t id, const char *key, size_t keylen,
+                    sab_space_entry_t *out);
 void sab_space_abandon(sab_space_t *sp);
 
 /*

@@ -210,6 +210,12 @@ class Barrier {
     for (let word = Atomics.load(i32, WORD); ;) {
       if ((word & BROKEN) !== 0) throw broken('an earlier round was broken')
       const arrived = word & ARRIVED
+      // ARRIVED < parties holds in every round (the last party starts the
+      // next one); more is memory written by something else.
+      if (arrived >= b.parties) {
+        throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `Barrier.wait: its memory says ${arrived} parties arrived, of ${b.parties}: ` +
+          'something else wrote over the Barrier. Find what writes there; reset() starts a clean round')
+      }
       const gen = genOf(word)
       const last = arrived + 1 === b.parties
       const next = last ? ((gen + 1) & GEN_MASK) << GEN_SHIFT : word + 1

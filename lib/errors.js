@@ -33,7 +33,7 @@ function outOfRange (name, expected, value) {
 
 // The registry of sabsync's own error codes: each one, and when it is
 // thrown. index.d.ts types `SabsyncError.code` as the union of these;
-// test/errors.test.js checks that every code used in lib/ and src/ is here
+// test/layers.test.js checks that every code used in lib/ and src/ is here
 // and that the union agrees.
 const CODES = Object.freeze({
   ERR_SABSYNC_BAD_MEMORY: 'the memory does not hold a valid object of that kind now (overwritten, or never made one)',
@@ -49,11 +49,11 @@ const CODES = Object.freeze({
   ERR_SABSYNC_UV: 'the addon could not set up its libuv handles',
   ERR_SABSYNC_REDIS: 'sabsync/redis: Redis failed a call, or did not answer within its timeout (the client\'s error is the cause)',
   ERR_SABSYNC_LEASE_LOST: 'sabsync/redis: a lease ran out or the server lost it (the reason of a `lost` signal)',
-  ERR_SABSYNC_SHARED_MISMATCH: 'a key used with another kind or parameters (openShared: or a space opened with another size; sabsync/redis: a Sema of another nr, a RateLimit of another rps)',
+  ERR_SABSYNC_SHARED_MISMATCH: 'a key used with another kind or parameters; the message says what the key holds and what was asked (openShared: or a space opened with another size, and { versioned: true } for deploys that change parameters; sabsync/redis: a Sema of another nr, a RateLimit of another rps)',
   ERR_SABSYNC_SHARED_FULL: 'openShared: no room left in the space (heap, directory, thread slots or waiter records)',
-  ERR_SABSYNC_SHARED_VERSION: 'openShared: the file is not a space of this layout version (or its header was overwritten); a space is never initialised again',
+  ERR_SABSYNC_SHARED_VERSION: 'openShared: the file (named in the message) is not a space of this layout version, or not of the size its header records (resized, or its header overwritten); a space is never initialised again',
   ERR_SABSYNC_SHARED_FOREIGN: 'openShared: the file at the name belongs to another user, has a mode wider than asked, or is not a regular file (a squatted name)',
-  ERR_SABSYNC_SHARED_CLOSED: 'a shared space used after close()',
+  ERR_SABSYNC_SHARED_CLOSED: 'a shared space, or an object from it, used after close() in this thread (open the space again and get the object by its key)',
   ERR_SABSYNC_SHARED_NAME: 'openShared: a name the addon refused (JS checks names first)',
   ERR_SABSYNC_SHARED_KEY: 'a shared space key the addon refused (JS checks keys first)',
   ERR_SABSYNC_SHARED_SYSTEM: 'openShared: a system call failed (permissions, /dev/shm); the message says which',

@@ -665,4 +665,4 @@ function inSpace (lookup, key, options, kinds) {
   return new RateLimiter(undefined, { attach: ATTACH, params: have, w64, w32, locks, buffer, byteOffset })
 }
 
-module.exports = { RateLimiter, inSpace, hashKey, makeHash, fp }
+module.exports = { RateLimiter, inSpace, parseOptions, hashKey, makeHash, fp }

@@ -131,10 +131,20 @@ function handleOf (who, handle) {
   const { buffer, byteOffset } = handle
   if (!isMemory(buffer)) {
     const err = invalidType('handle.buffer', 'a SharedArrayBuffer', buffer)
-    err.message += '. ' + handleHint(who, handle)
+    err.message += '. ' + (isAnyArrayBuffer(buffer) ? spaceHint(who) : handleHint(who, handle))
     throw err
   }
   return { buffer, byteOffset }
+}
+
+// A plain ArrayBuffer where a handle's buffer should be: what a space's
+// object becomes when posted to another thread (a space's memory is mapped
+// per thread, and postMessage copies it).
+function spaceHint (who) {
+  const method = who === 'RWLock' ? 'rwlock' : who[0].toLowerCase() + who.slice(1)
+  return `If it is ${article(who)} of a shared space (openShared), it cannot be posted to another thread: ` +
+    'postMessage copies the space\'s memory. Open the space in that thread and get the object by its key: ' +
+    `openShared(name).${method}(key, ...). Otherwise make the ${who} over a SharedArrayBuffer`
 }
 
 // What to pass instead of a handle without a buffer.

@@ -34,7 +34,7 @@ const { RWLock } = require('./rwlock')
 const { Barrier } = require('./barrier')
 const { Sema } = require('./sema')
 const { RateLimit } = require('./rate-limit')
-const { inSpace: rateLimiterIn } = require('./rate-limiter')
+const { inSpace: rateLimiterIn, parseOptions: parseRateLimiterOptions } = require('./rate-limiter')
 
 const C = native.spaceConstants
 const GOLDEN = 0x9E3779B1 | 0
@@ -54,6 +54,32 @@ const KIND = {
   rateLimit: 11,
   rateLimiter: 12, // its header; its table is rateLimiterTable under key + '\u0001'
   rateLimiterTable: 13
+}
+
+// How a mismatch describes an entry: the call that makes it, and what its
+// directory params mean (lib/space.js passes them in this order).
+const DESCRIBE = {
+  [KIND.int32Array]: p => `int32Array(key, ${p[0]})`,
+  [KIND.bigInt64Array]: p => `bigInt64Array(key, ${p[0]})`,
+  [KIND.mutex]: () => 'mutex(key)',
+  [KIND.atomicFlag]: () => 'atomicFlag(key)',
+  [KIND.once]: () => 'once(key)',
+  [KIND.latch]: p => `latch(key, ${p[0]})`,
+  [KIND.condVar]: () => 'condVar(key)',
+  [KIND.rwlock]: p => `rwlock(key, { readerSlots: ${p[0]} })`,
+  [KIND.barrier]: p => `barrier(key, ${p[0]})`,
+  [KIND.sema]: p => `sema(key, ${p[0]})`,
+  [KIND.rateLimit]: p => {
+    const unit = new Float64Array(new Uint32Array([p[1], p[2]]).buffer)[0]
+    return `rateLimit(key, ${p[0]}, { timeUnit: ${unit}, uniformDistribution: ${p[3] !== 0} })`
+  },
+  [KIND.rateLimiter]: () => 'rateLimiter(key, options)',
+  [KIND.rateLimiterTable]: p => `rateLimiter(key, { keys: ${p[0]} })`
+}
+
+function describeEntry (kind, params) {
+  const d = DESCRIBE[kind]
+  return d === undefined ? `an entry of unknown kind ${kind} (overwritten?)` : d(params)
 }
 
 const MAX_CELLS = 1 << 27 // per array: 512 MiB of Int32, below the largest space
@@ -123,9 +149,10 @@ function checkKey (key) {
 }
 
 function parseOpenOptions (options) {
-  if (options === undefined) return { size: 0, mode: 0o600 }
+  if (options === undefined) return { size: 0, mode: 0o600, versioned: false }
   if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options)
-  const { size, mode = 0o600 } = options
+  const { size, mode = 0o600, versioned = false } = options
+  if (typeof versioned !== 'boolean') throw invalidType('options.versioned', 'a boolean', versioned)
   if (size !== undefined) {
     if (typeof size !== 'number') throw invalidType('options.size', 'a number of bytes', size)
     if (!Number.isInteger(size) || size < C.MIN_SIZE || size > C.MAX_SIZE) {
@@ -137,7 +164,7 @@ function parseOpenOptions (options) {
     throw outOfRange('options.mode', 'an integer >= 0 and <= 0o777', mode)
   }
   // The space is a whole number of pages.
-  return { size: size === undefined ? 0 : Math.ceil(size / 4096) * 4096, mode }
+  return { size: size === undefined ? 0 : Math.ceil(size / 4096) * 4096, mode, versioned }
 }
 
 function countArg (name, n, min, max) {
@@ -288,17 +315,106 @@ function contextOf (opened) {
   return ctx
 }
 
+// ---- objects of a closed space ----
+
+// close() unmaps the memory and detaches its buffer, so a call on one of the
+// space's objects afterwards would meet V8's detached-buffer TypeError deep
+// inside it. A space's objects get, instead of their class's prototype, one
+// derived from it (one per class) whose methods and getters first look at
+// the buffer: a space is never empty, so a byteLength of 0 means it was
+// detached by close(). In-process objects keep their class's prototype.
+const spaceNames = new WeakMap() // a space's buffer -> its name
+const guardedProtos = new Map() // class -> the prototype of its space objects
+
+function closedError (buffer) {
+  const name = spaceNames.get(buffer)
+  return new SabsyncError('ERR_SABSYNC_SHARED_CLOSED',
+    `the shared space "${name}" was closed in this thread: its objects cannot be used here now. ` +
+    `Open it again (openShared(${JSON.stringify(name)})) and get the object again by its key`)
+}
+
+function guardedProto (Class) {
+  let proto = guardedProtos.get(Class)
+  if (proto !== undefined) return proto
+  proto = Object.create(Class.prototype)
+  for (const name of Object.getOwnPropertyNames(Class.prototype)) {
+    const d = Object.getOwnPropertyDescriptor(Class.prototype, name)
+    if (name === 'constructor') continue
+    if (typeof d.value === 'function') {
+      const fn = d.value
+      // Fixed arity (no method of a primitive takes more than four, nor
+      // tells a missing argument from undefined): a rest parameter and
+      // apply() would double the cost of an uncontended lock + unlock.
+      d.value = {
+        [name] (a, b, c, e) {
+          if (this.buffer.byteLength === 0) throw closedError(this.buffer)
+          return fn.call(this, a, b, c, e)
+        }
+      }[name]
+    } else if (d.get !== undefined) {
+      const get = d.get
+      d.get = function () {
+        if (this.buffer.byteLength === 0) throw closedError(this.buffer)
+        return get.call(this)
+      }
+    } else {
+      continue
+    }
+    Object.defineProperty(proto, name, d)
+  }
+  guardedProtos.set(Class, proto)
+  return proto
+}
+
+function guard (object) {
+  const proto = Object.getPrototypeOf(object)
+  if (proto !== null && typeof proto.constructor === 'function' && proto !== Object.prototype &&
+      !ArrayBuffer.isView(object) && typeof object !== 'function') {
+    Object.setPrototypeOf(object, guardedProto(proto.constructor))
+  }
+  return object
+}
+
 // ---- this thread's open spaces ----
 
 const opened = new Map() // name -> { name, handle, buffer, pubOff, size, refs }
 
+// Versioned keys ({ versioned: true }): a space outlives every process, and
+// a key keeps the kind and parameters it was made with, so a deploy that
+// changes a Sema's nr or a limit's rate would meet the old object and fail
+// with ERR_SABSYNC_SHARED_MISMATCH. With versioned keys, the directory key
+// is the caller's key plus the kind and parameters: processes of the old
+// deploy keep using the old object (it is never changed under them), the
+// new ones make and share a new one. Until the last old process ends, both
+// limits hold at once (each over its own processes). Old objects stay in the
+// directory until the space is unlinked.
+const VERSION_MARK = '\u0002' // refused in callers' keys, so a versioned key is never one of theirs
+
+function versionedKey (key, kind, params) {
+  const k = `${key}${VERSION_MARK}${kind}:${params.join(',')}`
+  const bytes = Buffer.byteLength(k)
+  if (bytes > C.KEY_MAX) {
+    throw outOfRange('key', `a string of at most ${C.KEY_MAX - (bytes - Buffer.byteLength(key))} bytes (UTF-8) ` +
+      'in a versioned space (the kind and parameters are added to it)', Buffer.byteLength(key))
+  }
+  return k
+}
+
+// The caller's key in a directory key.
+const shownKey = key => key.split(VERSION_MARK)[0].replace(/\u0001$/, '') // eslint-disable-line no-control-regex
+
 class Space {
   #st
   #closed = false
+  #versioned
 
-  constructor (st) {
+  constructor (st, versioned) {
     this.#st = st
+    this.#versioned = versioned
   }
+
+  /** Whether this view derives directory keys from the kind and parameters (openShared's options.versioned). */
+  get versioned () { return this.#versioned }
 
   /** The space's name. */
   get name () { return this.#st.name }
@@ -323,21 +439,47 @@ class Space {
   // The object of `key`: created (the directory locked meanwhile) or
   // attached to. params: up to four unsigned 32-bit numbers that must agree.
   #object (kind, key, params, bytes, create, attach) {
+    checkKey(key)
+    if (key.includes(VERSION_MARK)) throw invalidValue('key', 'a string without U+0002 (versioned spaces use it)', key)
+    if (this.#versioned) key = versionedKey(key, kind, params)
+    return this.#lookup(kind, key, params, bytes, create, attach)
+  }
+
+  #lookup (kind, key, params, bytes, create, attach) {
     const st = this.#live()
     checkKey(key)
-    const [created, off] = call(native.spaceLookup, st.handle, key, kind, bytes,
-      params[0] || 0, params[1] || 0, params[2] || 0, params[3] || 0)
+    let created, off
+    try {
+      [created, off] = native.spaceLookup(st.handle, key, kind, bytes,
+        params[0] || 0, params[1] || 0, params[2] || 0, params[3] || 0)
+    } catch (err) {
+      throw err.code === 'ERR_SABSYNC_SHARED_MISMATCH' ? this.#mismatch(key, kind, params) : own(err)
+    }
     const memory = { buffer: st.buffer, byteOffset: off - st.pubOff }
-    if (!created) return attach(memory)
+    if (!created) return guard(attach(memory))
     let made = false
     try {
       const object = create(memory)
       made = true
-      return object
+      return guard(object)
     } finally {
       if (made) native.spacePublish(st.handle, off)
       else native.spaceAbandon(st.handle)
     }
+  }
+
+  // What a key holds and what was asked, with a way out: a space outlives
+  // every process, so a deploy that changes parameters meets the old object.
+  #mismatch (key, kind, params) {
+    const st = this.#st
+    const p = [0, 1, 2, 3].map(i => params[i] || 0)
+    const e = call(native.spaceEntry, st.handle, key)
+    const has = e === null ? 'nothing now (it was asked again meanwhile?)' : describeEntry(e[0], e.slice(2))
+    const name = shownKey(key)
+    return new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH',
+      `openShared: the key ${JSON.stringify(name)} in /dev/shm/sabsync.${st.name} holds ${has}, not ${describeEntry(kind, p)}: ` +
+      'a key keeps its kind and parameters for the life of the space. Use the same parameters, another key ' +
+      '(openShared(name, { versioned: true }) derives keys from the parameters), or unlink the space when no process uses it')
   }
 
   #cells (kind, key, length, Type) {
@@ -428,11 +570,17 @@ class Space {
    */
   rateLimiter (key, options) {
     checkKey(key)
+    if (key.includes(VERSION_MARK)) throw invalidValue('key', 'a string without U+0002 (versioned spaces use it)', key)
+    if (this.#versioned) {
+      // The header's parameters live in its memory, not in the directory.
+      const p = parseRateLimiterOptions(options)
+      key = versionedKey(key, KIND.rateLimiter, [p.limit, p.window, p.burst, p.keys, p.whenFull])
+    }
     if (Buffer.byteLength(key) >= C.KEY_MAX) {
       throw outOfRange('key', `a string of 1 to ${C.KEY_MAX - 1} bytes (UTF-8) for a rateLimiter`, Buffer.byteLength(key))
     }
-    const lookup = (...args) => this.#object(...args)
-    return rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable })
+    const lookup = (...args) => this.#lookup(...args)
+    return guard(rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable }))
   }
 
   /**
@@ -468,14 +616,14 @@ class Space {
  */
 function openShared (name, options) {
   checkName(name)
-  const { size, mode } = parseOpenOptions(options)
+  const { size, mode, versioned } = parseOpenOptions(options)
   let st = opened.get(name)
   if (st !== undefined) {
     if (size !== 0 && size !== st.size) {
       throw new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH', `openShared: "${name}" is open with size ${st.size}, not ${size}`)
     }
     st.refs++
-    return new Space(st)
+    return new Space(st, versioned)
   }
   const r = call(native.spaceOpen, name, size, mode)
   st = {
@@ -489,8 +637,9 @@ function openShared (name, options) {
     refs: 1
   }
   addSpace(r.buffer, contextOf(r))
+  spaceNames.set(r.buffer, name)
   opened.set(name, st)
-  return new Space(st)
+  return new Space(st, versioned)
 }
 
 /** Remove the space `name` without opening it; false if there was none. */

@@ -43,22 +43,51 @@ async function scribbleLong () {
 const only = process.argv.slice(2).filter(a => !a.startsWith('--'))
 const DEADLINE_MS = 240000
 
+// A scenario's deadline counts the CPU time this process (its workers are
+// threads of it) got, not the wall clock: on a loaded machine a scenario
+// gets less of the CPUs and needs longer, and its deadline with it. A hang
+// parks every thread and takes no CPU, so the wall clock still bounds a
+// run: HANG_FACTOR times the deadline.
+const HANG_FACTOR = 10
+const cpuMs = since => {
+  const u = process.cpuUsage(since)
+  return (u.user + u.system) / 1000
+}
+
+// Answers a failure once a scenario is past its deadline, else undefined.
+function overDeadline (ms, t0, cpu0) {
+  const cpu = cpuMs(cpu0)
+  const wall = Date.now() - t0
+  if (cpu > ms) return { ok: false, detail: `did not end within ${ms / 1000} s of CPU time` }
+  if (wall > ms * HANG_FACTOR) {
+    return { ok: false, detail: `did not end within ${ms * HANG_FACTOR / 1000} s (a hang: it had ${(cpu / 1000).toFixed(1)} s of CPU meanwhile)` }
+  }
+  return undefined
+}
+
 async function main () {
   let passed = 0
   let failed = 0
   for (const [name, run, ms = DEADLINE_MS] of scenarios) {
     if (only.length && !only.some(w => name.includes(w))) continue
     const t0 = Date.now()
+    const cpu0 = process.cpuUsage()
     let timer
-    const deadline = new Promise((resolve) => { timer = setTimeout(resolve, ms, { ok: false, detail: `did not end within ${ms / 1000} s` }) })
+    const deadline = new Promise(resolve => {
+      timer = setInterval(() => {
+        const over = overDeadline(ms, t0, cpu0)
+        if (over !== undefined) resolve(over)
+      }, 250)
+    })
     let r
     try {
       r = await Promise.race([run(), deadline])
     } catch (err) {
       r = { ok: false, detail: err.stack }
     }
-    clearTimeout(timer)
-    console.log(`${r.ok ? 'ok    ' : 'FAILED'} ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s): ${r.detail}`)
+    clearInterval(timer)
+    const cpu = cpuMs(cpu0)
+    console.log(`${r.ok ? 'ok    ' : 'FAILED'} ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s, ${(cpu / 1000).toFixed(1)} s of CPU): ${r.detail}`)
     r.ok ? passed++ : failed++
   }
   console.log(`${passed} passed, ${failed} failed`)

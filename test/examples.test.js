@@ -17,6 +17,11 @@ t.test('npm run demo', async t => {
   const taken = r.stdout.match(/took job \d+/g) || []
   t.equal(taken.length, 9, 'every job taken exactly once')
   t.equal(new Set(taken).size, 9)
+  // The Mutex scene's window opens once every worker runs (they report
+  // ready first), so each worker shows increments.
+  const workers = [...r.stdout.matchAll(/worker (\d): (\d+) increments/g)]
+  t.same(workers.map(m => m[1]), ['1', '2', '3'], 'each worker of the Mutex scene reports')
+  t.ok(workers.every(m => Number(m[2]) > 0), 'no worker shows 0 increments: ' + workers.map(m => m[0]).join(', '))
 })
 
 t.test('npm run demo:processes (a cluster sharing a RateLimit and a Mutex; a worker killed mid-lock)', async t => {

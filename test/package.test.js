@@ -32,8 +32,10 @@ const headers = fs.existsSync(path.join(path.dirname(process.execPath), '..', 'i
 const skip = !headers && 'this Node has no headers to build with (offline)'
 
 // On linux-x64 the pack carries linux-arm64 too, cross-compiled with
-// gcc-aarch64-linux-gnu (.ci/run installs it). Without it, this platform's
-// binary alone is packed, and the arm64 checks say they were left out.
+// gcc-aarch64-linux-gnu (.ci/run installs it). Without it, `npm pack`
+// fails, saying what to install and how to pack this platform's binary
+// alone (SABSYNC_PREBUILD_ARCH=x64), which is what this test then packs; the
+// arm64 checks say they were left out.
 const linux = process.platform === 'linux'
 const cross = linux && process.arch === 'x64' && spawnSync('aarch64-linux-gnu-gcc', ['--version']).status === 0
 const archs = cross ? ['x64', 'arm64'] : [process.arch]
@@ -64,6 +66,16 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
     fs.copyFileSync(path.join(root, f), path.join(src, f))
   }
   fs.symlinkSync(path.join(root, 'node_modules'), path.join(src, 'node_modules'))
+  if (linux && process.arch === 'x64' && !cross) {
+    // What `npm pack` (prepack) does here without the cross compiler: a
+    // release never ships silently without its arm64 binary.
+    const env = { ...process.env }
+    delete env.SABSYNC_PREBUILD_ARCH
+    const r = spawnSync(process.execPath, ['scripts/prebuild.js'], { cwd: src, encoding: 'utf8', env, timeout: 300000 })
+    t.not(r.status, 0, 'prepack without aarch64-linux-gnu-gcc fails')
+    t.match(r.stderr, /apt-get install gcc-aarch64-linux-gnu.*SABSYNC_PREBUILD_ARCH=x64 packs this platform's binary only/,
+      'and says what to install, or how to pack without it')
+  }
   // What `prepack` runs.
   sh(process.execPath, ['scripts/prebuild.js'], src, { SABSYNC_PREBUILD_ARCH: archs.join(',') })
   const out = JSON.parse(sh(npm, ['pack', '--json', '--ignore-scripts', '--pack-destination', work], src))

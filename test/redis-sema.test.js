@@ -21,6 +21,8 @@ redisSuite(t, async suite => {
     await t.rejects(s.release(0), { code: 'ERR_SABSYNC_BAD_TOKEN' }, 'release of a token not held here')
     await t.rejects(s.release('0'), { name: 'TypeError', message: /"token"/ })
     t.throws(() => s.lost(0), { code: 'ERR_SABSYNC_BAD_TOKEN' })
+    t.throws(() => s.lost(Symbol('t')), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"token".*a symbol/ })
+    t.throws(() => s.lost('0'), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' })
   })
 
   suite.test('tokens are the slots 0 … nr-1; release() gives back the latest; tryAcquire does not wait', async (t, { opts }) => {

@@ -42,7 +42,14 @@ function spawn (t, name, body) {
     return m.done
   })
   p.done.catch(() => {}) // observed by whoever awaits it
-  t.teardown(() => { if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL') })
+  // A child still starting when its test ends may open (and so create) the
+  // space after the name's teardown removed it: once it is gone, the name
+  // is removed again, so that a run leaves nothing in /dev/shm.
+  t.teardown(async () => {
+    if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL')
+    await p.exited
+    if (name !== '-') sabsync.openShared.unlink(name)
+  })
   return p
 }
 

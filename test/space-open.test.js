@@ -156,7 +156,8 @@ t.test('close ends this thread\'s owner id (and detaches its objects); unlink le
     // detached: the objects must not be used after close (README).
     t.comment('the space\'s buffer is a SharedArrayBuffer here: nothing to detach')
   } else {
-    t.throws(() => m.unlock(), TypeError, 'its memory is no longer reachable here')
+    t.throws(() => m.unlock(), { code: 'ERR_SABSYNC_SHARED_CLOSED', message: new RegExp(`"${name}" was closed.*openShared`) },
+      'its memory is no longer reachable here: the error says so, and what to do')
     t.equal(cells.length, 0, 'its arrays are detached')
   }
   const again = openShared(name)

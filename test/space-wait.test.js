@@ -1,7 +1,7 @@
 'use strict'
 // wait / waitAsync / notify / waiters on the cells of a shared space, across
-// processes (and threads in them): exact counts, FIFO order, BigInt64 cells,
-// aborts, and waiters killed with SIGKILL.
+// processes (and threads in them): exact counts, BigInt64 cells, timeouts and
+// aborts. FIFO order and waiters killed with SIGKILL: space-wait-order.test.js.
 const t = require('tap')
 
 // Real processes, each starting Node and opening the space: seconds apiece
@@ -36,30 +36,6 @@ t.test('notify wakes exactly count waiters across processes and threads', async 
   t.same(results, ['ok', 'ok', 'ok', 'ok'])
 })
 
-t.test('waiters are woken in arrival order across processes (FIFO)', async t => {
-  const name = spaceName(t)
-  const space = openShared(name)
-  t.teardown(() => space.close())
-  const cells = space.int32Array('cells', 4)
-  // Started side by side (a process takes a while to start); each queues
-  // when told to, one after the other.
-  const kids = [0, 1, 2, 3].map(k => spawn(t, name, `
-      const cells = space.int32Array('cells', 4)
-      await next()
-      const r = ${k % 2 === 0}
-        ? sabsync.wait(cells, 0, 0, 60000)
-        : await sabsync.waitAsync(cells, 0, 0, 60000).value
-      return [r, Atomics.add(cells, 1, 1)]`))
-  for (let k = 0; k < 4; k++) {
-    kids[k].send('go')
-    await until(() => waiters(cells, 0) === k + 1, 60000, `waiter ${k}`)
-  }
-  for (let k = 0; k < 4; k++) {
-    t.equal(notify(cells, 0, 1), 1)
-    t.same(await kids[k].done, ['ok', k], `process ${k} woke ${k}th`)
-  }
-})
-
 t.test('BigInt64 cells, timeouts, not-equal, and an abort', async t => {
   const name = spaceName(t)
   const space = openShared(name)
@@ -85,36 +61,4 @@ t.test('BigInt64 cells, timeouts, not-equal, and an abort', async t => {
   await t.rejects(r.value, { message: 'stop' })
   t.equal(waiters(cells, 0), 0, 'the aborted waiter left the queue')
   t.throws(() => wait(cells, 4, 0), RangeError, 'index checked as for a SharedArrayBuffer')
-})
-
-t.test('a waiter killed with SIGKILL is not counted, and its wake is not lost', async t => {
-  const name = spaceName(t)
-  const space = openShared(name)
-  t.teardown(() => space.close())
-  const cells = space.int32Array('cells', 4)
-  const body = `
-    const cells = space.int32Array('cells', 4)
-    await next()
-    return sabsync.wait(cells, 0, 0, 60000)`
-  for (let round = 0; round < 2; round++) {
-    const doomed = spawn(t, name, body)
-    const survivor = spawn(t, name, body)
-    doomed.send('go')
-    await until(() => waiters(cells, 0) === 1, 60000, 'the doomed waiter')
-    survivor.send('go')
-    await until(() => waiters(cells, 0) === 2, 60000, 'two waiters')
-    doomed.kill('SIGKILL')
-    await doomed.exited
-    t.equal(notify(cells, 0, 1), 1, 'the live waiter counted, the dead one not')
-    t.equal(await survivor.done, 'ok')
-    t.equal(waiters(cells, 0), 0)
-  }
-  // Killed as soon as it is queued (it may still be spinning before it sleeps).
-  const early = spawn(t, name, body)
-  early.send('go')
-  await until(() => waiters(cells, 0) === 1, 60000, 'queued')
-  early.kill('SIGKILL')
-  await early.exited
-  t.equal(waiters(cells, 0), 0, 'gone from the queue')
-  t.equal(notify(cells, 0), 0)
 })

@@ -74,6 +74,7 @@ class Sema {
 
   /** An AbortSignal that aborts if the lease of `token` (held here) is lost. */
   lost (token) {
+    if (typeof token !== 'number') throw invalidType('token', 'a token from acquire() (an integer)', token)
     const h = this.#held.get(token)
     if (h === undefined) throw new SabsyncError('ERR_SABSYNC_BAD_TOKEN', `sabsync: lost(${token}): this Sema does not hold that token`)
     return h.signal

@@ -538,6 +538,24 @@ int sab_space_lookup(sab_space_t *sp, uint32_t id, const char *key, size_t keyle
   return SAB_SPACE_CREATE;
 }
 
+int sab_space_entry(sab_space_t *sp, uint32_t id, const char *key, size_t keylen,
+                    sab_space_entry_t *out) {
+  uint32_t hash, count;
+  int corrupt;
+  if (keylen == 0 || keylen > SAB_SPACE_KEY_MAX) return SAB_E_SPACE_KEY;
+  hash = hash_key(key, keylen);
+  if (dir_lock(sp, id) != 0) return SAB_E_CORRUPT;
+  sab__dirent_t *e = dir_find(sp, key, keylen, hash, &count, &corrupt);
+  if (e != NULL) {
+    out->kind = sab__ld(&e->kind);
+    out->bytes = sab__ld(&e->bytes);
+    for (int i = 0; i < SAB_SPACE_NPARAMS; i++) out->params[i] = sab__ld(&e->params[i]);
+  }
+  dir_unlock(sp);
+  if (corrupt) return SAB_E_CORRUPT;
+  return e != NULL ? 1 : 0;
+}
+
 void sab_space_publish(sab_space_t *sp, uint32_t off) {
   uint32_t count = sab__ld(&sab__hdr(sp)[HDR_DIR_COUNT]);
   if (count > NDIR) count = NDIR;

@@ -125,9 +125,9 @@ static void throw_space(napi_env env, int r, const char *what) {
     if (space_errors[i].r != r) continue;
     if (r == SAB_E_SPACE_VERSION) {
       snprintf(msg, sizeof msg,
-               "%s: %s %d (made by another version, not by sabsync, or its header was "
-               "overwritten); a space in use is never initialised again: unlink it when no "
-               "process uses it",
+               "%s: %s %d of the size its header records (made by another version, not by "
+               "sabsync, resized, or its header was overwritten); a space in use is never "
+               "initialised again: unlink it when no process uses it",
                what, space_errors[i].says, SAB_SPACE_VERSION);
     } else {
       snprintf(msg, sizeof msg, "%s: %s", what, space_errors[i].says);
@@ -366,7 +366,9 @@ static napi_value space_open(napi_env env, napi_callback_info info) {
   if (r != 0) {
     sab_space_close(reg->sp);
     free(reg);
-    throw_space(env, r, "openShared (no free thread slot)");
+    char what[SAB_SPACE_NAME_MAX + 64];
+    snprintf(what, sizeof what, "openShared: /dev/shm/sabsync.%s (no free thread slot)", name);
+    throw_space(env, r, what);
     return NULL;
   }
   sab_space_info(reg->sp, &reg->info);
@@ -470,6 +472,37 @@ static napi_value space_lookup(napi_env env, napi_callback_info info) {
   SAB_CALL(env, napi_create_uint32(env, off, &v), NULL);
   SAB_CALL(env, napi_set_element(env, pair, 1, v), NULL);
   return pair;
+}
+
+/* spaceEntry(handle, key) -> [kind, bytes, p0, p1, p2, p3] or null */
+static napi_value space_entry(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  char key[SAB_SPACE_KEY_MAX + 2];
+  size_t len = 0;
+  sab_space_entry_t e;
+  napi_value out, v;
+  if (reg == NULL) return NULL;
+  SAB_CALL(env, napi_get_value_string_utf8(env, argv[1], key, sizeof key, &len), NULL);
+  int r = len > SAB_SPACE_KEY_MAX || strlen(key) != len
+              ? SAB_E_SPACE_KEY
+              : sab_space_entry(reg->sp, reg->id, key, len, &e);
+  if (r < 0) {
+    throw_space(env, r, key);
+    return NULL;
+  }
+  if (r == 0) {
+    SAB_CALL(env, napi_get_null(env, &out), NULL);
+    return out;
+  }
+  uint32_t words[2 + SAB_SPACE_NPARAMS] = {e.kind, e.bytes};
+  for (int i = 0; i < SAB_SPACE_NPARAMS; i++) words[2 + i] = e.params[i];
+  SAB_CALL(env, napi_create_array_with_length(env, 2 + SAB_SPACE_NPARAMS, &out), NULL);
+  for (uint32_t i = 0; i < 2 + SAB_SPACE_NPARAMS; i++) {
+    SAB_CALL(env, napi_create_uint32(env, words[i], &v), NULL);
+    SAB_CALL(env, napi_set_element(env, out, i, v), NULL);
+  }
+  return out;
 }
 
 /* spacePublish(handle, off) / spaceAbandon(handle): end a creation. */
@@ -938,6 +971,7 @@ static const sab_napi_fn_t fns[] = {
     {"spaceClose", space_close},
     {"spaceUnlink", space_unlink},
     {"spaceLookup", space_lookup},
+    {"spaceEntry", space_entry},
     {"spacePublish", space_publish},
     {"spaceAbandon", space_abandon},
     {"spaceAlive", space_alive},

@@ -154,10 +154,14 @@ static void test_directory(void) {
   sab_space_publish(sp, off);
   CHECK(sab_space_lookup(sp, sab__lock_id(sp), "sema", 4, 7, p3, 64, &off2) == SAB_SPACE_ATTACH &&
         off2 == off);
-  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "sema", 4, 7, p4, 64, &off2) ==
-        SAB_E_SPACE_MISMATCH);
-  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "sema", 4, 8, p3, 64, &off2) ==
-        SAB_E_SPACE_MISMATCH);
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "sema", 4, 7, p4, 64, &off2) == SAB_E_SPACE_MISMATCH);
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "sema", 4, 8, p3, 64, &off2) == SAB_E_SPACE_MISMATCH);
+  /* What a mismatch found: the entry as it was made. */
+  sab_space_entry_t e;
+  CHECK(sab_space_entry(sp, sab__lock_id(sp), "sema", 4, &e) == 1);
+  CHECK(e.kind == 7 && e.bytes == 64 && e.params[0] == 3 && e.params[3] == 0);
+  CHECK(sab_space_entry(sp, sab__lock_id(sp), "none", 4, &e) == 0);
+  CHECK(sab_space_entry(sp, sab__lock_id(sp), "", 0, &e) == SAB_E_SPACE_KEY);
   /* Abandoned: the next caller creates it again, at the same place. */
   CHECK(sab_space_lookup(sp, sab__lock_id(sp), "gone", 4, 1, p3, 8, &off) == SAB_SPACE_CREATE);
   at(sp, off)[0] = 7;

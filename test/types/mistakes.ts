@@ -2,6 +2,7 @@
 // that index.d.ts refuses (test/types.test.js checks that each of these
 // lines is an error on its own, and that nothing else in the file is).
 import { wait, waitAsync, notify, Mutex, Sema, RateLimit, Latch, openShared } from 'sabsync'
+import type { SharedHandle } from 'sabsync'
 
 const i32 = new Int32Array(new SharedArrayBuffer(8))
 const big = new BigInt64Array(new SharedArrayBuffer(16))
@@ -56,5 +57,14 @@ function spaces (): void {
   Mutex.from(s.mutex('lock'))
   // @ts-expect-error nor does a space's RateLimit have a handle to post
   RateLimit.from(s.rateLimit('api', 10).handle)
+  // @ts-expect-error a space's Sema is no handle either
+  Sema.from(s.sema('pool', 2))
+  // @ts-expect-error nor to be typed as one (it would then be posted)
+  const posted: SharedHandle = s.latch('l', 1)
+  // @ts-expect-error a space's object is of its own class, not another's
+  const wrong: Latch = s.mutex('lock')
+  // @ts-expect-error versioned is a boolean
+  openShared('types-mistakes', { versioned: 1 })
+  void [posted, wrong]
 }
 void spaces

@@ -2,7 +2,7 @@
 // sabsync/redis used with ioredis's own types, as the README shows it.
 import Redis, { Cluster } from 'ioredis'
 import { Mutex, Sema, RateLimit, RateLimiter, SabsyncError } from 'sabsync/redis'
-import type { RedisClient, LeaseOptions, RedisRateLimiter, SabsyncErrorCode } from 'sabsync/redis'
+import type { RedisClient, LeaseOptions, RedisRateLimiter, RedisWaitOptions, SabsyncErrorCode } from 'sabsync/redis'
 
 async function main (): Promise<void> {
   const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
@@ -55,6 +55,24 @@ async function main (): Promise<void> {
       const redisDown: boolean = code === 'ERR_SABSYNC_REDIS' || code === 'ERR_SABSYNC_LEASE_LOST'
     }
   }
+  // Without a timeout a wait resolves only with a grant (an abort rejects):
+  // no false / undefined to check for.
+  const sure: number = await lock.lockAsync()
+  const sureToo: number = await lock.lockAsync({ signal: AbortSignal.timeout(100) })
+  const slot: number = await pool.acquire()
+  const grant: number = await limit()
+  const wo: RedisWaitOptions = Math.random() < 0.5 ? {} : { timeout: 5 }
+  const either: number | false = await lock.lockAsync(wo) // a timeout may be in there
+  void [sure, sureToo, slot, grant, either]
+  // @ts-expect-error: with a timeout, lockAsync may resolve false
+  const f1: number = await lock.lockAsync({ timeout: 5 })
+  // @ts-expect-error: with a timeout, acquire may resolve undefined
+  const f2: number = await pool.acquire({ timeout: 5 })
+  // @ts-expect-error: with a timeout, limit may resolve undefined
+  const f3: number = await limit({ timeout: 5 })
+  // @ts-expect-error: options that may hold a timeout may resolve undefined too
+  const f4: number = await pool.acquire(wo)
+  void [f1, f2, f3, f4]
   // @ts-expect-error: a key is a string
   new Mutex(redis, 42)
   // @ts-expect-error: not a Redis client

@@ -24,7 +24,7 @@ const o: AsyncOptions = { timeout: 5 }
 void [r1, f, n, code, m, o]
 
 // ---- primitives ----
-import { Mutex, AtomicFlag, Once, Latch, Sema, RateLimit, RateLimiter } from 'sabsync'
+import { Mutex, AtomicFlag, Once, Latch, Sema, RWLock, RateLimit, RateLimiter } from 'sabsync'
 import type { MutexGuard, RateLimitFunction, RateLimiterAnswer } from 'sabsync'
 
 async function primitives (): Promise<void> {
@@ -104,6 +104,18 @@ async function space (): Promise<void> {
   const room: number | undefined = api.try() ?? await api({ timeout: 0 })
   void [view, at, room]
   void [woke, r, s.atomicFlag('f'), s.once('o'), s.latch('l', 1), s.condVar('c'), s.barrier('b', 2), s.ownerId, s.created]
+
+  // A helper typed with a class takes that class's object from a space,
+  // and from() still takes an in-process object.
+  const withLock = (m: Mutex): boolean => m.tryLock()
+  const drain = async (p: Sema<string>): Promise<string> => p.acquire()
+  const readers = (rw: RWLock): void => rw.readUnlock()
+  const held: boolean = withLock(s.mutex('lock')) && withLock(new Mutex()) && withLock(Mutex.from(new Mutex()))
+  const first: string = await drain(pool)
+  const spaceLimiter: RateLimiter = perIp
+  const versioned: Space = openShared('types-versioned', { versioned: true })
+  const flag: boolean = versioned.versioned && s.versioned
+  void [held, first, readers, spaceLimiter, flag, Sema.from(new Sema(2)), RWLock.from(new RWLock())]
   s.close()
   const gone: boolean = s.unlink() || openShared.unlink('types-sample')
   void gone

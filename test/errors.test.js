@@ -1,0 +1,111 @@
+'use strict'
+// Errors that say what to do: each mistake a user makes with a shared
+// space or a primitive's memory gets a coded error naming the thing and the
+// way out.
+const t = require('tap')
+const { Worker } = require('worker_threads')
+const path = require('path')
+const sabsync = require('..')
+const { openShared, Barrier, Mutex } = sabsync
+const { spaceName } = require('./space-helpers')
+
+const root = path.join(__dirname, '..')
+const platform = process.platform === 'linux' ? {} : { skip: 'shared spaces need Linux' }
+
+t.test('every object of a closed space throws ERR_SABSYNC_SHARED_CLOSED, methods and getters', platform, async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  const objects = {
+    mutex: space.mutex('m'),
+    atomicFlag: space.atomicFlag('f'),
+    once: space.once('o'),
+    latch: space.latch('l', 1),
+    condVar: space.condVar('c'),
+    rwlock: space.rwlock('r'),
+    barrier: space.barrier('b', 2),
+    sema: space.sema('s', 2),
+    rateLimiter: space.rateLimiter('rl', { limit: 2, window: 1000 })
+  }
+  t.ok(objects.mutex instanceof Mutex, 'a space object is still an instance of its class')
+  space.close()
+  if (!(space.size > 0) || objects.mutex.buffer.byteLength !== 0) {
+    t.comment('the space\'s buffer is not detached by close() on this Node')
+    return
+  }
+  const closed = { code: 'ERR_SABSYNC_SHARED_CLOSED', message: new RegExp(`"${name}" was closed in this thread.*openShared\\(`) }
+  const calls = {
+    mutex: [m => m.lock(), m => m.tryLock(), m => m.unlock(), m => m.isLocked, m => m.lockAsync()],
+    atomicFlag: [f => f.testAndSet(), f => f.clear()],
+    once: [o => o.run(() => 1)],
+    latch: [l => l.countDown(), l => l.wait(0)],
+    condVar: [c => c.notifyOne()],
+    rwlock: [r => r.readLock(), r => r.tryWriteLock()],
+    barrier: [b => b.wait(0), b => b.reset()],
+    sema: [s => s.tryAcquire(), s => s.acquireSync(0)],
+    rateLimiter: [r => r.consume('client'), r => r.peek('client')]
+  }
+  for (const [kind, fns] of Object.entries(calls)) {
+    for (const fn of fns) t.throws(() => fn(objects[kind]), closed, `${kind}: ${fn}`)
+  }
+})
+
+t.test('a mismatch names the file, the key, what the key holds and what was asked', platform, async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  space.sema('pool', 2)
+  space.rateLimit('rate', 5, { timeUnit: 1000 })
+  const file = `/dev/shm/sabsync.${name}`
+  const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+  t.throws(() => space.sema('pool', 3), {
+    code: 'ERR_SABSYNC_SHARED_MISMATCH',
+    message: new RegExp(`"pool" in ${esc(file)} holds sema\\(key, 2\\), not sema\\(key, 3\\).*versioned: true`)
+  })
+  t.throws(() => space.mutex('pool'), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /holds sema\(key, 2\), not mutex\(key\)/ })
+  t.throws(() => space.rateLimit('rate', 5, { timeUnit: 60000 }), {
+    code: 'ERR_SABSYNC_SHARED_MISMATCH',
+    message: /holds rateLimit\(key, 5, \{ timeUnit: 1000, uniformDistribution: false \}\), not rateLimit\(key, 5, \{ timeUnit: 60000/
+  })
+  t.throws(() => space.int32Array('pool', 4), { message: /holds sema\(key, 2\), not int32Array\(key, 4\)/ })
+  space.close()
+})
+
+t.test('a space\'s object posted to a worker: the error says to open the space in that thread', platform, async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  const m = space.mutex('m')
+  const err = await new Promise((resolve, reject) => {
+    const w = new Worker(`
+      const { workerData, parentPort } = require('worker_threads')
+      const { Mutex } = require(${JSON.stringify(root)})
+      try { Mutex.from(workerData); parentPort.postMessage(null) } catch (e) { parentPort.postMessage({ code: e.code, message: e.message }) }
+    `, { eval: true, workerData: m })
+    w.once('message', resolve)
+    w.once('error', reject)
+  })
+  if (err === null) {
+    t.comment('this Node posts a space\'s buffer as shared memory')
+  } else {
+    t.equal(err.code, 'ERR_INVALID_ARG_TYPE')
+    t.match(err.message, /Mutex of a shared space.*Open the space in that thread.*openShared\(name\)\.mutex\(key/)
+    t.notMatch(err.message, /Pass the Mutex itself/)
+  }
+  space.close()
+})
+
+t.test('Barrier.wait over overwritten memory: ERR_SABSYNC_BAD_MEMORY, not a RangeError', async t => {
+  for (const value of [5, 1000, 0x7FFFFFFF]) {
+    const b = new Barrier(2)
+    new Int32Array(b.buffer, b.byteOffset, 2)[1] = value // WORD: ARRIVED beyond the parties
+    t.throws(() => b.wait(0), { code: 'ERR_SABSYNC_BAD_MEMORY', message: /arrived, of 2: something else wrote over/ }, `ARRIVED ${value}`)
+    await t.rejects(b.waitAsync({ timeout: 0 }), { code: 'ERR_SABSYNC_BAD_MEMORY' }, `waitAsync, ARRIVED ${value}`)
+  }
+})
+
+t.test('a resized space file: the version error names the file and says it may have been resized', platform, async t => {
+  const fs = require('fs')
+  const name = spaceName(t)
+  const { execFileSync } = require('child_process')
+  execFileSync(process.execPath, ['-e', `require(${JSON.stringify(root)}).openShared(${JSON.stringify(name)}).close()`])
+  fs.truncateSync(`/dev/shm/sabsync.${name}`, 3 << 20)
+  t.throws(() => openShared(name), { code: 'ERR_SABSYNC_SHARED_VERSION', message: new RegExp(`^openShared: /dev/shm/sabsync\\.${name}: .*resized`) })
+})
