@@ -154,8 +154,10 @@ static void test_directory(void) {
   sab_space_publish(sp, off);
   CHECK(sab_space_lookup(sp, sab__lock_id(sp), "sema", 4, 7, p3, 64, &off2) == SAB_SPACE_ATTACH &&
         off2 == off);
-  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "sema", 4, 7, p4, 64, &off2) == SAB_E_SPACE_MISMATCH);
-  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "sema", 4, 8, p3, 64, &off2) == SAB_E_SPACE_MISMATCH);
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "sema", 4, 7, p4, 64, &off2) ==
+        SAB_E_SPACE_MISMATCH);
+  CHECK(sab_space_lookup(sp, sab__lock_id(sp), "sema", 4, 8, p3, 64, &off2) ==
+        SAB_E_SPACE_MISMATCH);
   /* What a mismatch found: the entry as it was made. */
   sab_space_entry_t e;
   CHECK(sab_space_entry(sp, sab__lock_id(sp), "sema", 4, &e) == 1);
