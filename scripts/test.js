@@ -23,7 +23,9 @@ const LONG = {
   'space-wait-order.test.js': 'FIFO and SIGKILLed waiters across many processes (space-wait.test.js covers wait/notify in a space)',
   'examples-locks.test.js': 'every lock example in its own processes (examples.test.js runs the others)',
   'bench.test.js': 'the benchmark harness on real cases',
-  'package.test.js': 'npm pack, an install into an empty app, tsc over it'
+  'package.test.js': 'npm pack, an install into an empty app, tsc over it',
+  'rate-limiter-redis.test.js': 'the table of RateLimiter checks on Redis, 3 processes (rate-limiter-redis-evict and the docs\' Redis blocks are quick)',
+  'types.test.js': 'tsc --strict over every type test (docs.test.js compiles the docs\' TypeScript)'
 }
 
 const args = process.argv.slice(2)
