@@ -7,21 +7,9 @@
 // primary); a lock hand-off between 2 processes against proper-lockfile (a
 // lock directory, polled). Each scenario runs in fresh processes
 // (bench/support/procs.js) and checks its own answer.
-const path = require('path')
-const { spawnSync } = require('child_process')
+const { runScenario } = require('../support/scenario')
 
-const script = path.join(__dirname, '..', 'support', 'procs.js')
-
-function run (...args) {
-  const r = spawnSync(process.execPath, [script, ...args.map(String)], { encoding: 'utf8', timeout: 600000 })
-  const line = (r.stdout || '').trim().split('\n').pop()
-  let out
-  try { out = JSON.parse(line) } catch { out = null }
-  if (r.status !== 0 || out === null) {
-    throw new Error(`bench/support/procs.js ${args.join(' ')} failed (status ${r.status}, signal ${r.signal}${r.error ? ', ' + r.error.message : ''}): ${r.stderr || r.stdout}`)
-  }
-  return out
-}
+const run = (...args) => runScenario('procs.js', ...args)
 
 let peers = true
 try { require.resolve('rate-limiter-flexible'); require.resolve('proper-lockfile') } catch { peers = false }

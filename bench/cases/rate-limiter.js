@@ -7,21 +7,9 @@
 // against keys 400,000-499,999, once the JIT is warm: flat). Every call is an allowed consume of one of
 // 1,000 keys in turn; each scenario runs in fresh processes
 // (bench/support/limiter.js) and checks that every call was allowed.
-const path = require('path')
-const { spawnSync } = require('child_process')
+const { runScenario } = require('../support/scenario')
 
-const script = path.join(__dirname, '..', 'support', 'limiter.js')
-
-function run (...args) {
-  const r = spawnSync(process.execPath, [script, ...args.map(String)], { encoding: 'utf8', timeout: 600000 })
-  const line = (r.stdout || '').trim().split('\n').pop()
-  let out
-  try { out = JSON.parse(line) } catch { out = null }
-  if (r.status !== 0 || out === null) {
-    throw new Error(`bench/support/limiter.js ${args.join(' ')} failed (status ${r.status}, signal ${r.signal}): ${r.stderr || r.stdout}`)
-  }
-  return out
-}
+const run = (...args) => runScenario('limiter.js', ...args)
 
 module.exports = [
   {
