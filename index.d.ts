@@ -135,6 +135,13 @@ declare const spaceObject: unique symbol
 export interface SharedHandle {
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
+  /**
+   * The object's size, carried by the primitives whose size is an argument
+   * (Sema, RateLimit, RWLock, Barrier, RateLimiter): `from()` refuses memory
+   * that says another size (`ERR_SABSYNC_BAD_MEMORY`). Left out, the size is
+   * read from the memory.
+   */
+  readonly byteLength?: number
   /** Never set: an object of a shared space is no handle (its memory does not cross threads). */
   readonly [spaceObject]?: never
 }
@@ -193,6 +200,8 @@ export class Sema<T = number> implements SharedHandle {
   static from<T = number> (handle: SharedHandle, options?: SemaOptions<T>): Sema<T>
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
+  /** Its size in bytes: posted with `buffer` and `byteOffset`, held to by `from()`. */
+  readonly byteLength: number
   /** The number of tokens. */
   readonly nr: number
   /** A token, at once if one is free, else when one is handed over (an abort rejects with `signal.reason`). */
@@ -232,6 +241,8 @@ export interface RateLimitOptions {
  * grant comes within it (0: a grant only if the limit has room now).
  */
 export interface RateLimitFunction extends SharedHandle {
+  /** Its size in bytes: carried by `handle`, held to by `from()`. */
+  readonly byteLength: number
   (options?: { signal?: AbortSignal, timeout?: undefined }): Promise<number>
   (options: { signal?: AbortSignal, timeout: number }): Promise<number | undefined>
   /** A grant now if the limit has room and nobody waits for it, else `undefined` (synchronous: `limit({ timeout: 0 })`). */
@@ -344,6 +355,8 @@ export class RateLimiter implements SharedHandle {
   static from (handle: SharedHandle): RateLimiter
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
+  /** Its size in bytes: posted with `buffer` and `byteOffset`, held to by `from()`. */
+  readonly byteLength: number
   readonly limit: number
   readonly window: number
   readonly burst: number
@@ -576,6 +589,8 @@ export class RWLock implements SharedHandle {
   constructor(options?: RWLockOptions)
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
+  /** Its size in bytes: posted with `buffer` and `byteOffset`, held to by `from()`. */
+  readonly byteLength: number
   readonly readerSlots: number
   /** A dead writer's write lock was reclaimed and no writer has unlocked since. */
   readonly ownerDied: boolean
@@ -611,6 +626,8 @@ export class Barrier implements SharedHandle {
   constructor(parties: number, options?: MemoryOptions)
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
+  /** Its size in bytes: posted with `buffer` and `byteOffset`, held to by `from()`. */
+  readonly byteLength: number
   readonly parties: number
   /** Parties waiting in the current round. */
   readonly arrived: number

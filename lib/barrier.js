@@ -30,7 +30,7 @@
 
 const { ownersOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, OK, OWNER_DEAD, SabsyncError, outOfRange } = require('./shared')
 const { PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
-const { attachTo, writeTag } = require('./kind')
+const { attachTo, writeTag, sizeAgrees } = require('./kind')
 
 const WORD = 1
 const RESETS = 2
@@ -137,6 +137,7 @@ class Barrier {
       const head = memoryOf('Barrier', IDS * 4, options, 'handle')
       parties = Atomics.load(head.i32, PARTIES)
       if (!(parties >= 1 && parties <= MAX_PARTIES)) throw outOfRange('handle', 'an initialised Barrier', parties)
+      sizeAgrees('Barrier', head.byteOffset, options.byteLength, bytesFor(parties), `a Barrier of ${parties} parties`)
       mem = memoryOf('Barrier', bytesFor(parties), options, 'handle')
     } else {
       partiesArg(parties)
@@ -147,6 +148,7 @@ class Barrier {
     }
     this.buffer = mem.buffer
     this.byteOffset = mem.byteOffset
+    this.byteLength = mem.i32.byteLength
     this.#b = { i32: mem.i32, parties, wake: waker(mem.i32, WORD), own: ownersOf(mem.buffer) }
     madeAs(this, 'Barrier')
   }

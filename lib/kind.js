@@ -24,6 +24,7 @@
 
 const { SEMA_MAGIC, RATE_MAGIC } = require('./native').constants
 const { memoryOf, handleOf, article: a, SabsyncError } = require('./shared')
+const { outOfRange } = require('./errors')
 
 const TAG = 0 // the index of the tag, for every kind
 
@@ -77,13 +78,32 @@ const kindOf = word => KINDS.get(word)
 // X.from(handle): the { buffer, byteOffset } of a handle whose memory holds
 // an X (by its tag). The rest of the memory is the caller's to check.
 function attachTo (who, handle) {
-  const { buffer, byteOffset } = handleOf(who, handle)
+  const { buffer, byteOffset, byteLength } = handleOf(who, handle)
   // Every primitive has at least 8 bytes: the tag and one more word.
   const head = memoryOf(who, 8, { buffer, byteOffset }, 'handle')
   const word = Atomics.load(head.i32, TAG)
-  if (word === TAGS[who]) return { buffer, byteOffset: head.byteOffset }
+  if (word === TAGS[who]) return { buffer, byteOffset: head.byteOffset, byteLength }
   const found = kindOf(word)
   throw found !== undefined ? wrongKind(who, head.byteOffset, found) : noneThere(who, head.byteOffset, word)
 }
 
-module.exports = { TAG, TAGS, writeTag, attachTo }
+// A primitive whose size is a parameter (Sema, RateLimit, RWLock, Barrier,
+// RateLimiter) reads that parameter from its memory when it attaches, and
+// memory is what other threads can write: a size made up by a write racing
+// the attach, with room for it in the buffer, would make the attached
+// object span more of the buffer than the one made (seen: a Sema(1)
+// attached as a Sema(2) by test/scribble.js, whose grants then wrote past
+// it). So these objects post their byteLength with their buffer and
+// byteOffset, and from() holds the memory to it: a size that disagrees is
+// ERR_SABSYNC_BAD_MEMORY. A bare { buffer, byteOffset } still attaches by
+// what the memory says (docs/threads.md).
+function sizeAgrees (who, at, claimed, bytes, what) {
+  if (claimed === undefined || claimed === bytes) return
+  if (!Number.isSafeInteger(claimed) || claimed <= 0) {
+    throw outOfRange('handle.byteLength', `the ${who}'s byteLength (${bytes} for the one at byteOffset ${at}), or left out`, claimed)
+  }
+  throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `${who}.from(handle): the memory at byteOffset ${at} holds ${what} ` +
+    `(${bytes} bytes), the handle says ${claimed} bytes: the memory was overwritten, or the handle is not this ${who}'s`)
+}
+
+module.exports = { TAG, TAGS, writeTag, attachTo, sizeAgrees }

@@ -17,7 +17,7 @@
 const native = require('./native')
 const { Sema, FAIRNESS } = require('./sema')
 const { memoryOf, isMemory, parseTimeout, parseAsyncOptions, SabsyncError, invalidType, outOfRange } = require('./shared')
-const { attachTo } = require('./kind')
+const { attachTo, sizeAgrees } = require('./kind')
 const { spaceOf } = require('./space-registry')
 
 const { RATE_MAX: MAX, RATE_MAGIC: MAGIC, RATE_W_RPS: W_RPS, RATE_HEADER_BYTES: HEADER_BYTES } = native.constants
@@ -172,8 +172,11 @@ function limiterOver (mem, turn) {
   // handle another thread passes to RateLimit.from().
   Object.defineProperty(limit, 'buffer', { value: mem.buffer, enumerable: true })
   Object.defineProperty(limit, 'byteOffset', { value: mem.byteOffset, enumerable: true })
+  Object.defineProperty(limit, 'byteLength', { value: mem.i32.byteLength, enumerable: true })
   // What to post: RateLimit.from(limit.handle) attaches in the worker.
-  Object.defineProperty(limit, 'handle', { value: Object.freeze({ buffer: mem.buffer, byteOffset: mem.byteOffset }) })
+  Object.defineProperty(limit, 'handle', {
+    value: Object.freeze({ buffer: mem.buffer, byteOffset: mem.byteOffset, byteLength: mem.i32.byteLength })
+  })
   const [rps, timeUnit, uniformDistribution] = native.rateOpen(i32)
   Object.defineProperty(limit, 'rps', { value: rps })
   Object.defineProperty(limit, 'timeUnit', { value: timeUnit })
@@ -236,17 +239,19 @@ RateLimit.from = function from (handle) {
   // A limiter is a function (with its buffer and byteOffset): from(limit)
   // attaches to it, as API.md and index.d.ts say (it threw a TypeError:
   // found by the API fuzz, test/fuzz-primitives.test.js).
-  if (typeof handle === 'function' && isMemory(handle.buffer)) handle = { buffer: handle.buffer, byteOffset: handle.byteOffset }
+  if (typeof handle === 'function' && isMemory(handle.buffer)) handle = { buffer: handle.buffer, byteOffset: handle.byteOffset, byteLength: handle.byteLength }
   // Its first word is SAB_RATE_MAGIC, its kind tag: memory of another kind,
   // or none, is refused here, before any native call.
-  const { buffer, byteOffset } = attachTo('RateLimit', handle)
+  const { buffer, byteOffset, byteLength } = attachTo('RateLimit', handle)
   const head = memoryOf('RateLimit', HEADER_BYTES, { buffer, byteOffset }, 'handle')
   const rps = Atomics.load(head.i32, W_RPS)
   if (Atomics.load(head.i32, 0) !== MAGIC || !(rps >= 1 && rps <= MAX)) {
     throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `sabsync: no RateLimit at byteOffset ${head.byteOffset} of this buffer`)
   }
+  sizeAgrees('RateLimit', head.byteOffset, byteLength, bytesFor(rps), `a RateLimit of ${rps} a time unit`)
   const mem = memoryOf('RateLimit', bytesFor(rps), { buffer, byteOffset }, 'handle')
-  const turn = Sema.from({ buffer: mem.buffer, byteOffset: mem.byteOffset + native.rateBytes(rps) }, { [FAIRNESS]: 0 })
+  // The turn is a Sema(1) whatever its memory says (its size is held to it).
+  const turn = Sema.from({ buffer: mem.buffer, byteOffset: mem.byteOffset + native.rateBytes(rps), byteLength: Sema.byteLengthFor(1) }, { [FAIRNESS]: 0 })
   return limiterOver(mem, turn)
 }
 

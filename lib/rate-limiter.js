@@ -114,7 +114,7 @@
 
 const { randomFillSync } = require('crypto')
 const { memoryOf, notOptions, madeAs, SabsyncError, invalidType, outOfRange } = require('./shared')
-const { attachTo, writeTag } = require('./kind')
+const { attachTo, writeTag, sizeAgrees } = require('./kind')
 const { intOption, keyString, checkPoints, storeOf } = require('./rate-limiter-common')
 
 const VERSION = 2 // 2: claim locks after the slots
@@ -323,6 +323,7 @@ class RateLimiter {
       this.#init(slots.params, slots.w64, slots.w32, slots.locks)
       Object.defineProperty(this, 'buffer', { value: slots.buffer, enumerable: true })
       Object.defineProperty(this, 'byteOffset', { value: slots.byteOffset, enumerable: true })
+      Object.defineProperty(this, 'byteLength', { value: bytesFor(slots.params.keys), enumerable: true })
       return
     }
     // Memory passed where options belong says what to pass instead.
@@ -338,6 +339,7 @@ class RateLimiter {
     this.#init({ ...p, k0, k1 }, ...slotViews(mem.buffer, mem.byteOffset + HEADER_BYTES, p.keys))
     Object.defineProperty(this, 'buffer', { value: mem.buffer, enumerable: true })
     Object.defineProperty(this, 'byteOffset', { value: mem.byteOffset, enumerable: true })
+    Object.defineProperty(this, 'byteLength', { value: mem.i32.byteLength, enumerable: true })
     madeAs(this, 'RateLimiter')
   }
 
@@ -608,12 +610,13 @@ class RateLimiter {
 
   /** Attach to a RateLimiter made in another thread (or its { buffer, byteOffset }). */
   static from (handle) {
-    const { buffer, byteOffset } = attachTo('RateLimiter', handle)
+    const { buffer, byteOffset, byteLength } = attachTo('RateLimiter', handle)
     const head = memoryOf('RateLimiter', HEADER_BYTES, { buffer, byteOffset }, 'handle')
     const p = readHeader(head.i32, `byteOffset ${byteOffset}`)
     if (p.apart !== 0) {
       throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `RateLimiter.from(handle): the RateLimiter at byteOffset ${byteOffset} lives in a shared space: attach with space.rateLimiter(key, options)`)
     }
+    sizeAgrees('RateLimiter', byteOffset, byteLength, bytesFor(p.keys), `a RateLimiter of ${p.keys} keys`)
     memoryOf('RateLimiter', bytesFor(p.keys), { buffer, byteOffset }, 'handle') // in range
     const [w64, w32, locks] = slotViews(buffer, byteOffset + HEADER_BYTES, p.keys)
     return new RateLimiter(undefined, { attach: ATTACH, params: p, w64, w32, locks, buffer, byteOffset })

@@ -47,7 +47,7 @@ const {
   SabsyncError, outOfRange
 } = require('./shared')
 const { PARK, Wait, settleSync, settleAsync, waker, addressKey } = require('./waiting')
-const { attachTo, writeTag } = require('./kind')
+const { attachTo, writeTag, sizeAgrees } = require('./kind')
 const { Mutex, internals } = require('./mutex')
 
 const STATE = 1
@@ -300,10 +300,11 @@ class RWLock {
     let n
     let mem
     if (attach === ATTACH) {
-      const { buffer, byteOffset } = options
+      const { buffer, byteOffset, byteLength } = options
       const head = memoryOf('RWLock', SLOT0 * 4, { buffer, byteOffset }, 'handle')
       n = Atomics.load(head.i32, NSLOTS)
       if (!(n >= 1 && n <= MAX_SLOTS)) throw outOfRange('handle', 'an initialised RWLock', n)
+      sizeAgrees('RWLock', head.byteOffset, byteLength, bytesFor(n), `an RWLock of ${n} reader slots`)
       mem = memoryOf('RWLock', bytesFor(n), { buffer, byteOffset }, 'handle')
     } else {
       const slots = options !== null && typeof options === 'object' ? options.readerSlots : undefined
@@ -315,6 +316,7 @@ class RWLock {
     const { buffer, byteOffset, i32 } = mem
     this.buffer = buffer
     this.byteOffset = byteOffset
+    this.byteLength = i32.byteLength
     const key = addressKey(i32, STATE)
     const own = ownersOf(buffer)
     let local = locals.get(key)

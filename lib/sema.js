@@ -31,7 +31,7 @@ const {
   memoryOf, madeAs, parseTimeout, parseAsyncOptions, ownersOf, parkAsync,
   WATCH_ANY, SabsyncError, invalidType, outOfRange
 } = require('./shared')
-const { attachTo } = require('./kind')
+const { attachTo, sizeAgrees } = require('./kind')
 const { describe } = require('./errors')
 const { guard } = require('./abort')
 const { spaceOf } = require('./space-registry')
@@ -234,20 +234,23 @@ class Sema {
   static from (handle, options) {
     // A Sema's first word is SAB_SEMA_MAGIC, its kind tag: memory of
     // another kind, or none, is refused here, before any native call.
-    const { buffer, byteOffset } = attachTo('Sema', handle)
+    const { buffer, byteOffset, byteLength } = attachTo('Sema', handle)
     const opts = parseOptions(options, false)
     const head = memoryOf('Sema', HEADER_BYTES, { buffer, byteOffset }, 'handle')
     const nr = Atomics.load(head.i32, W_NR)
     if (Atomics.load(head.i32, 0) !== MAGIC || !(nr >= 1 && nr <= MAX)) {
       throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `sabsync: no Sema at byteOffset ${head.byteOffset} of this buffer`)
     }
+    sizeAgrees('Sema', head.byteOffset, byteLength, native.semaBytes(nr), `a Sema of ${nr} tokens`)
     const mem = memoryOf('Sema', native.semaBytes(nr), { buffer, byteOffset }, 'handle')
     // #setup's semaView checks it all again, natively.
     const sema = new Sema(ATTACH, { mem, nr, opts })
-    // The size is taken from the memory once, here, and kept: a size that
+    // The size is taken from the memory once, here, and kept. A size that
     // a racing write made up (with room for it in the buffer) would make
-    // this object bigger than the one made. Look again after the native
-    // look: a scribble must then hold across both to get through.
+    // this object bigger than the one made: the handle's byteLength, which
+    // a posted Sema carries, refuses that above (sizeAgrees); for a bare
+    // { buffer, byteOffset }, look again after the native look, so that a
+    // scribble must hold across both to get through.
     if (Atomics.load(mem.i32, W_NR) !== nr || Atomics.load(mem.i32, 0) !== MAGIC) {
       throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `sabsync: the Sema at byteOffset ${head.byteOffset} changed while it was attached to`)
     }
@@ -258,6 +261,7 @@ class Sema {
     // Own enumerable data: what postMessage copies, and Sema.from reads.
     Object.defineProperty(this, 'buffer', { value: mem.buffer, enumerable: true })
     Object.defineProperty(this, 'byteOffset', { value: mem.byteOffset, enumerable: true })
+    Object.defineProperty(this, 'byteLength', { value: mem.i32.byteLength, enumerable: true })
     madeAs(this, 'Sema')
     this.#i32 = mem.i32
     this.#local = localOf(mem.buffer, mem.byteOffset)

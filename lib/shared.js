@@ -128,13 +128,15 @@ function handleOf (who, handle) {
   if (handle === null || typeof handle !== 'object') {
     throw invalidType('handle', `${article(who)} or an object with its buffer and byteOffset`, handle)
   }
-  const { buffer, byteOffset } = handle
+  const { buffer, byteOffset, byteLength } = handle
   if (!isMemory(buffer)) {
     const err = invalidType('handle.buffer', 'a SharedArrayBuffer', buffer)
     err.message += '. ' + (isAnyArrayBuffer(buffer) ? spaceHint(who) : handleHint(who, handle))
     throw err
   }
-  return { buffer, byteOffset }
+  // byteLength: the size the maker posted, where the size is a parameter
+  // (lib/kind.js, sizeAgrees).
+  return { buffer, byteOffset, byteLength }
 }
 
 // A plain ArrayBuffer where a handle's buffer should be: what a space's

@@ -145,7 +145,7 @@ t.test('postMessage(limit) fails naming the fix; limit.handle is what to post', 
   t.match(err.message, 'cannot be posted: post limit.handle, then RateLimit.from(it)')
   t.notMatch(err.message, /rateTake|acquire|tryAcquire/, 'no library source in the message')
   t.ok(err.message.length < 300, 'a short message')
-  t.same(Object.keys(limit.handle).sort(), ['buffer', 'byteOffset'])
+  t.same(Object.keys(limit.handle).sort(), ['buffer', 'byteLength', 'byteOffset'])
   t.ok(Object.isFrozen(limit.handle))
   // limit.handle crosses to a real worker, which attaches and takes a grant.
   const w = new Worker(fixtureSource('kinds/rate-limit-handle'), { eval: true, workerData: limit.handle })

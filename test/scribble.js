@@ -83,7 +83,11 @@ async function scribble ({ kind, nr = 3, ms = 1500, users = 2, terminate = true,
   u8.fill(PATTERN, 0, GUARD)
   u8.fill(PATTERN, GUARD + bytes)
   const obj = make(kind, nr, buffer)
-  const handle = { buffer, byteOffset: GUARD }
+  // The handle a posted object carries: with its byteLength, so that an
+  // attach that reads a scribbled size is refused rather than made bigger
+  // than the object (a bare { buffer, byteOffset } attaches by what the
+  // memory says, and may then reach into the guard bytes: docs/threads.md).
+  const handle = { buffer, byteOffset: GUARD, byteLength: bytes }
   const good = u8.slice(GUARD, GUARD + bytes)
   const words = [...Array(bytes / 4).keys()]
 

@@ -315,14 +315,39 @@ t.test('a Sema travels by postMessage and lives at an offset of a bigger buffer'
   t.throws(() => new Sema(65, { buffer: new SharedArrayBuffer(Sema.byteLength) }), { name: 'RangeError' }, 'not 65')
   const buffer = new SharedArrayBuffer(8 + Sema.byteLengthFor(3) + 8)
   const s = new Sema(3, { buffer, byteOffset: 8 })
-  t.same(Object.keys(s), ['buffer', 'byteOffset'])
+  t.same(Object.keys(s), ['buffer', 'byteOffset', 'byteLength'])
   t.equal(s.byteOffset, 8)
+  t.equal(s.byteLength, Sema.byteLengthFor(3))
   t.equal(s.nr, 3)
   const w = fixture('sema/attach-by-message', null)
   w.postMessage(s)
   t.same(await message(w), [3, 0])
   await exited(w)
   t.same(new Int32Array(buffer, 0, 2), new Int32Array(2), 'the bytes before it are untouched')
+})
+
+// A Sema's size is read from its memory when it attaches: a write racing
+// the attach that makes it up (with room for it in the buffer) would make
+// the attached Sema span bytes past the one made, as test/scribble.js once
+// saw. A posted Sema carries its byteLength, and from() holds the memory to it.
+t.test('from() holds the memory to the handle\'s byteLength: a size written over is refused', async t => {
+  const buffer = new SharedArrayBuffer(Sema.byteLengthFor(1) + 64)
+  const s = new Sema(1, { buffer })
+  const tail = new Uint8Array(buffer, s.byteLength)
+  tail.fill(0xA5)
+  const i32 = new Int32Array(buffer)
+  const W_NR = 2
+  Atomics.store(i32, W_NR, 2) // the size, made up
+  const err = t.throws(() => Sema.from({ buffer: s.buffer, byteOffset: s.byteOffset, byteLength: s.byteLength }), { code: 'ERR_SABSYNC_BAD_MEMORY' })
+  t.match(err.message, /holds a Sema of 2 tokens \(\d+ bytes\), the handle says 48 bytes/, 'the message says both sizes')
+  t.throws(() => Sema.from({ buffer, byteOffset: 0, byteLength: 'big' }), { code: 'ERR_OUT_OF_RANGE', message: /"handle.byteLength"/ })
+  // A bare { buffer, byteOffset } takes the memory's word for it, as documented.
+  t.equal(Sema.from({ buffer, byteOffset: 0 }).nr, 2, 'a bare handle attaches by what the memory says')
+  Atomics.store(i32, W_NR, 1)
+  const again = Sema.from({ buffer: s.buffer, byteOffset: s.byteOffset, byteLength: s.byteLength })
+  t.equal(again.tryAcquire(), 0)
+  again.release(0)
+  t.ok(tail.every(b => b === 0xA5), 'nothing written past the Sema')
 })
 
 t.test('process exit with an unref\'d worker parked in acquireSync does not hang', async t => {
