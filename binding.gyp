@@ -13,6 +13,7 @@
         "src/core/owner.c",
         "src/core/sema.c",
         "src/core/rate.c",
+        "src/core/limiter.c",
         "src/core/parker_futex.c",
         "src/core/parker_uv.c",
         "src/napi/values.c",
@@ -25,6 +26,7 @@
         "src/napi/wait.c",
         "src/napi/sema.c",
         "src/napi/rate.c",
+        "src/napi/limiter.c",
         "src/napi/space.c",
         "src/napi/binding.c"
       ],

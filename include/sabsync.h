@@ -385,6 +385,40 @@ int sab_rate_take(const sab_rate_t *r, uint64_t *at, uint64_t *wait_ns);
 uint64_t sab_rate_unit_ns(const sab_rate_t *r);
 int sab_rate_uniform(const sab_rate_t *r);
 
+/*
+ * RateLimiter's common path (src/core/limiter.c; the table and its rules:
+ * lib/rate-limiter.js). A view holds the parameters JS read from the
+ * table's header once and checked; `slots` is the table's first slot (two
+ * int64 words a slot, `keys` slots), checked by the caller.
+ */
+typedef struct {
+  uint32_t keys;   /* slots, >= 1 */
+  uint32_t probe;  /* slots in a key's window, 1 .. keys */
+  uint32_t k0, k1; /* the table's secret */
+  int64_t T;       /* ns a point takes to refill, >= 1 */
+  int64_t tau;     /* burst * T, below 2^60 */
+} sab_limiter_t;
+
+enum {
+  SAB_LIMITER_ALLOWED = 0, /* taken: ahead = the bucket's deficit after it */
+  SAB_LIMITER_DENIED = 1,  /* not taken: ahead = the deficit it would make, behind = now */
+  SAB_LIMITER_ABSENT = 2   /* the key has no slot: claim one (f, start) */
+};
+
+typedef struct {
+  uint32_t f[2];         /* the key's fingerprint (low, high) */
+  uint32_t start;        /* its window's first slot */
+  int64_t ahead, behind; /* ns */
+} sab_limiter_out_t;
+
+/* HalfSipHash-1-3 (64-bit) of UTF-16 code units, keyed by (k0, k1). */
+void sab_limiter_hash(const uint16_t *s, size_t n, uint32_t k0, uint32_t k1, uint32_t out[2]);
+/* Take `points` (1 .. burst) from the key's bucket: SAB_LIMITER_ALLOWED,
+ * _DENIED, _ABSENT, or SAB_E_CORRUPT (a time beyond the bucket, or no CAS
+ * took effect in 1000 tries). */
+int sab_limiter_consume(const sab_limiter_t *l, int64_t *slots, const uint16_t *key, size_t len,
+                        uint32_t points, sab_limiter_out_t *out);
+
 #ifdef __cplusplus
 }
 #endif

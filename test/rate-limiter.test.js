@@ -111,6 +111,37 @@ t.test('HalfSipHash as the reference computes it (its 64-bit test vectors, -2-4:
   }
 })
 
+// consume's common path is native (src/core/limiter.c), the claim of a new
+// key and keys of 128 code units or more are JS: both must place and read
+// keys alike.
+t.test('the native path hashes as JS does, and a table is shared by both paths', async t => {
+  const { hashKey, fp } = require('../lib/rate-limiter')
+  const native = require('../lib/native')
+  let seed = 12345
+  const rand = () => { seed = (seed * 1103515245 + 12345) >>> 0; return seed }
+  let differ = 0
+  for (let i = 0; i < 20000; i++) {
+    let s = ''
+    for (let n = rand() % 128; n > 0; n--) s += String.fromCharCode(rand() & 3 ? 32 + rand() % 95 : rand() & 0xffff)
+    const k0 = rand() | 0
+    const k1 = rand() | 0
+    hashKey(s, k0, k1)
+    const [lo, hi] = native.limiterHash(s, k0, k1)
+    if (lo !== fp[0] || hi !== fp[1]) differ++
+  }
+  t.equal(differ, 0, '20,000 random keys (lone surrogates included), 0 to 127 code units: the same 64 bits')
+  const l = new RateLimiter({ limit: 3, window: 60000, keys: 64 })
+  for (const key of ['short', 'k'.repeat(127), 'k'.repeat(128), 'long:' + 'x'.repeat(500)]) {
+    const got = [1, 2, 3, 4].map(() => l.consume(key))
+    t.same(got.map(r => r.allowed), [true, true, true, false], `${key.length} code units: burst 3, then refused`)
+    t.same(got.map(r => r.remaining), [2, 1, 0, 0])
+    t.ok(got[3].retryAfter > 19000 && got[3].retryAfter <= 20000, 'retryAfter: one point, 20 s')
+    t.equal(l.peek(key).remaining, 0, 'peek (JS) sees what consume wrote')
+    l.reset(key)
+    t.equal(l.consume(key).remaining, 2, 'after reset (JS), consume finds a full bucket')
+  }
+})
+
 t.test('the hash is keyed: two tables place keys apart, and keys are one-to-one with their strings', async t => {
   const { hashKey, fp } = require('../lib/rate-limiter')
   const seen = new Set()

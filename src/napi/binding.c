@@ -108,6 +108,8 @@ static int set_constants(napi_env env, napi_value exports) {
       {"RATE_MAGIC", SAB_RATE_MAGIC},
       {"RATE_MAX", SAB_RATE_MAX},
       {"RATE_W_RPS", SAB_RATE_W_RPS},
+      {"LIMITER_ALLOWED", SAB_LIMITER_ALLOWED},
+      {"LIMITER_DENIED", SAB_LIMITER_DENIED},
       {"RATE_HEADER_BYTES", SAB_RATE_HEADER_BYTES},
   };
   napi_value obj, names, name;
@@ -136,8 +138,9 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   if (sab_napi_env_create(env) == NULL) return NULL;
   if (sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]) != 0 ||
       sab_napi_wait_register(env, exports) != 0 || sab_napi_sema_register(env, exports) != 0 ||
-      sab_napi_rate_register(env, exports) != 0 || sab_napi_space_register(env, exports) != 0 ||
-      set_counts(env, exports) != 0 || set_constants(env, exports) != 0) {
+      sab_napi_rate_register(env, exports) != 0 || sab_napi_limiter_register(env, exports) != 0 ||
+      sab_napi_space_register(env, exports) != 0 || set_counts(env, exports) != 0 ||
+      set_constants(env, exports) != 0) {
     return NULL;
   }
   return exports;

@@ -7,9 +7,10 @@
 
 #include "values.h"
 
-int sab_napi_wait_register(napi_env env, napi_value exports);  /* wait.c */
-int sab_napi_sema_register(napi_env env, napi_value exports);  /* sema.c */
-int sab_napi_rate_register(napi_env env, napi_value exports);  /* rate.c */
-int sab_napi_space_register(napi_env env, napi_value exports); /* space.c */
+int sab_napi_wait_register(napi_env env, napi_value exports);    /* wait.c */
+int sab_napi_sema_register(napi_env env, napi_value exports);    /* sema.c */
+int sab_napi_rate_register(napi_env env, napi_value exports);    /* rate.c */
+int sab_napi_limiter_register(napi_env env, napi_value exports); /* limiter.c */
+int sab_napi_space_register(napi_env env, napi_value exports);   /* space.c */
 
 #endif /* SAB_NAPI_REGISTER_H */

@@ -64,6 +64,7 @@ uint64_t sab_napi_deadline(double ms) {
 /* Random 128-bit values, fixed: a tag must mean the same in every copy and
  * version of the addon that could meet the external. */
 const napi_type_tag sab_napi_tag_sema_view = {0x47c2e9b1f05a3d86ull, 0x1e6b8f4ac27d905bull};
+const napi_type_tag sab_napi_tag_limiter_view = {0x9d3a51c07e26f4b8ull, 0x63f0b2d94a1c85e7ull};
 
 int sab_napi_tag(napi_env env, napi_value external, const napi_type_tag *tag) {
   SAB_CALL(env, napi_type_tag_object(env, external, tag), -1);

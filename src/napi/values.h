@@ -38,7 +38,8 @@ uint64_t sab_napi_deadline(double ms);
  * that an external of another kind, or another addon's, is a TypeError and
  * never a pointer taken for what it is not.
  */
-extern const napi_type_tag sab_napi_tag_sema_view; /* a Sema's checked view */
+extern const napi_type_tag sab_napi_tag_sema_view;    /* a Sema's checked view */
+extern const napi_type_tag sab_napi_tag_limiter_view; /* a RateLimiter's parameters */
 /* Tag a fresh external: 0, or -1 with an exception pending. */
 int sab_napi_tag(napi_env env, napi_value external, const napi_type_tag *tag);
 /* The pointer of `v` if it is an external tagged `tag`; else NULL with a
