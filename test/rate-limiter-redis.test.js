@@ -14,7 +14,7 @@ const { RateLimiter } = require('../lib/redis')
 const { checks, sleep } = require('./fixtures/rate-limiter/checks')
 
 // The keys of a limiter made with `prefix` (lib/redis/rate-limiter.js).
-const keysOf = prefix => ({ hash: `{${prefix}}:rl`, zset: `{${prefix}}:rlz` })
+const keysOf = prefix => ({ params: `{${prefix}}:rlp`, zset: `{${prefix}}:rlz` })
 
 // Every key whose name contains `part`, with its PTTL.
 async function ttls (admin, part) {
@@ -64,58 +64,65 @@ redisSuite(t, async s => {
       return { ready, go: until => { p.send({ go: until }); return done } }
     }),
     async count (limiter) {
-      const { hash, zset } = keysOf(made.get(limiter))
-      const [fields, entries] = [await s.admin.hlen(hash), await s.admin.zcard(zset)]
-      if (entries === 0 && fields === 0) return 0
-      if (fields !== entries + 1) throw new Error(`the hash has ${fields} fields for ${entries} entries`)
+      const { params, zset } = keysOf(made.get(limiter))
+      const [has, entries] = [await s.admin.exists(params), await s.admin.zcard(zset)]
+      if (has !== (entries > 0 ? 1 : 0)) throw new Error(`the parameters ${has ? 'kept' : 'gone'} with ${entries} entries`)
       return entries
     }
   })
 
   s.test('redis: no key has a TTL, and entries whose bucket is full are taken off by later calls', async (t, k) => {
     const l = new RateLimiter(s.client(), k.prefix, { limit: 2, window: 400 })
-    const { hash, zset } = keysOf(k.prefix)
+    const { params, zset } = keysOf(k.prefix)
     for (let i = 0; i < 20; i++) await l.consume('idle-' + i, 2)
     const held = await ttls(s.admin, k.prefix)
-    t.same(Object.keys(held).sort(), [hash, zset].sort(), 'two keys: the hash and the sorted set')
+    t.same(Object.keys(held).sort(), [params, zset].sort(), 'two keys: the parameters and the sorted set')
     t.same(Object.values(held), [-1, -1], 'PTTL -1: neither has a TTL')
     t.equal(await s.admin.zcard(zset), 20, 'one entry per client key')
     const score = Number(await s.admin.zscore(zset, 'idle-3'))
-    t.equal(await s.admin.hget(hash, 'kidle-3'), String(score), 'the hash and the sorted set hold the same time')
-    t.same(await s.admin.hget(hash, 'p'), '200000:400000', 'and the parameters, T:tau in µs')
+    const [sec, us] = await s.admin.time()
+    const now = Number(sec) * 1e6 + Number(us)
+    t.ok(score > now && score <= now + 400000, 'its score: the moment its bucket is full again (µs, the server\'s clock)')
+    t.same(await s.admin.get(params), '200000:400000', 'the parameters, T:tau in µs')
     await sleep(450) // every bucket is full again
-    // Each call takes off up to 3 entries whose time has passed.
-    for (let i = 0; i < 4; i++) await l.consume('busy')
-    t.equal(await s.admin.zcard(zset), 20 - 12 + 1, '4 calls took off 12 idle entries, and added busy')
-    t.equal(await s.admin.hlen(hash), 20 - 12 + 1 + 1, 'their fields of the hash went with them')
+    // One call in 8 (by the server clock's µs) takes off up to 24 entries
+    // whose time has passed: all 20 go within a few dozen calls (200 calls
+    // with no sweep among them: (7/8)^200, about 2.6e-12).
+    let calls = 0
+    while (calls < 200 && await s.admin.zcard(zset) > 1) { await l.consume('busy'); calls++ }
+    t.equal(await s.admin.zcard(zset), 1, `the 20 idle entries taken off (in ${calls} calls), busy kept`)
+    t.same(await s.admin.zrange(zset, 0, -1), ['busy'])
     t.same(Object.values(await ttls(s.admin, k.prefix)), [-1, -1], 'still no TTL')
+    for (let i = 0; i < 10; i++) await l.consume('idle-' + i, 2)
     await sleep(450)
-    for (let i = 0; i < 4; i++) await l.peek('busy')
-    t.equal(await s.admin.zcard(zset), 9, 'peek writes nothing')
+    for (let i = 0; i < 100; i++) await l.peek('busy')
+    t.equal(await s.admin.zcard(zset), 11, 'peek writes nothing (nor sweeps)')
+    await sleep(450)
     await l.consume('last')
-    await l.consume('last')
-    await l.consume('last')
+    calls = 0
+    while (calls < 200 && await s.admin.zcard(zset) > 1) { await l.consume('last'); calls++ }
     await l.reset('last')
-    t.equal(await s.admin.exists(hash, zset), 0, 'the last entry gone: the limiter keeps no key')
+    t.equal(await s.admin.exists(params, zset), 0, 'the last entry gone: the limiter keeps no key')
     t.equal((await l.peek('idle-1')).remaining, 2, 'a key taken off is a full bucket')
   })
 
   s.test('redis: other parameters on the same prefix, and foreign values, are refused', async (t, k) => {
     const a = new RateLimiter(s.client(), k.prefix, { limit: 2, window: 1000 })
     const b = new RateLimiter(s.client(), k.prefix, { limit: 3, window: 1000 })
-    const { hash, zset } = keysOf(k.prefix)
+    const { zset } = keysOf(k.prefix)
     await a.consume('m')
     await t.rejects(b.consume('other'), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /T:tau = 500000:1000000 µs, not 333334:1000002 µs/ })
     await t.rejects(b.peek('m'), { code: 'ERR_SABSYNC_SHARED_MISMATCH' }, 'peek too')
-    await s.admin.hset(hash, 'kjunk', 'hello')
+    await s.admin.zadd(zset, '+inf', 'junk')
     await t.rejects(a.consume('junk'), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /not a RateLimiter time/ })
-    await s.admin.hset(hash, 'kfar', String(2 ** 52))
+    await s.admin.zrem(zset, 'junk')
+    await s.admin.zadd(zset, String(2 ** 52), 'far')
     await t.rejects(a.consume('far'), { code: 'ERR_SABSYNC_REDIS', message: /unexpected reply/ }, 'a tat beyond the bucket is not believed')
     const c = new RateLimiter(s.client(), k.prefix + 'x', { limit: 2, window: 1000 })
     await s.admin.set(keysOf(k.prefix + 'x').zset, 'a string')
     await t.rejects(c.consume('m'), { code: 'ERR_SABSYNC_REDIS', message: /WRONGTYPE/ }, 'a key of another type')
-    t.equal(await s.admin.exists(keysOf(k.prefix + 'x').hash), 0, 'and nothing was written')
-    t.equal(await s.admin.zcard(zset), 1, 'the refused calls wrote nothing')
+    t.equal(await s.admin.exists(keysOf(k.prefix + 'x').params), 0, 'and nothing was written')
+    t.equal(await s.admin.zcard(zset), 2, 'the refused calls wrote nothing (m and far)')
     t.throws(() => new RateLimiter({}, 'p', { limit: 1, window: 1 }), { name: 'TypeError', message: /"redis"/ })
     t.throws(() => new RateLimiter(s.client(), '', { limit: 1, window: 1 }), { name: 'RangeError', message: /"prefix"/ })
   })

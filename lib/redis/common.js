@@ -114,10 +114,13 @@ function connected (redis) {
 
 // The reply of `promise` (a command), or ERR_SABSYNC_REDIS when none came
 // within `ms`. A reply that comes later is dropped, never unhandled.
+// `what` names the call in its errors: a string, or a function that makes
+// it (so a call that succeeds builds no message).
 function within (promise, ms, what, redis) {
+  const name = () => typeof what === 'function' ? what() : what
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(noReply(ms, what, redis)), Math.min(Math.max(ms, 1), MAX_MS))
-    promise.then(v => { clearTimeout(timer); resolve(v) }, err => { clearTimeout(timer); reject(commandError(err, what)) })
+    const timer = setTimeout(() => reject(noReply(ms, name(), redis)), Math.min(Math.max(ms, 1), MAX_MS))
+    promise.then(v => { clearTimeout(timer); resolve(v) }, err => { clearTimeout(timer); reject(commandError(err, name())) })
   })
 }
 

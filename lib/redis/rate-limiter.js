@@ -5,18 +5,17 @@
 //
 // Layout (lib/redis/scripts.js, keyedRate): the limiter's keys share the
 // hash tag `{prefix}`, so each call is one script on one slot of a Redis
-// Cluster: `{prefix}:rl`, a hash of client key -> its GCRA time (tat, on
-// the server's clock, TIME, µs) and the limiter's parameters, and
-// `{prefix}:rlz`, a sorted set of client key -> that same time, the moment
-// its bucket is full again. One script call (one round trip) per consume,
-// peek, refund or reset.
+// Cluster: `{prefix}:rlz`, a sorted set of client key -> its GCRA time
+// (tat, on the server's clock, TIME, µs: the moment its bucket is full
+// again), and `{prefix}:rlp`, the limiter's parameters. One script call
+// (one round trip) per consume, peek, refund or reset.
 //
 // No key carries a TTL: under a volatile-* eviction policy Redis evicts only
 // keys with one, and a bucket evicted while it refills starts full again
 // (an over-grant). An entry whose time has passed answers as an absent one,
-// so it may go at any time: every consume, refund and reset removes up to
-// SWEEP such entries (the oldest first), and an empty limiter deletes its
-// hash. A limiter that stops being called keeps the entries it had then
+// so it may go at any time: one consume, refund or reset in EVERY removes
+// up to SWEEP such entries (the oldest first), and an empty limiter deletes
+// its parameters. A limiter that stops being called keeps the entries it had then
 // (bounded by the keys active at that moment) until its next call. Under an
 // allkeys-* policy any key may go, which no layout can prevent: the first
 // call refuses such a server (hub.js, checkEviction), as Mutex and Sema do,
@@ -34,8 +33,11 @@ const { evictionCheck } = require('./queue')
 const { commands } = require('./scripts')
 const { intOption, keyString, checkPoints, storeOf } = require('../rate-limiter-common')
 
-const NAME = 'sabsync2KeyedRate'
-const SWEEP = 3 // entries past their time taken off per call: more than the one a call adds
+const NAME = 'sabsync3KeyedRate'
+// One call in EVERY takes off up to SWEEP entries past their time: 3 a call
+// on average, more than the one a call adds (lib/redis/scripts.js).
+const SWEEP = 24
+const EVERY = 8
 const MAX_LIMIT = 1e9
 const MAX_WINDOW = 0x7FFFFFFF
 const MAX_TAU = 2 ** 50 // µs (~35 years): sums stay exact in Lua's doubles
@@ -49,7 +51,7 @@ class RateLimiter {
   #allowEviction
   #p
   #params
-  #keys // [hash, sorted set]
+  #keys // [parameters, sorted set]
   #ready = null // null, the promise of #prepare(), or true once it has run
 
   /**
@@ -77,7 +79,7 @@ class RateLimiter {
     this.#params = `${this.#T}:${this.#tau}`
     this.#redis = redis
     this.#prefix = prefix
-    this.#keys = [`{${prefix}}:rl`, `{${prefix}}:rlz`]
+    this.#keys = [`{${prefix}}:rlp`, `{${prefix}}:rlz`]
     this.#p = { limit, window, burst }
   }
 
@@ -97,7 +99,6 @@ class RateLimiter {
 
   async #call (op, key, points) {
     const s = keyString(key)
-    const k = `${this.#prefix} key ${JSON.stringify(s)}`
     const n = checkPoints(points, this.#p.burst)
     if (this.#ready !== true) {
       this.#ready ??= this.#prepare().then(() => { this.#ready = true }, err => { this.#ready = null; throw err })
@@ -105,16 +106,16 @@ class RateLimiter {
     }
     let reply
     try {
-      reply = this.#redis[NAME](this.#keys[0], this.#keys[1], op, this.#T, this.#tau, n, this.#params, s, SWEEP)
+      reply = this.#redis[NAME](this.#keys[0], this.#keys[1], op, this.#T, this.#tau, n, this.#params, s, SWEEP, EVERY)
     } catch (err) {
       reply = Promise.reject(err)
     }
-    const r = await within(reply, this.#timeout, `RateLimiter on ${k}`, this.#redis)
+    const r = await within(reply, this.#timeout, () => `RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}`, this.#redis)
     // The reply is checked before it is believed: four integers in range.
     const ok = Array.isArray(r) && r.length === 4 && (r[0] === 0 || r[0] === 1) &&
       r.every(x => Number.isSafeInteger(x) && x >= 0) && r[1] <= this.#p.burst &&
       r[2] <= this.#tau && r[3] <= this.#tau + this.#T
-    if (!ok) throw redisError(`sabsync: an unexpected reply from Redis (RateLimiter on ${k}): ${JSON.stringify(r)}`)
+    if (!ok) throw redisError(`sabsync: an unexpected reply from Redis (RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}): ${JSON.stringify(r)}`)
     return {
       allowed: r[0] === 1,
       remaining: r[1],
