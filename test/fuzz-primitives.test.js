@@ -2,7 +2,8 @@
 // Fuzz of the primitives' API with bad input: in rounds, thousands of calls
 // (seeded PRNG: FUZZ_SEED=n to change the seed, FUZZ_ROUNDS=n for more) of
 // every constructor, static and method of Mutex, AtomicFlag, Once, Latch,
-// CondVar, RWLock, Barrier, Sema and RateLimit, with random types and values
+// CondVar, RWLock, Barrier, Sema, RateLimit and RateLimiter, with random
+// types and values
 // for every argument: huge, NaN, negative and fractional numbers, bigints,
 // symbols, strings, objects whose valueOf / Symbol.toPrimitive / getters
 // throw or call back into the library, option bags with wrong fields,
@@ -24,7 +25,7 @@ const t = require('tap')
 const { inspect } = require('util')
 const { isProxy } = require('util').types
 const sabsync = require('..')
-const { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema, RateLimit, SabsyncError } = sabsync
+const { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema, RateLimit, RateLimiter, SabsyncError } = sabsync
 const { TAGS } = require('../lib/kind')
 const helpers = require('./helpers')
 const { sleep } = helpers
@@ -73,8 +74,8 @@ function verdict (err) {
 
 // ---- the world of one round ----
 
-const KINDS = ['Mutex', 'AtomicFlag', 'Once', 'Latch', 'CondVar', 'RWLock', 'Barrier', 'Sema', 'RateLimit']
-const CLASSES = { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema }
+const KINDS = ['Mutex', 'AtomicFlag', 'Once', 'Latch', 'CondVar', 'RWLock', 'Barrier', 'Sema', 'RateLimit', 'RateLimiter']
+const CLASSES = { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema, RateLimiter }
 
 class World {
   constructor () {
@@ -139,6 +140,7 @@ function bytesOf (kind, obj) {
     case 'Barrier': return Barrier.byteLengthFor(obj.parties)
     case 'Sema': return Sema.byteLengthFor(obj.nr)
     case 'RateLimit': return RateLimit.byteLengthFor(obj.rps)
+    case 'RateLimiter': return RateLimiter.byteLengthFor(obj.keys)
     default: return CLASSES[kind].byteLength
   }
 }
@@ -466,7 +468,55 @@ const API = {
       sync: () => [blockingTimeout()],
       nrWaiting: () => []
     }
+  },
+  RateLimiter: {
+    ctor: () => [limiterOptions()],
+    statics: { from: () => [handle('RateLimiter')], byteLength: GET, byteLengthFor: () => [chance(0.3) ? undefined : chance(0.5) ? smallInt() : any()] },
+    methods: {
+      consume: () => chance(0.4) ? [clientKey()] : [clientKey(), points()],
+      peek: () => [clientKey()],
+      refund: () => chance(0.4) ? [clientKey()] : [clientKey(), points()],
+      reset: () => [clientKey()],
+      store: () => [],
+      limit: GET,
+      window: GET,
+      burst: GET,
+      keys: GET,
+      whenFull: GET
+    }
   }
+}
+
+// A RateLimiter's options: sane ones mostly (a table of at most 4,096
+// keys), each field sometimes out of range or of another type.
+function limiterOptions () {
+  const o = memoryOptions(m => {
+    if (chance(0.9)) m.limit = chance(0.8) ? pick([1, 3, 100, 1e9]) : pick([0, -1, 1.5, 1e10, NaN, Infinity, '3', any()])
+    if (chance(0.9)) m.window = chance(0.8) ? pick([1, 10, 1000, 60000]) : pick([0, -1, 2.5, 2 ** 31, NaN, any()])
+    if (chance(0.4)) m.burst = chance(0.8) ? pick([1, 2, 50, 1e9]) : pick([0, -1, 1e10, any()])
+    if (chance(0.8)) m.keys = chance(0.8) ? pick([1, 16, 17, 64, 1000, 4096]) : pick([0, -1, 2 ** 31, 1.5, any()])
+    if (chance(0.3)) m.whenFull = chance(0.7) ? pick(['allow', 'deny']) : pick(['ALLOW', '', 1, any()])
+  })
+  return o
+}
+
+// A client key: short and long strings (the native path takes keys below
+// 128 code units, JS the rest), lone surrogates, numbers, and what is
+// neither.
+function clientKey () {
+  switch (int(8)) {
+    case 0: return 'k' + int(20)
+    case 1: return String(int(5))
+    case 2: return int(5)
+    case 3: return 'x'.repeat(pick([126, 127, 128, 129, 1000]))
+    case 4: return pick(['', '\ud800', '\udfff', '\u0000', '\u{1F600}', 'é'])
+    case 5: return pick([NaN, Infinity, -0, 1.5, 2 ** 60])
+    default: return any()
+  }
+}
+
+function points () {
+  return chance(0.7) ? pick([1, 2, 3, 100, 1e9]) : pick([0, -1, 1.5, NaN, '1', 2 ** 53, any()])
 }
 
 // initFn runs once per token: cheap ones only (a Sema may have a million).
@@ -565,6 +615,25 @@ const ANSWERS = {
   byteLength: v => Number.isInteger(v) && v > 0 && v % 8 === 0,
   byteLengthFor: v => Number.isInteger(v) && v > 0 && v % 8 === 0
 }
+
+// RateLimiter's members (some share a name with another kind's).
+const isLimiterAnswer = v => v !== null && typeof v === 'object' && isBool(v.allowed) && isCount(v.remaining) &&
+  typeof v.retryAfter === 'number' && v.retryAfter >= 0 && typeof v.resetAfter === 'number' && v.resetAfter >= 0 &&
+  isCount(v.limit) && v.limit > 0
+const LIMITER_ANSWERS = {
+  consume: isLimiterAnswer,
+  peek: isLimiterAnswer,
+  refund: v => v === undefined,
+  reset: v => v === undefined,
+  store: v => v !== null && typeof v === 'object' && typeof v.increment === 'function',
+  limit: v => isCount(v) && v > 0,
+  window: v => isCount(v) && v > 0,
+  burst: v => isCount(v) && v > 0,
+  keys: v => isCount(v) && v > 0,
+  whenFull: v => v === 'allow' || v === 'deny',
+  byteLength: ANSWERS.byteLength,
+  byteLengthFor: ANSWERS.byteLengthFor
+}
 const WAITS = { wait: isBool, waitAsync: isBool } // kinds differ: checked below
 
 function checkAnswer (kind, name, v) {
@@ -574,7 +643,7 @@ function checkAnswer (kind, name, v) {
   }
   if (name === 'acquire' || name === 'acquireSync' || name === 'tryAcquire') return true // tokens are the user's values
   if (name === 'runExclusive' || name === 'guardAsync' || name === 'from' || name === 'construct') return true
-  const ok = ANSWERS[name]
+  const ok = kind === 'RateLimiter' ? LIMITER_ANSWERS[name] : ANSWERS[name]
   return ok === undefined || ok(v)
 }
 
@@ -862,6 +931,7 @@ t.test('random calls of every primitive\'s API answer or throw the right errors,
       else if (kind === 'Latch') world.add(kind, new Latch(int(3)), false)
       else if (kind === 'Barrier') world.add(kind, new Barrier(1 + int(3)), false)
       else if (kind === 'Sema') world.add(kind, new Sema(1 + int(3), chance(0.5) ? { initFn: s => 'token ' + s } : undefined), false)
+      else if (kind === 'RateLimiter') world.add(kind, new RateLimiter({ limit: pick([1, 3, 100]), window: pick([10, 1000]), keys: pick([1, 16, 64]) }), false)
       else world.add(kind, new CLASSES[kind](), false)
     }
     for (let i = 0; i < CALLS; i++) {
