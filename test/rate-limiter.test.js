@@ -35,6 +35,32 @@ checks(t, {
   }))
 })
 
+// The thread tier's twin of the space's SIGKILL test: a worker terminated
+// at a random moment (between two calls, or inside one: a claim holding its
+// lock, a marker made, an F written) loses at most the call it was in.
+t.test('threads: a worker terminated mid-consume loses at most that call', async t => {
+  const slowOpts = { limit: 1, window: 1_000_000, burst: 1_000_000, keys: 64 }
+  const churnOpts = { limit: 1, window: 1, keys: 256 }
+  const slow = new RateLimiter(slowOpts)
+  const churn = new RateLimiter(churnOpts)
+  const count = new Int32Array(new SharedArrayBuffer(4))
+  const file = path.join(__dirname, 'fixtures', 'rate-limiter', 'terminated.js')
+  const kills = 12
+  for (let k = 0; k < kills; k++) {
+    const w = new Worker(file, { workerData: { slow, churn, count, id: k } })
+    await new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject) })
+    await new Promise(resolve => setTimeout(resolve, 10 + Math.random() * 60))
+    await w.terminate()
+  }
+  const counted = Atomics.load(count, 0)
+  const used = slowOpts.burst - slow.peek('hot').remaining
+  t.ok(counted > 0, `the terminated workers were granted ${counted} points`)
+  t.ok(used >= counted && used <= counted + kills, `the bucket holds each counted grant, and at most one more per termination (used ${used}, counted ${counted}, ${kills} terminations)`)
+  let allowed = 0
+  for (let i = 0; i < 100; i++) if (churn.consume('after-' + i).allowed) allowed++
+  t.equal(allowed, 100, 'a claim cut short by a termination leaves the table usable')
+})
+
 t.test('memory: byteLength, buffer and byteOffset, from()', async t => {
   t.equal(RateLimiter.byteLengthFor(1000), 64 + 16 * 1000 + 8 * 63, 'a header, 16 bytes a slot, 8 bytes a claim lock per 16 slots')
   t.equal(RateLimiter.byteLength, RateLimiter.byteLengthFor(), 'byteLength: the default of 10,000 keys')
