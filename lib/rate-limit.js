@@ -16,9 +16,8 @@
 
 const native = require('./native')
 const { Sema, FAIRNESS } = require('./sema')
-const { memoryOf, isMemory, parseTimeout, parseAsyncOptions, SabsyncError, invalidType, outOfRange } = require('./shared')
+const { backendOf, memoryOf, isMemory, parseTimeout, parseAsyncOptions, SabsyncError, invalidType, outOfRange } = require('./shared')
 const { attachTo } = require('./kind')
-const { spaceOf } = require('./space-registry')
 
 const { RATE_MAX: MAX, RATE_MAGIC: MAGIC, RATE_W_RPS: W_RPS, RATE_HEADER_BYTES: HEADER_BYTES } = native.constants
 
@@ -61,11 +60,8 @@ function limiterOver (mem, turn) {
   // costs hand-offs to processes that may not be running (a convoy when
   // there are more processes than CPUs). In-process there is no such
   // function, so the hot path makes no call that could only say "no".
-  const space = spaceOf(mem.buffer)
-  const grant = space === undefined
-    ? () => native.rateTake(i32)
-    : space.rateTaker(i32, turn.byteOffset)
-  const grantIfTurnFree = space === undefined ? undefined : grant
+  // Both come from the backend of the memory (lib/backend.js).
+  const { grant, grantIfTurnFree } = backendOf(mem.buffer).rate(i32, turn.byteOffset)
 
   /**
    * Resolves when a call may proceed, with the grant's time (ms on the

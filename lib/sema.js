@@ -23,18 +23,16 @@
 // reclaimed), `recovered` (a free slot whose holder died is RECOVERED, and
 // the CAS that takes it reports it), exact nrWaiting() (the lot's count).
 //
-// Not in a shared space (openShared): its waiters queue in the space's own
-// queues, whose counters JS cannot read, so there every call is native.
+// In a shared space (openShared) its waiters queue in the space's own
+// queues and the backend's sema has no `fast`: there every call is native.
 
 const native = require('./native')
 const {
-  memoryOf, madeAs, parseTimeout, parseAsyncOptions, ownersOf, parkAsync,
+  memoryOf, madeAs, parseTimeout, parseAsyncOptions, backendOf,
   WATCH_ANY, SabsyncError, invalidType, outOfRange
 } = require('./shared')
 const { attachTo } = require('./kind')
 const { describe } = require('./errors')
-const { guard } = require('./abort')
-const { spaceOf } = require('./space-registry')
 const { counts, bucketOf, addressOf } = require('./lot')
 
 const {
@@ -50,9 +48,7 @@ const {
   SEMA_HELD_RECOVERED: FREE_RECOVERED, // a free slot's holder word after a death
   SEMA_HEADER_BYTES: HEADER_BYTES,
   SEMA_NO_TOKEN: NO_TOKEN, // an async acquire woken without a token
-  SEMA_FAIR_NS,
-  ASYNC_REF,
-  ASYNC_HANDLE
+  SEMA_FAIR_NS
 } = native.constants
 const DEFAULT_NR = 64 // the tokens that Sema.byteLength holds
 const HOLDERS = HEADER_BYTES / 4 // holder[i] is word HOLDERS + nr + i
@@ -72,30 +68,6 @@ const FAIR_MS = SEMA_FAIR_NS / 1e6
 const FAIRNESS = Symbol('sabsync.sema.fairMs')
 
 let pausedOf, resume // set in Sema's static block
-
-// How a Sema reaches its pool and its queue: natively, in this process's
-// lot; or in a shared space's queue (lib/space.js gives those ops, with the
-// same answers). `v` is what view(i32) made.
-const LOCAL_OPS = {
-  view: (i32, fairMs) => native.semaView(i32, fairMs),
-  try: v => native.semaTry(v),
-  acquire: (v, ms) => native.semaAcquire(v, ms),
-  // A token, or a promise of one (-1: timed out, -2: woken without one).
-  acquireAsync (v, i32, timeout, signal, ref, fairMs) {
-    const r = native.semaAcquireAsync(i32, timeout, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0), fairMs)
-    if (typeof r === 'number' || signal === undefined) return r
-    guard(signal, r[1], r[0])
-    return r[0]
-  },
-  release: (v, slot) => native.semaRelease(v, slot),
-  waiting: v => native.semaWaiting(v),
-  available: (v, i32) => native.semaAvailable(v)
-}
-
-function opsOf (buffer) {
-  const space = spaceOf(buffer)
-  return space === undefined ? LOCAL_OPS : space.sema
-}
 
 function checkNr (nr, name = 'nr') {
   if (typeof nr !== 'number') throw invalidType(name, 'a positive integer', nr)
@@ -176,8 +148,7 @@ function localOf (buffer, byteOffset) {
       early: 0,
       pausers: new Set(),
       watching: false,
-      ops: opsOf(buffer),
-      own: ownersOf(buffer),
+      own: backendOf(buffer), // its memory's backend (lib/backend.js)
       view: null
     }
     byOffset.set(byteOffset, local)
@@ -187,7 +158,7 @@ function localOf (buffer, byteOffset) {
 
 class Sema {
   #i32
-  #ops // LOCAL_OPS, or a shared space's
+  #ops // the Sema operations of its memory's backend (lib/backend.js)
   #view // the native checked view of the memory (see src/napi/sema.c), or the space's offset
   #nr
   #local
@@ -261,13 +232,13 @@ class Sema {
     madeAs(this, 'Sema')
     this.#i32 = mem.i32
     this.#local = localOf(mem.buffer, mem.byteOffset)
-    this.#ops = this.#local.ops
+    this.#ops = this.#local.own.sema
     this.#fairMs = fairMs
     this.#view = this.#ops.view(mem.i32, fairMs)
     if (this.#local.view === null) this.#local.view = this.#view
     this.#nr = nr
     this.#values = null
-    if (this.#ops === LOCAL_OPS && counts !== null) {
+    if (this.#ops.fast) {
       const addr = addressOf(mem.i32, mem.buffer, 0, 4)
       this.#fast = true
       this.#bucket = bucketOf(addr + KEY_OFFSET) // = bucketOf(addr + 4 * W_FREES)
@@ -551,9 +522,9 @@ function resumeCheck (i32, local) {
   if (!local.watching) {
     ac = new AbortController()
     const epoch = local.own.deathEpoch()
-    r = parkAsync(i32, W_FREES, Atomics.load(i32, W_FREES), Infinity, ac.signal, false, WATCH_ANY, epoch)
+    r = local.own.parkAsync(i32, W_FREES, Atomics.load(i32, W_FREES), Infinity, ac.signal, false, WATCH_ANY, epoch)
   }
-  if (local.ops.available(local.view, i32) > 0) {
+  if (local.own.sema.available(local.view) > 0) {
     if (r !== null && typeof r !== 'number') {
       r.catch(() => {})
       ac.abort()

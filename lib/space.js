@@ -7,10 +7,10 @@
 // that cannot be sent to another thread (an external ArrayBuffer before
 // Node 24.16 / 26.1), and the thread registers in the space, which gives it
 // an owner id that means the same in every process. A space's buffer is
-// entered in lib/space-registry.js with a context: the primitives over it
-// take their owner ids, liveness and death epoch from it (lib/shared.js
-// ownersOf), and their waits and wakes go to the space's queues, so the
-// same Mutex, Sema, ... code serves threads and processes alike.
+// entered in lib/backend.js with its backend: the primitives over it take
+// their owner ids, liveness and death epoch from it, and their waits and
+// wakes go to the space's queues, so the same Mutex, Sema, ... code serves
+// threads and processes alike.
 //
 // Objects are found by key in the space's directory. The first caller of a
 // key (in any process) creates the object: the directory stays locked while
@@ -20,10 +20,10 @@
 // kind or other parameters throws ERR_SABSYNC_SHARED_MISMATCH.
 
 const native = require('./native')
-const { addSpace } = require('./space-registry')
+const { LOCAL, addSpace, parkNow, RESULTS } = require('./backend')
+const { memoized } = require('./lot')
 const {
-  OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD, parkAsync: parkLocalAsync, SabsyncError,
-  invalidType, outOfRange
+  OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD, SabsyncError, invalidType, outOfRange
 } = require('./shared')
 const { Mutex } = require('./mutex')
 const { AtomicFlag } = require('./atomic-flag')
@@ -37,7 +37,6 @@ const { RateLimit } = require('./rate-limit')
 const { inSpace: rateLimiterIn, parseOptions: parseRateLimiterOptions } = require('./rate-limiter')
 
 const C = native.spaceConstants
-const GOLDEN = 0x9E3779B1 | 0
 
 // Kinds in the directory: a key names one kind for the life of the space.
 const KIND = {
@@ -173,7 +172,7 @@ function countArg (name, n, min, max) {
   return n
 }
 
-// ---- the space's context: owners and waiting, for lib/shared.js ----
+// ---- the space's backend (lib/backend.js): owners, waits, Sema, rate ----
 
 // Native results (the core's) to the primitives' codes (lib/shared.js). A
 // record taken out of the queue by something other than a notify or its
@@ -188,23 +187,19 @@ function codeOf (r, watching) {
   }
 }
 
-const NAMES = { [OK]: 'ok', [NOT_EQUAL]: 'not-equal', [TIMED_OUT]: 'timed-out' }
-
-function contextOf (opened) {
+function backendOfSpace (opened) {
   const h = opened.handle
   const pub = opened.pubOff
   const words = new Int32Array(opened.buffer)
   const epochIndex = (opened.epochOff - pub) / 4
-  const countsIndex = (opened.countsOff - pub) / 4
-  const countStride = opened.countStride / 4
-  const shift = 32 - opened.bucketBits
   const base = native.base(words) // where byte 0 of the buffer is in this process
   const self = opened.id
 
-  // The counter of the bucket of a cell's offset (src/core/space_internal.h
-  // sab__sbucket_of): a notify skips the native call when it reads 0. The
-  // ordering argument is the in-process lot's (lib/atomics.js).
-  const countOf = off => countsIndex + (Math.imul(off >>> 2, GOLDEN) >>> shift) * countStride
+  // The index in `words` of the waiter counter of the bucket of a cell's
+  // offset, from the addon (src/napi/space.c spaceBucket): a notify skips
+  // the native call when it reads 0. The ordering argument is the
+  // in-process lot's (lib/lot.js).
+  const countOf = memoized(off => native.spaceBucket(h, off))
   const offsetOf = (ta, index, size) => pub + ta.byteOffset + index * size
 
   function notifyOff (off, count) {
@@ -225,7 +220,7 @@ function contextOf (opened) {
       if (s === C.TIMED_OUT) return 'timed-out'
       return watch !== 0 ? 'ok' : 'timed-out' // 'ok': look again
     }
-    const p = parkLocalAsync(proxy, 0, 0, timeout, signal, ref)
+    const p = LOCAL.parkAsync(proxy, 0, 0, timeout, signal, ref)
     if (typeof p === 'number') return Promise.resolve(settle(C.CANCELLED)) // rung already
     return p.then(v => settle(v === 'ok' ? C.CANCELLED : C.TIMED_OUT), err => {
       // Aborted: unless a notify took the record first (then it counted
@@ -235,50 +230,45 @@ function contextOf (opened) {
     })
   }
 
-  const ctx = {
-    // lib/shared.js ownersOf
+  return Object.freeze({
     self,
     alive: id => id === self || native.spaceAlive(h, id),
     deathEpoch: () => Atomics.load(words, epochIndex) >>> 0,
 
-    // lib/shared.js parkSync / parkAsync / wake / waitersOn, and waiting.js waker
-    parkSync (i32, index, value, timeout, watch = 0, epoch = 0) {
+    park (i32, index, value, timeout, watch = 0, epoch = 0) {
       const r = native.spaceWait(h, offsetOf(i32, index, 4), 4, value, timeout, watch >>> 0, epoch >>> 0)
       return codeOf(r, watch !== 0)
     },
     parkAsync (i32, index, value, timeout, signal, ref, watch = 0, epoch = 0) {
+      const now = parkNow(i32, index, value, timeout, signal)
+      if (now !== undefined) return now
       return parkOffAsync(offsetOf(i32, index, 4), 4, value, timeout, signal, ref, watch >>> 0, epoch >>> 0)
-    },
-    wake (i32, index, count) {
-      return notifyOff(offsetOf(i32, index, 4), count)
     },
     waker (i32, index) {
       const off = offsetOf(i32, index, 4)
-      return count => notifyOff(off, count)
-    },
-    waitersOn (i32, index) {
-      return native.spaceWaiters(h, offsetOf(i32, index, 4))
+      const count = countOf(off)
+      return n => Atomics.add(words, count, 0) === 0 ? 0 : native.spaceNotify(h, off, n)
     },
 
     // lib/atomics.js: the public wait / waitAsync / notify / waiters
-    // (cells by their address in this process, from lib/atomics.js)
-    waitCell (addr, size, value, timeout) {
-      return NAMES[codeOf(native.spaceWait(h, addr - base + pub, size, value, timeout, 0, 0), false)]
+    waitCell (ta, i, size, value, timeout) {
+      return RESULTS[codeOf(native.spaceWait(h, offsetOf(ta, i, size), size, value, timeout, 0, 0), false)]
     },
-    waitCellAsync (addr, size, value, timeout, signal, ref) {
-      const r = parkOffAsync(addr - base + pub, size, value, timeout, signal, ref, 0, 0)
-      return typeof r === 'number' ? NAMES[r] : r
+    waitCellAsync (ta, i, size, value, timeout, signal, ref) {
+      const r = parkOffAsync(offsetOf(ta, i, size), size, value, timeout, signal, ref, 0, 0)
+      return typeof r === 'number' ? RESULTS[r] : r
     },
-    notifyAddr (addr, count) {
+    notifyAt (addr, count) {
       return notifyOff(addr - base + pub, count)
     },
-    waitersAddr (addr) {
+    waitersAt (addr) {
       return native.spaceWaiters(h, addr - base + pub)
     },
 
     // lib/sema.js: a Sema's pool and queue in the space (src/core/space_sema.c),
-    // with the answers of its in-process ops. Its view is its offset.
-    sema: {
+    // with the answers of the in-process ones. Its view is its offset.
+    sema: Object.freeze({
+      fast: false,
       view: i32 => pub + i32.byteOffset,
       try: off => call(native.spaceSemaTry, h, off),
       acquire: (off, ms) => call(native.spaceSemaAcquire, h, off, ms),
@@ -288,7 +278,7 @@ function contextOf (opened) {
         if (r >= 0) return r
         const rec = -r
         const settle = why => native.spaceSemaSettle(h, rec, why)
-        const p = parkLocalAsync(proxy, 0, 0, timeout, signal, ref)
+        const p = LOCAL.parkAsync(proxy, 0, 0, timeout, signal, ref)
         if (typeof p === 'number') return Promise.resolve(settle(C.CANCELLED))
         return p.then(v => settle(v === 'ok' ? C.CANCELLED : C.TIMED_OUT), err => {
           // Aborted, unless a release handed it a slot first: then the slot
@@ -301,18 +291,19 @@ function contextOf (opened) {
       release: (off, slot) => call(native.spaceSemaRelease, h, off, slot),
       waiting: off => native.spaceSemaWaiting(h, off),
       available: off => call(native.spaceSemaAvailable, h, off)
-    },
+    }),
 
     // lib/rate-limit.js: a RateLimit's grants (src/core/space_sema.c), taken
-    // under its turn's bucket lock, which orders them in every process. A
-    // function for one limiter: its grant ring at i32, its turn after it.
-    rateTaker (i32, turnByteOffset) {
+    // under its turn's bucket lock, which orders them in every process: its
+    // grant ring at i32, its turn after it. A caller that finds the turn
+    // free with nobody queued is granted without taking it.
+    rate (i32, turnByteOffset) {
       const rateOff = pub + i32.byteOffset
       const turnOff = pub + turnByteOffset
-      return turnFreeOnly => call(native.spaceRateTake, h, turnOff, rateOff, turnFreeOnly)
+      const grant = turnFreeOnly => call(native.spaceRateTake, h, turnOff, rateOff, turnFreeOnly)
+      return { grant, grantIfTurnFree: grant }
     }
-  }
-  return ctx
+  })
 }
 
 // ---- objects of a closed space ----
@@ -636,7 +627,7 @@ function openShared (name, options) {
     created: r.created,
     refs: 1
   }
-  addSpace(r.buffer, contextOf(r))
+  addSpace(r.buffer, backendOfSpace(r))
   spaceNames.set(r.buffer, name)
   opened.set(name, st)
   return new Space(st, versioned)

@@ -120,10 +120,13 @@ t.test('the constants JS uses come from the addon', async t => {
   t.same([...native.resultNames], ['ok', 'not-equal', 'timed-out'])
   t.equal(native.resultNames[k.OK], 'ok')
   t.equal(native.resultNames[k.TIMED_OUT], 'timed-out')
-  // No file of lib/ restates a magic number of the core.
+  // No file of lib/ restates a magic number of the core, nor the lot's
+  // bucket hash (the addon answers bucketOf / spaceBucket).
   for (const f of list('lib', /\.js$/)) {
     t.notMatch(read(f), /0x53454D31|0x52415431/i, `${f} does not restate a magic`)
+    t.notMatch(read(f), /0x9E3779B1|Math\.imul/i, `${f} does not restate the bucket hash`)
   }
+  t.equal(native.bucketOf(4096) % k.COUNT_STRIDE, 0, 'bucketOf answers an index in counts')
 })
 
 t.test('CONTRIBUTING.md\'s table of tests names every tap file, and every worker fixture is used', async t => {

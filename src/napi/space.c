@@ -772,6 +772,27 @@ static napi_value space_notify(napi_env env, napi_callback_info info) {
   return number(env, (double)sab_space_notify(reg->sp, off, n));
 }
 
+/* spaceBucket(handle, off) -> the index, in an Int32Array over the space's
+ * public part, of the waiter counter of the bucket of the cell at `off`.
+ * The space's buckets are the top info.bucket_bits bits of the in-process
+ * lot's Fibonacci product (sab_bucket_of, SAB_BUCKET_BITS of them) of the
+ * same word index, so the hash is the core's, stated once (a core with
+ * more space buckets than lot buckets would break that: refused here). */
+static napi_value space_bucket(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  uint32_t off;
+  if (reg == NULL || get_u32(env, argv[1], &off) != 0) return NULL;
+  if (reg->info.bucket_bits == 0 || reg->info.bucket_bits > SAB_BUCKET_BITS) {
+    napi_throw_error(env, "ERR_SABSYNC_NAPI",
+                     "spaceBucket: the space has more buckets than the lot");
+    return NULL;
+  }
+  uint32_t b = sab_bucket_of((uintptr_t)off) >> (SAB_BUCKET_BITS - reg->info.bucket_bits);
+  return number(env, (double)((reg->info.counts_off - reg->info.pub_off) / 4 +
+                              b * (reg->info.count_stride / 4)));
+}
+
 /* spaceWaiters(handle, off) -> queued waiters of that cell, every process */
 static napi_value space_waiters(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 2, NULL);
@@ -981,6 +1002,7 @@ static const sab_napi_fn_t fns[] = {
     {"spaceSettle", space_settle},
     {"spaceNotify", space_notify},
     {"spaceWaiters", space_waiters},
+    {"spaceBucket", space_bucket},
     {"spaceSemaTry", space_sema_try},
     {"spaceSemaAcquire", space_sema_acquire},
     {"spaceSemaAcquireAsync", space_sema_acquire_async},
