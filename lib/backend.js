@@ -27,16 +27,26 @@
 //   waitCell(ta, i, size, value, timeout)          lib/atomics.js's wait:
 //   waitCellAsync(ta, i, size, value, timeout, signal, ref)   by result
 //   notifyAt(addr, count), waitersAt(addr)         name; cells by address
-//   sema                                 a Sema's native operations (view,
-//                                        try, acquire, acquireAsync,
-//                                        release, waiting, available) and
+//   sema                                 a Sema's native operations and
 //                                        `fast`: whether lib/sema.js may
-//                                        take and give on the words itself
+//                                        take and give on the words itself:
+//     view(i32, fairMs)                  what the others take as `v`
+//     try(v), acquire(v, ms)             OK with the token in OUT[0], or
+//                                        TIMED_OUT
+//     acquireAsync(v, i32, timeout, signal, ref, fairMs)
+//                                        a token (one was free), or a
+//                                        promise of a token, SEMA_TIMED_OUT
+//                                        or SEMA_NO_TOKEN (acquire again)
+//     release(v, slot)                   OK with the info bits in OUT[0],
+//                                        or BAD_TOKEN
+//     waiting(v), available(v)           counts
 //   rate(i32, turnByteOffset)            { grant, grantIfTurnFree } of a
 //                                        RateLimit (lib/rate-limit.js)
 //
 // Results are the codes of native.constants (OK, NOT_EQUAL, TIMED_OUT,
-// OWNER_DEAD) and, for the public calls, their names (native.resultNames).
+// OWNER_DEAD, ...) and, for the public calls, their names
+// (native.resultNames); a second value is in OUT (native.out), read right
+// after the call.
 
 const { isSharedArrayBuffer } = require('util').types
 const native = require('./native')
@@ -117,7 +127,6 @@ const LOCAL = Object.freeze({
     view: (i32, fairMs) => native.semaView(i32, fairMs),
     try: v => native.semaTry(v),
     acquire: (v, ms) => native.semaAcquire(v, ms),
-    // A token, or a promise of one (-1: timed out, -2: woken without one).
     acquireAsync: (v, i32, timeout, signal, ref, fairMs) =>
       guarded(native.semaAcquireAsync(i32, timeout, asyncFlags(ref, signal), fairMs), signal),
     release: (v, slot) => native.semaRelease(v, slot),
@@ -151,4 +160,4 @@ function isMemory (buffer) {
   return isSharedArrayBuffer(buffer) || spaces.has(buffer)
 }
 
-module.exports = { LOCAL, backendOf, addSpace, isMemory, parkNow, RESULTS }
+module.exports = { LOCAL, backendOf, addSpace, isMemory, parkNow, RESULTS, OUT: native.out }

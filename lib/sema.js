@@ -48,8 +48,12 @@ const {
   SEMA_HELD_RECOVERED: FREE_RECOVERED, // a free slot's holder word after a death
   SEMA_HEADER_BYTES: HEADER_BYTES,
   SEMA_NO_TOKEN: NO_TOKEN, // an async acquire woken without a token
-  SEMA_FAIR_NS
+  SEMA_FAIR_NS,
+  OK
 } = native.constants
+// The token or the info bits of the last native try, acquire or release
+// that answered OK (src/napi/results.h).
+const OUT = native.out
 const DEFAULT_NR = 64 // the tokens that Sema.byteLength holds
 const HOLDERS = HEADER_BYTES / 4 // holder[i] is word HOLDERS + nr + i
 const OWNER = 0x3FFFFFFF // a holder word's owner bits
@@ -319,7 +323,7 @@ class Sema {
   /** A token if one is free and nobody waits for one, else undefined. */
   tryAcquire () {
     let t = this.#take()
-    if (t < 0) t = this.#ops.try(this.#view)
+    if (t < 0 && this.#ops.try(this.#view) === OK) t = OUT[0]
     return t < 0 ? undefined : this.#got(t)
   }
 
@@ -330,7 +334,7 @@ class Sema {
   acquireSync (timeout) {
     const ms = parseTimeout(timeout)
     let t = this.#take()
-    if (t < 0) t = ms === 0 ? this.#ops.try(this.#view) : this.#ops.acquire(this.#view, ms)
+    if (t < 0 && (ms === 0 ? this.#ops.try(this.#view) : this.#ops.acquire(this.#view, ms)) === OK) t = OUT[0]
     return t < 0 ? undefined : this.#got(t)
   }
 
@@ -359,7 +363,7 @@ class Sema {
     // A free slot needs no native record; the fast take and semaTry
     // refuse while others wait, so this overtakes nobody.
     let now = this.#take()
-    if (now < 0) now = this.#ops.try(this.#view)
+    if (now < 0 && this.#ops.try(this.#view) === OK) now = OUT[0]
     if (now >= 0 || timeout === 0) return Promise.resolve(now < 0 ? undefined : this.#got(now))
     const r = this.#ops.acquireAsync(this.#view, this.#i32, timeout, signal, ref, this.#fairMs)
     if (typeof r === 'number') return Promise.resolve(this.#got(r))
@@ -390,7 +394,6 @@ class Sema {
    */
   release (token) {
     const local = this.#local
-    let r
     if (token === undefined) {
       const held = local.held
       if (held.length > 0 && this.#give(held[held.length - 1])) {
@@ -403,17 +406,15 @@ class Sema {
       while (held.length > 0) {
         const slot = held.pop()
         local.recovered.delete(slot)
-        r = this.#ops.release(this.#view, slot)
-        if (r >= 0) return this.#released(r)
+        if (this.#ops.release(this.#view, slot) === OK) return this.#released(OUT[0])
         // Not ours any more: a release() below gave it back before its
         // promise delivered it. Try the next.
       }
       // Nothing delivered is held; one may be on its way to an acquire of
       // ours (handed over, its promise not settled yet): the native side
       // knows, and gives back the newest.
-      r = this.#ops.release(this.#view, -1)
-      if (r < 0) throw badToken('release() without a token, but this thread holds no token of this Sema')
-      return this.#released(r)
+      if (this.#ops.release(this.#view, -1) !== OK) throw badToken('release() without a token, but this thread holds no token of this Sema')
+      return this.#released(OUT[0])
     }
     if (this.#values === null && Number.isInteger(token) && token >= 0 && token < this.#nr && this.#give(token)) {
       forget(local, token)
@@ -425,12 +426,12 @@ class Sema {
         forget(local, slot)
         return this.#released(POOLED)
       }
-      r = this.#ops.release(this.#view, slot)
-      if (r >= 0) {
+      if (this.#ops.release(this.#view, slot) === OK) {
+        const info = OUT[0]
         const i = local.held.lastIndexOf(slot)
         if (i >= 0) local.held.splice(i, 1)
         local.recovered.delete(slot)
-        return this.#released(r)
+        return this.#released(info)
       }
     }
     throw badToken(`The "token" argument is not a token this thread holds (released twice, never acquired, or another thread's). Received ${describe(token)}`)
@@ -453,8 +454,8 @@ class Sema {
     return order
   }
 
-  #released (r) {
-    const info = r & 3
+  // info: the bits of a native release (HANDED_SELF, POOLED).
+  #released (info) {
     const local = this.#local
     if (info & HANDED_SELF) {
       // To an acquire of this thread: it no longer waits, though its promise

@@ -20,7 +20,7 @@
 // kind or other parameters throws ERR_SABSYNC_SHARED_MISMATCH.
 
 const native = require('./native')
-const { LOCAL, addSpace, parkNow, RESULTS } = require('./backend')
+const { LOCAL, addSpace, parkNow, RESULTS, OUT } = require('./backend')
 const { memoized } = require('./lot')
 const {
   OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD, SabsyncError, invalidType, outOfRange
@@ -36,7 +36,7 @@ const { Sema } = require('./sema')
 const { RateLimit } = require('./rate-limit')
 const { inSpace: rateLimiterIn, parseOptions: parseRateLimiterOptions } = require('./rate-limiter')
 
-const C = native.spaceConstants
+const C = native.constants
 
 // Kinds in the directory: a key names one kind for the life of the space.
 const KIND = {
@@ -129,8 +129,8 @@ function checkName (name) {
   if (typeof name !== 'string') throw invalidType('name', 'a string', name)
   wellFormed('name', name)
   const bytes = Buffer.byteLength(name)
-  if (bytes === 0 || bytes > C.NAME_MAX) {
-    throw outOfRange('name', `a string of 1 to ${C.NAME_MAX} bytes (UTF-8)`, bytes)
+  if (bytes === 0 || bytes > C.SPACE_NAME_MAX) {
+    throw outOfRange('name', `a string of 1 to ${C.SPACE_NAME_MAX} bytes (UTF-8)`, bytes)
   }
   if (BAD_NAME.test(name) || name === '.' || name === '..') {
     throw invalidValue('name', 'a name without "/" or control characters, other than "." and ".."', name)
@@ -141,8 +141,8 @@ function checkKey (key) {
   if (typeof key !== 'string') throw invalidType('key', 'a string', key)
   wellFormed('key', key)
   const bytes = Buffer.byteLength(key)
-  if (bytes === 0 || bytes > C.KEY_MAX) {
-    throw outOfRange('key', `a string of 1 to ${C.KEY_MAX} bytes (UTF-8)`, bytes)
+  if (bytes === 0 || bytes > C.SPACE_KEY_MAX) {
+    throw outOfRange('key', `a string of 1 to ${C.SPACE_KEY_MAX} bytes (UTF-8)`, bytes)
   }
   if (key.includes('\u0000')) throw invalidValue('key', 'a string without NUL characters', key)
 }
@@ -154,8 +154,8 @@ function parseOpenOptions (options) {
   if (typeof versioned !== 'boolean') throw invalidType('options.versioned', 'a boolean', versioned)
   if (size !== undefined) {
     if (typeof size !== 'number') throw invalidType('options.size', 'a number of bytes', size)
-    if (!Number.isInteger(size) || size < C.MIN_SIZE || size > C.MAX_SIZE) {
-      throw outOfRange('options.size', `an integer >= ${C.MIN_SIZE} and <= ${C.MAX_SIZE}`, size)
+    if (!Number.isInteger(size) || size < C.SPACE_MIN_SIZE || size > C.SPACE_MAX_SIZE) {
+      throw outOfRange('options.size', `an integer >= ${C.SPACE_MIN_SIZE} and <= ${C.SPACE_MAX_SIZE}`, size)
     }
   }
   if (typeof mode !== 'number') throw invalidType('options.mode', 'a number (permission bits)', mode)
@@ -212,8 +212,9 @@ function backendOfSpace (opened) {
   // decides how it ended (see src/napi/space.c).
   function parkOffAsync (off, size, value, timeout, signal, ref, watch, epoch) {
     const proxy = new Int32Array(new SharedArrayBuffer(4))
-    const rec = native.spaceWaitAsync(h, off, size, value, watch, epoch, proxy, 0)
-    if (rec < 0) return codeOf(-1 - rec, watch !== 0)
+    const r = native.spaceWaitAsync(h, off, size, value, watch, epoch, proxy, 0)
+    if (r !== C.PENDING) return codeOf(r, watch !== 0)
+    const rec = OUT[0]
     const settle = why => {
       const s = native.spaceSettle(h, rec, why)
       if (s === C.OK) return 'ok'
@@ -274,17 +275,20 @@ function backendOfSpace (opened) {
       acquire: (off, ms) => call(native.spaceSemaAcquire, h, off, ms),
       acquireAsync (off, i32, timeout, signal, ref) {
         const proxy = new Int32Array(new SharedArrayBuffer(4))
-        const r = call(native.spaceSemaAcquireAsync, h, off, proxy)
-        if (r >= 0) return r
-        const rec = -r
-        const settle = why => native.spaceSemaSettle(h, rec, why)
+        if (call(native.spaceSemaAcquireAsync, h, off, proxy) === C.OK) return OUT[0]
+        const rec = OUT[0] // PENDING: queued
+        // As the in-process promise resolves: a token, SEMA_TIMED_OUT, or
+        // SEMA_NO_TOKEN (acquire again).
+        const settle = why => {
+          const r = native.spaceSemaSettle(h, rec, why)
+          return r === C.OK ? OUT[0] : r === C.SEMA_NO_TOKEN ? r : C.SEMA_TIMED_OUT
+        }
         const p = LOCAL.parkAsync(proxy, 0, 0, timeout, signal, ref)
         if (typeof p === 'number') return Promise.resolve(settle(C.CANCELLED))
         return p.then(v => settle(v === 'ok' ? C.CANCELLED : C.TIMED_OUT), err => {
           // Aborted, unless a release handed it a slot first: then the slot
           // is this caller's (as in-process).
-          const t = native.spaceSemaSettle(h, rec, C.CANCELLED)
-          if (t >= 0) return t
+          if (native.spaceSemaSettle(h, rec, C.CANCELLED) === C.OK) return OUT[0]
           throw err
         })
       },
@@ -384,8 +388,8 @@ const VERSION_MARK = '\u0002' // refused in callers' keys, so a versioned key is
 function versionedKey (key, kind, params) {
   const k = `${key}${VERSION_MARK}${kind}:${params.join(',')}`
   const bytes = Buffer.byteLength(k)
-  if (bytes > C.KEY_MAX) {
-    throw outOfRange('key', `a string of at most ${C.KEY_MAX - (bytes - Buffer.byteLength(key))} bytes (UTF-8) ` +
+  if (bytes > C.SPACE_KEY_MAX) {
+    throw outOfRange('key', `a string of at most ${C.SPACE_KEY_MAX - (bytes - Buffer.byteLength(key))} bytes (UTF-8) ` +
       'in a versioned space (the kind and parameters are added to it)', Buffer.byteLength(key))
   }
   return k
@@ -567,8 +571,8 @@ class Space {
       const p = parseRateLimiterOptions(options)
       key = versionedKey(key, KIND.rateLimiter, [p.limit, p.window, p.burst, p.keys, p.whenFull])
     }
-    if (Buffer.byteLength(key) >= C.KEY_MAX) {
-      throw outOfRange('key', `a string of 1 to ${C.KEY_MAX - 1} bytes (UTF-8) for a rateLimiter`, Buffer.byteLength(key))
+    if (Buffer.byteLength(key) >= C.SPACE_KEY_MAX) {
+      throw outOfRange('key', `a string of 1 to ${C.SPACE_KEY_MAX - 1} bytes (UTF-8) for a rateLimiter`, Buffer.byteLength(key))
     }
     const lookup = (...args) => this.#lookup(...args)
     return guard(rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable }))

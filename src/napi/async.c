@@ -344,7 +344,7 @@ sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, int kind, napi_value
     kind = SAB_ASYNC_FULL;
   sab_async_t *a = (sab_async_t *)sab_pool_alloc(&e->pools[kind]);
   if (a == NULL) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
     return NULL;
   }
   sab_waiter_init_async(&a->w, async_wake);
@@ -373,7 +373,7 @@ sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, int kind, napi_value
   }
   set_deferred(a, deferred);
   if (f != NULL && deadline != UINT64_MAX && heap_push(e, f, deadline) != 0) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
     sab_napi_async_discard(e, a);
     return NULL;
   }

@@ -24,6 +24,11 @@ struct sab_env_s {
   napi_ref noop;     /* a JS no-op, called to detect termination (env.c) */
   napi_ref resource; /* async resource for callback scopes */
   napi_async_context actx;
+  /* exports.out (results.c): memory of its own (malloc'd, freed by the
+   * ArrayBuffer's finalizer), kept alive by out_ref for the env's life. */
+  double *out;
+  napi_ref out_ref;
+  int out_detachable; /* a plain ArrayBuffer (no external ones here) */
   napi_async_cleanup_hook_handle hook;
   uv_async_t async;
   uv_timer_t timer;
