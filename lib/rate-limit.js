@@ -167,7 +167,10 @@ function limiterOver (mem, turn) {
   Object.defineProperty(limit, 'byteOffset', { value: mem.byteOffset, enumerable: true })
   // What to post: RateLimit.from(limit.handle) attaches in the worker.
   Object.defineProperty(limit, 'handle', { value: Object.freeze({ buffer: mem.buffer, byteOffset: mem.byteOffset }) })
-  const [rps, timeUnit, uniformDistribution] = native.rateOpen(i32)
+  native.rateOpen(i32)
+  const rps = OUT[0]
+  const timeUnit = OUT[1]
+  const uniformDistribution = OUT[2] === 1
   Object.defineProperty(limit, 'rps', { value: rps })
   Object.defineProperty(limit, 'timeUnit', { value: timeUnit })
   Object.defineProperty(limit, 'uniformDistribution', { value: uniformDistribution })

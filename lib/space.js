@@ -445,8 +445,9 @@ class Space {
     checkKey(key)
     let created, off
     try {
-      [created, off] = native.spaceLookup(st.handle, key, kind, bytes,
-        params[0] || 0, params[1] || 0, params[2] || 0, params[3] || 0)
+      created = native.spaceLookup(st.handle, key, kind, bytes,
+        params[0] || 0, params[1] || 0, params[2] || 0, params[3] || 0) === C.SPACE_CREATE
+      off = OUT[0]
     } catch (err) {
       throw err.code === 'ERR_SABSYNC_SHARED_MISMATCH' ? this.#mismatch(key, kind, params) : own(err)
     }
@@ -468,8 +469,8 @@ class Space {
   #mismatch (key, kind, params) {
     const st = this.#st
     const p = [0, 1, 2, 3].map(i => params[i] || 0)
-    const e = call(native.spaceEntry, st.handle, key)
-    const has = e === null ? 'nothing now (it was asked again meanwhile?)' : describeEntry(e[0], e.slice(2))
+    const found = call(native.spaceEntry, st.handle, key) === C.SPACE_ATTACH
+    const has = found ? describeEntry(OUT[0], [OUT[2], OUT[3], OUT[4], OUT[5]]) : 'nothing now (it was asked again meanwhile?)'
     const name = shownKey(key)
     return new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH',
       `openShared: the key ${JSON.stringify(name)} in /dev/shm/sabsync.${st.name} holds ${has}, not ${describeEntry(kind, p)}: ` +

@@ -118,6 +118,8 @@ static int set_constants(napi_env env, napi_value exports) {
       {"RATE_W_RPS", SAB_RATE_W_RPS},
       {"RATE_HEADER_BYTES", SAB_RATE_HEADER_BYTES},
       {"SPACE_SEMA", SAB_SPACE_SEMA},
+      {"SPACE_ATTACH", SAB_SPACE_ATTACH},
+      {"SPACE_CREATE", SAB_SPACE_CREATE},
       {"SPACE_KEY_MAX", SAB_SPACE_KEY_MAX},
       {"SPACE_NAME_MAX", SAB_SPACE_NAME_MAX},
       {"SPACE_MIN_SIZE", SAB_SPACE_MIN_SIZE},

@@ -52,20 +52,18 @@ static napi_value rate_init(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* rateOpen(i32) -> [rps, timeUnitMs, uniform] */
+/* rateOpen(i32) -> OK with rps, timeUnitMs and uniform (0 or 1) in
+ * out[0..2]. */
 static napi_value rate_open(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
   sab_rate_t r;
-  napi_value result, v;
   if (get_rate(env, argv[0], &r) != 0) return NULL;
-  SAB_CALL(env, napi_create_array_with_length(env, 3, &result), NULL);
-  SAB_CALL(env, napi_create_double(env, r.rps, &v), NULL);
-  SAB_CALL(env, napi_set_element(env, result, 0, v), NULL);
-  SAB_CALL(env, napi_create_double(env, (double)sab_rate_unit_ns(&r) / 1e6, &v), NULL);
-  SAB_CALL(env, napi_set_element(env, result, 1, v), NULL);
-  SAB_CALL(env, napi_get_boolean(env, sab_rate_uniform(&r) != 0, &v), NULL);
-  SAB_CALL(env, napi_set_element(env, result, 2, v), NULL);
-  return result;
+  double *out = sab_napi_out(env);
+  if (out == NULL) return NULL;
+  out[0] = r.rps;
+  out[1] = (double)sab_rate_unit_ns(&r) / 1e6;
+  out[2] = sab_rate_uniform(&r) != 0;
+  return sab_napi_number(env, SAB_OK);
 }
 
 /* rateTake(i32) -> OK with the grant's time in ms in out[0] (the monotonic

@@ -405,7 +405,9 @@ static napi_value space_unlink(napi_env env, napi_callback_info info) {
   return result;
 }
 
-/* spaceLookup(handle, key, kind, bytes, p0, p1, p2, p3) -> [created, off] */
+/* spaceLookup(handle, key, kind, bytes, p0, p1, p2, p3) -> SPACE_ATTACH
+ * or SPACE_CREATE (the caller initialises it, then publishes), with the
+ * object's offset in out[0]. */
 static napi_value space_lookup(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 8, NULL);
   reg_t *reg = unwrap(env, argv[0]);
@@ -425,23 +427,17 @@ static napi_value space_lookup(napi_env env, napi_callback_info info) {
     throw_space(env, r, key);
     return NULL;
   }
-  napi_value pair, v;
-  SAB_CALL(env, napi_create_array_with_length(env, 2, &pair), NULL);
-  SAB_CALL(env, napi_get_boolean(env, r == SAB_SPACE_CREATE, &v), NULL);
-  SAB_CALL(env, napi_set_element(env, pair, 0, v), NULL);
-  SAB_CALL(env, napi_create_uint32(env, off, &v), NULL);
-  SAB_CALL(env, napi_set_element(env, pair, 1, v), NULL);
-  return pair;
+  return sab_napi_result1(env, r, off);
 }
 
-/* spaceEntry(handle, key) -> [kind, bytes, p0, p1, p2, p3] or null */
+/* spaceEntry(handle, key) -> SPACE_ATTACH with kind, bytes, p0, p1, p2, p3
+ * in out[0..5], or SPACE_CREATE: the key names nothing now. */
 static napi_value space_entry(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 2, NULL);
   reg_t *reg = unwrap(env, argv[0]);
   char key[SAB_SPACE_KEY_MAX + 2];
   size_t len = 0;
   sab_space_entry_t e;
-  napi_value out, v;
   if (reg == NULL) return NULL;
   SAB_CALL(env, napi_get_value_string_utf8(env, argv[1], key, sizeof key, &len), NULL);
   int r = len > SAB_SPACE_KEY_MAX || strlen(key) != len
@@ -451,18 +447,13 @@ static napi_value space_entry(napi_env env, napi_callback_info info) {
     throw_space(env, r, key);
     return NULL;
   }
-  if (r == 0) {
-    SAB_CALL(env, napi_get_null(env, &out), NULL);
-    return out;
-  }
-  uint32_t words[2 + SAB_SPACE_NPARAMS] = {e.kind, e.bytes};
-  for (int i = 0; i < SAB_SPACE_NPARAMS; i++) words[2 + i] = e.params[i];
-  SAB_CALL(env, napi_create_array_with_length(env, 2 + SAB_SPACE_NPARAMS, &out), NULL);
-  for (uint32_t i = 0; i < 2 + SAB_SPACE_NPARAMS; i++) {
-    SAB_CALL(env, napi_create_uint32(env, words[i], &v), NULL);
-    SAB_CALL(env, napi_set_element(env, out, i, v), NULL);
-  }
-  return out;
+  if (r == 0) return number(env, SAB_SPACE_CREATE);
+  double *out = sab_napi_out(env);
+  if (out == NULL) return NULL;
+  out[0] = e.kind;
+  out[1] = e.bytes;
+  for (int i = 0; i < SAB_SPACE_NPARAMS && 2 + i < SAB_NAPI_OUT; i++) out[2 + i] = e.params[i];
+  return number(env, SAB_SPACE_ATTACH);
 }
 
 /* spacePublish(handle, off) / spaceAbandon(handle): end a creation. */
