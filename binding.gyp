@@ -22,6 +22,7 @@
         "src/napi/lifecycle.c",
         "src/napi/pool.c",
         "src/napi/keep.c",
+        "src/napi/heap.c",
         "src/napi/async.c",
         "src/napi/park.c",
         "src/napi/wait.c",

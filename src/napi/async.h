@@ -63,12 +63,6 @@ typedef struct {
   napi_ref abort_reason;
 } sab_async_sema_t;
 
-/* One entry of the deadline heap. */
-struct sab_async_deadline_s {
-  uint64_t at; /* sab_now() scale */
-  sab_async_full_t *rec;
-};
-
 /* flags of the async calls (waitAsync, semaAcquireAsync) */
 #define SAB_ASYNC_REF    1 /* the pending wait keeps the loop alive */
 #define SAB_ASYNC_HANDLE 2 /* answer [promise, handle], for cancel() */
