@@ -585,9 +585,6 @@ static napi_value space_wait(napi_env env, napi_callback_info info) {
   return r;
 }
 
-/* spaceWaitAsync(handle, off, size, value, watch, epoch, proxy, flags)
- * -> rec (> 0), queued, its wake delivered through `proxy` (an Int32Array
- * of one element over a SharedArrayBuffer, holding 0); or -1 - result. */
 /* A pending entry for an async wait whose wake goes through `proxy` (an
  * Int32Array of one element over a SharedArrayBuffer, holding 0). NULL
  * with an exception pending. */
