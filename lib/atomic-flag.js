@@ -10,8 +10,8 @@
 // by notifyOne() / notifyAll() and returns once the flag differs from the
 // value it waited on (wakes that find it unchanged park again).
 
-const { memoryOf, madeAs, parseTimeout, parseAsyncOptions, invalidType } = require('./shared')
-const { PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
+const { backendOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, invalidType } = require('./shared')
+const { PARK, Wait, settleSync, settleAsync } = require('./waiting')
 const { attachTo, writeTag } = require('./kind')
 
 const FLAG = 1
@@ -31,8 +31,8 @@ function oldValue (old) {
   return old ? 1 : 0
 }
 
-function newWait (i32, old, timeout) {
-  const w = new Wait(i32, timeout)
+function newWait (i32, old, timeout, be) {
+  const w = new Wait(i32, timeout, be)
   w.cell = FLAG
   w.value = old
   w.watch = 0 // a flag has no owner: deaths are not its business
@@ -41,6 +41,7 @@ function newWait (i32, old, timeout) {
 
 class AtomicFlag {
   #i32
+  #be // the backend of its memory (lib/backend.js)
   #wake
 
   static get byteLength () { return BYTES }
@@ -58,7 +59,8 @@ class AtomicFlag {
     this.buffer = buffer
     this.byteOffset = byteOffset
     this.#i32 = i32
-    this.#wake = waker(i32, FLAG)
+    this.#be = backendOf(buffer)
+    this.#wake = this.#be.waker(i32, FLAG)
     madeAs(this, 'AtomicFlag')
   }
 
@@ -75,14 +77,14 @@ class AtomicFlag {
     const v = oldValue(old)
     const t = timeout === undefined ? Infinity : parseTimeout(timeout)
     if (Atomics.load(this.#i32, FLAG) !== v) return true
-    return settleSync(newWait(this.#i32, v, t), attemptFlag)
+    return settleSync(newWait(this.#i32, v, t, this.#be), attemptFlag)
   }
 
   waitAsync (old, options) {
     const v = oldValue(old)
     const { timeout, signal, ref } = parseAsyncOptions(options)
     if (Atomics.load(this.#i32, FLAG) !== v) return Promise.resolve(true)
-    const w = newWait(this.#i32, v, timeout)
+    const w = newWait(this.#i32, v, timeout, this.#be)
     w.signal = signal
     w.ref = ref
     return settleAsync(w, attemptFlag)

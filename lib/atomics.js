@@ -12,9 +12,9 @@
 const { isSharedArrayBuffer, isProxy } = require('util').types
 const native = require('./native')
 const errors = require('./errors')
-const { counts, bucketOf, addressOf, seen } = require('./lot')
-const { isAbortSignal, ownSignal, guard } = require('./abort')
-const { spaceOf } = require('./space-registry')
+const { addressOf, seen } = require('./lot')
+const { isAbortSignal, ownSignal } = require('./abort')
+const { LOCAL, backendOf, isMemory, RESULTS } = require('./backend')
 
 const TypedArrayPrototype = Object.getPrototypeOf(Int32Array.prototype)
 const getter = name => Object.getOwnPropertyDescriptor(TypedArrayPrototype, name).get
@@ -99,11 +99,11 @@ function toNumber (name, value) {
   return +value
 }
 
-// By result code. A copy: the addon's frozen array (made element by element
-// through Node-API) is one whose indexed loads optimized code leaves to the
-// keyed-load IC, a call per wait (2.9% of the one-CPU round trip's samples).
-const RESULTS = [...native.resultNames]
-const { NOT_EQUAL, ASYNC_REF, ASYNC_HANDLE } = native.constants
+// RESULTS (lib/backend.js): result names by code. A copy: the addon's
+// frozen array (made element by element through Node-API) is one whose
+// indexed loads optimized code leaves to the keyed-load IC, a call per wait
+// (2.9% of the one-CPU round trip's samples).
+const { NOT_EQUAL, ASYNC_REF } = native.constants
 const MAX_SAFE = Number.MAX_SAFE_INTEGER
 
 // ValidateIntegerTypedArray(typedArray, waitable = true). Answers the
@@ -132,7 +132,7 @@ function validateWaitable (typedArray) {
 // A shared space's buffer (lib/space.js) counts as shared: its cells are
 // waited on in the space's queues, from any process.
 function isShared (buffer) {
-  return seen(buffer) || isSharedArrayBuffer(buffer) || spaceOf(buffer) !== undefined
+  return seen(buffer) || isMemory(buffer)
 }
 
 // ToIndex, then the bounds check of ValidateAtomicAccess. `length` is the
@@ -179,14 +179,14 @@ let lastSize = 0
 let lastAddr0 = 0
 let lastLength = 0
 let lastTracks = false
-let lastSpace // the space of lastArray's buffer, or undefined
+let lastBackend = LOCAL // the backend of lastArray's buffer (lib/backend.js)
 
 function remember (typedArray, buffer, size) {
   const addr0 = addressOf(typedArray, buffer, 0, size)
   lastArray = typedArray
   lastSize = size
   lastAddr0 = addr0
-  lastSpace = spaceOf(buffer)
+  lastBackend = backendOf(buffer)
   // A fixed-length array's length never changes; one on a growable buffer
   // may be length-tracking, so its length is read each time.
   // (A shared space's buffer may be an ArrayBuffer: never growable.)
@@ -236,18 +236,10 @@ function waitAsyncFull (typedArray, index, value, timeout, options) {
     return { async: true, value: Promise.reject(signal.reason) }
   }
   const buffer = taBuffer.call(typedArray)
-  const space = spaceOf(buffer)
-  if (space !== undefined) {
-    const size = taTag.call(typedArray) === 'Int32Array' ? 4 : 8
-    const p = space.waitCellAsync(addressOf(typedArray, buffer, i, size), size, v, t, signal, ref)
-    return typeof p === 'string' ? { async: false, value: p } : { async: true, value: p }
-  }
-  if (typedArray !== lastArray && taTag.call(typedArray) === 'Int32Array') remember(typedArray, buffer, 4)
-  const r = native.waitAsync(typedArray, i, v, t, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0))
-  if (r === NOT_EQUAL) return { async: false, value: 'not-equal' }
-  if (signal === undefined) return { async: true, value: r }
-  guard(signal, r[1], r[0])
-  return { async: true, value: r[0] }
+  const size = taTag.call(typedArray) === 'Int32Array' ? 4 : 8
+  if (typedArray !== lastArray) remember(typedArray, buffer, size)
+  const p = lastBackend.waitCellAsync(typedArray, i, size, v, t, signal, ref)
+  return typeof p === 'string' ? { async: false, value: p } : { async: true, value: p }
 }
 
 const api = {
@@ -256,7 +248,7 @@ const api = {
     // Int32Array outside any space, with primitive arguments that need no
     // conversion that could run user code or throw: straight to the native
     // wait, which the steps below would reach with the same values.
-    if (typedArray === lastArray && lastSize === 4 && lastSpace === undefined &&
+    if (typedArray === lastArray && lastSize === 4 && lastBackend === LOCAL &&
         typeof index === 'number' && (index | 0) === index && index >= 0 &&
         index < (lastTracks ? taLength.call(typedArray) : lastLength) &&
         typeof value === 'number' && (timeout === undefined || typeof timeout === 'number')) {
@@ -266,10 +258,8 @@ const api = {
     const [i, v, t] = doWaitArgs(typedArray, index, value, timeout)
     const buffer = taBuffer.call(typedArray)
     const size = taTag.call(typedArray) === 'Int32Array' ? 4 : 8
-    const space = spaceOf(buffer)
-    if (space !== undefined) return space.waitCell(addressOf(typedArray, buffer, i, size), size, v, t)
     if (typedArray !== lastArray) remember(typedArray, buffer, size)
-    return RESULTS[native.wait(typedArray, i, v, t)]
+    return lastBackend.waitCell(typedArray, i, size, v, t)
   },
 
   waitAsync (typedArray, index, value, timeout) {
@@ -280,7 +270,7 @@ const api = {
     // reduce to these checks; and this function is small enough for the
     // engine to inline into a hot caller, where the result object is often
     // never made. Anything else takes waitAsyncFull.
-    if (typedArray === lastArray && lastSize === 4 && lastSpace === undefined &&
+    if (typedArray === lastArray && lastSize === 4 && lastBackend === LOCAL &&
         timeout === undefined && arguments.length < 5 &&
         typeof index === 'number' && typeof value === 'number' && (index | 0) === index && index >= 0 &&
         index < (lastTracks ? taLength.call(typedArray) : lastLength)) {
@@ -322,9 +312,7 @@ const api = {
       addr0 = remember(typedArray, buffer, size)
     }
     const addr = addr0 + i * size
-    if (lastSpace !== undefined) return lastSpace.notifyAddr(addr, c)
-    if (counts !== null && Atomics.add(counts, bucketOf(addr), 0) === 0) return 0
-    return native.notify(addr, c)
+    return lastBackend.notifyAt(addr, c)
   },
 
   waiters (typedArray, index) {
@@ -332,9 +320,7 @@ const api = {
     const i = toAccessIndex(index, validLength)
     const buffer = taBuffer.call(typedArray)
     if (!isShared(buffer)) return 0
-    const space = spaceOf(buffer)
-    if (space !== undefined) return space.waitersAddr(addressOf(typedArray, buffer, i, size))
-    return native.waiters(addressOf(typedArray, buffer, i, size))
+    return backendOf(buffer).waitersAt(addressOf(typedArray, buffer, i, size))
   }
 }
 

@@ -28,8 +28,8 @@
 // GEN is 11 bits; a waiter from round g is still counted in round g, so
 // the round cannot move 2048 rounds past it.
 
-const { ownersOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, OK, OWNER_DEAD, SabsyncError, outOfRange } = require('./shared')
-const { PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
+const { backendOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, OK, OWNER_DEAD, SabsyncError, outOfRange } = require('./shared')
+const { PARK, Wait, settleSync, settleAsync } = require('./waiting')
 const { attachTo, writeTag, sizeAgrees } = require('./kind')
 
 const WORD = 1
@@ -149,7 +149,8 @@ class Barrier {
     this.buffer = mem.buffer
     this.byteOffset = mem.byteOffset
     this.byteLength = mem.i32.byteLength
-    this.#b = { i32: mem.i32, parties, wake: waker(mem.i32, WORD), own: ownersOf(mem.buffer) }
+    const own = backendOf(mem.buffer)
+    this.#b = { i32: mem.i32, parties, wake: own.waker(mem.i32, WORD), own }
     madeAs(this, 'Barrier')
   }
 
@@ -231,7 +232,7 @@ class Barrier {
         b.wake(Infinity)
         return { isLeader: true }
       }
-      const w = new Wait(i32, timeout)
+      const w = new Wait(i32, timeout, b.own)
       w.b = b
       w.gen = gen
       w.resets = resets

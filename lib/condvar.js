@@ -11,8 +11,7 @@
 // waiter that was between its unlock and its park. Callers loop on their
 // predicate, as with every condition variable.
 
-const { memoryOf, madeAs, parseTimeout, parseAsyncOptions, parkSync, parkAsync, TIMED_OUT, SabsyncError, invalidType } = require('./shared')
-const { waker } = require('./waiting')
+const { backendOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, TIMED_OUT, SabsyncError, invalidType } = require('./shared')
 const { attachTo, writeTag } = require('./kind')
 const { internals } = require('./mutex')
 
@@ -29,6 +28,7 @@ function holdsIt (mutex) {
 
 class CondVar {
   #i32
+  #be // the backend of its memory (lib/backend.js)
   #wake
 
   static get byteLength () { return BYTES }
@@ -46,7 +46,8 @@ class CondVar {
     this.buffer = buffer
     this.byteOffset = byteOffset
     this.#i32 = i32
-    this.#wake = waker(i32, SEQ)
+    this.#be = backendOf(buffer)
+    this.#wake = this.#be.waker(i32, SEQ)
     madeAs(this, 'CondVar')
   }
 
@@ -60,7 +61,7 @@ class CondVar {
     mutex.unlock()
     // In a worker being terminated this returns with the termination
     // pending: the thread never runs JS again, and holds nothing.
-    const code = parkSync(this.#i32, SEQ, seq, t, 0, 0)
+    const code = this.#be.park(this.#i32, SEQ, seq, t, 0, 0)
     mutex.lock()
     return code !== TIMED_OUT
   }
@@ -73,7 +74,7 @@ class CondVar {
     if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
     const seq = Atomics.load(this.#i32, SEQ)
     mutex.unlock()
-    const parked = parkAsync(this.#i32, SEQ, seq, timeout, signal, ref, 0, 0)
+    const parked = this.#be.parkAsync(this.#i32, SEQ, seq, timeout, signal, ref, 0, 0)
     return (async () => {
       let timedOut
       try {

@@ -7,8 +7,8 @@
 // no owners: a thread that dies before counting down leaves it short, and
 // waiters wait (use a timeout).
 
-const { memoryOf, madeAs, parseTimeout, parseAsyncOptions, outOfRange } = require('./shared')
-const { PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
+const { backendOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, outOfRange } = require('./shared')
+const { PARK, Wait, settleSync, settleAsync } = require('./waiting')
 const { attachTo, writeTag } = require('./kind')
 
 const COUNT = 1
@@ -33,8 +33,8 @@ function attemptLatch (w) {
   return PARK
 }
 
-function newWait (i32, timeout) {
-  const w = new Wait(i32, timeout)
+function newWait (i32, timeout, be) {
+  const w = new Wait(i32, timeout, be)
   w.cell = COUNT
   w.watch = 0
   return w
@@ -42,6 +42,7 @@ function newWait (i32, timeout) {
 
 class Latch {
   #i32
+  #be // the backend of its memory (lib/backend.js)
   #wake
 
   static get byteLength () { return BYTES }
@@ -60,7 +61,8 @@ class Latch {
     this.buffer = buffer
     this.byteOffset = byteOffset
     this.#i32 = i32
-    this.#wake = waker(i32, COUNT)
+    this.#be = backendOf(buffer)
+    this.#wake = this.#be.waker(i32, COUNT)
     madeAs(this, 'Latch')
   }
 
@@ -87,13 +89,13 @@ class Latch {
   wait (timeout) {
     const t = timeout === undefined ? Infinity : parseTimeout(timeout)
     if (Atomics.load(this.#i32, COUNT) === 0) return true
-    return settleSync(newWait(this.#i32, t), attemptLatch)
+    return settleSync(newWait(this.#i32, t, this.#be), attemptLatch)
   }
 
   waitAsync (options) {
     const { timeout, signal, ref } = parseAsyncOptions(options)
     if (Atomics.load(this.#i32, COUNT) === 0) return Promise.resolve(true)
-    const w = newWait(this.#i32, timeout)
+    const w = newWait(this.#i32, timeout, this.#be)
     w.signal = signal
     w.ref = ref
     return settleAsync(w, attemptLatch)

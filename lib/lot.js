@@ -2,11 +2,10 @@
 // The JS mirror of the native parking lot (src/core/lot.c): a cell's
 // address (its key in the lot), the bucket that address hashes to, and the
 // per-bucket counters of queued waiters that let a notify with nobody
-// waiting skip the native call. The hash and the counters' layout come
-// from the addon's constants.
+// waiting skip the native call. The hash and the counters' layout are the
+// addon's: JS asks for a bucket (memoized), never computes one.
 
 const native = require('./native')
-const { BUCKET_BITS, COUNT_STRIDE } = native.constants
 
 const TypedArrayPrototype = Object.getPrototypeOf(Int32Array.prototype)
 const taByteOffset = Object.getOwnPropertyDescriptor(TypedArrayPrototype, 'byteOffset').get
@@ -24,15 +23,28 @@ const bases = new WeakMap()
 // and the waiter never sleeps. The RMW, not a plain load, keeps this true
 // after a plain (non-atomic) store to the cell, as with Atomics.notify.
 const counts = native.counts
-const COUNT_SHIFT = 32 - BUCKET_BITS
-const GOLDEN = 0x9E3779B1 | 0
 
-// The index in `counts` of the counter of the bucket of `addr`.
-function bucketOf (addr) {
-  // Must match sab_bucket_of(): the low 32 bits of addr / 4, times the
-  // golden ratio, top bits. addr < 2^53 and a multiple of 4: exact.
-  return (Math.imul((addr / 4) >>> 0, GOLDEN) >>> COUNT_SHIFT) * COUNT_STRIDE
+// A direct-mapped memo in front of a native hash of a key (an address or
+// an offset, < 2^53, a multiple of 4): the hash stays the core's, and a
+// repeated key costs two typed-array loads instead of a native call.
+// Entries are per thread; a miss only costs the call.
+const MEMO = 4096
+function memoized (hash) {
+  const keys = new Float64Array(MEMO).fill(-1)
+  const values = new Int32Array(MEMO)
+  return key => {
+    const k = (key >>> 2) & (MEMO - 1)
+    if (keys[k] === key) return values[k]
+    const v = hash(key)
+    keys[k] = key
+    values[k] = v
+    return v
+  }
 }
+
+// The index in `counts` of the counter of the bucket of `addr`
+// (sab_bucket_of, through the addon).
+const bucketOf = memoized(native.bucketOf)
 
 // The address of element i (of `size` bytes) of `typedArray` over the
 // shared `buffer`.
@@ -50,4 +62,4 @@ function seen (buffer) {
   return bases.has(buffer)
 }
 
-module.exports = { counts, bucketOf, addressOf, seen }
+module.exports = { counts, bucketOf, memoized, addressOf, seen }

@@ -13,7 +13,7 @@
 //
 // The lock word:
 //
-//   bits 0-29  OWNER   id of the holding thread (lib/shared.js ownersOf: this
+//   bits 0-29  OWNER   id of the holding thread (lib/backend.js: this
 //                      process's id of it, or a shared space's); 0: free
 //   bit  30    PARKED  a thread may be parked on WORD or SLOT: unlock must
 //                      take the slow path (wake, or hand over)
@@ -59,9 +59,9 @@
 // with DIED set (POSIX EOWNERDEAD).
 
 const {
-  ownersOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, SabsyncError, invalidType
+  backendOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, SabsyncError, invalidType
 } = require('./shared')
-const { PARK, Wait, settleSync, settleAsync, waker, addressKey } = require('./waiting')
+const { PARK, Wait, settleSync, settleAsync, addressKey } = require('./waiting')
 const { attachTo, writeTag } = require('./kind')
 
 const WORD = 1
@@ -93,14 +93,15 @@ function deadlock () {
 // The shared part of every Mutex object over one memory in this thread.
 // Built once per object; `key` (the word's address) names this thread's
 // queue of lockAsync calls; `own` gives the owner ids (this process's, or a
-// shared space's: lib/shared.js ownersOf).
+// shared space's: the backend of lib/backend.js).
 function coreOf (i32) {
+  const own = backendOf(i32.buffer)
   return {
     i32,
-    own: ownersOf(i32.buffer),
+    own,
     key: addressKey(i32, WORD),
-    wakeWord: waker(i32, WORD),
-    wakeSlot: waker(i32, SLOT)
+    wakeWord: own.waker(i32, WORD),
+    wakeSlot: own.waker(i32, SLOT)
   }
 }
 
@@ -223,7 +224,7 @@ function attemptLock (w) {
 }
 
 function newWait (core, timeout, async) {
-  const w = new Wait(core.i32, timeout)
+  const w = new Wait(core.i32, timeout, core.own)
   w.core = core
   w.async = async
   w.starving = false

@@ -14,8 +14,8 @@
 // and runs fn itself. Waiters watch every owner (WATCH_ANY), so that the
 // death wakes them.
 
-const { memoryOf, madeAs, parseTimeout, parseAsyncOptions, SabsyncError, invalidType } = require('./shared')
-const { PARK, Wait, settleSync, settleAsync, waker } = require('./waiting')
+const { backendOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, SabsyncError, invalidType } = require('./shared')
+const { PARK, Wait, settleSync, settleAsync } = require('./waiting')
 const { attachTo, writeTag } = require('./kind')
 
 const STATE = 1
@@ -52,6 +52,7 @@ function attemptOnce (w) {
 
 class Once {
   #i32
+  #be // the backend of its memory (lib/backend.js)
   #wake
 
   static get byteLength () { return BYTES }
@@ -69,7 +70,8 @@ class Once {
     this.buffer = buffer
     this.byteOffset = byteOffset
     this.#i32 = i32
-    this.#wake = waker(i32, STATE)
+    this.#be = backendOf(buffer)
+    this.#wake = this.#be.waker(i32, STATE)
     madeAs(this, 'Once')
   }
 
@@ -83,7 +85,7 @@ class Once {
     if (typeof fn !== 'function') throw invalidType('fn', 'a function', fn)
     const t = timeout === undefined ? Infinity : parseTimeout(timeout)
     if (Atomics.load(this.#i32, STATE) === DONE) return false
-    const w = new Wait(this.#i32, t)
+    const w = new Wait(this.#i32, t, this.#be)
     w.async = false
     const r = settleSync(w, attemptOnce)
     if (r !== RUN) return r
@@ -103,7 +105,7 @@ class Once {
     const { timeout, signal, ref } = parseAsyncOptions(options)
     if (Atomics.load(this.#i32, STATE) === DONE) return false
     if (signal !== undefined && signal.aborted) throw signal.reason
-    const w = new Wait(this.#i32, timeout)
+    const w = new Wait(this.#i32, timeout, this.#be)
     w.async = true
     w.signal = signal
     w.ref = ref

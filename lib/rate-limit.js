@@ -16,11 +16,12 @@
 
 const native = require('./native')
 const { Sema, FAIRNESS } = require('./sema')
-const { memoryOf, isMemory, parseTimeout, parseAsyncOptions, SabsyncError, invalidType, outOfRange } = require('./shared')
+const { backendOf, memoryOf, isMemory, parseTimeout, parseAsyncOptions, SabsyncError, invalidType, outOfRange } = require('./shared')
 const { attachTo, sizeAgrees } = require('./kind')
-const { spaceOf } = require('./space-registry')
 
-const { RATE_MAX: MAX, RATE_MAGIC: MAGIC, RATE_W_RPS: W_RPS, RATE_HEADER_BYTES: HEADER_BYTES } = native.constants
+const { RATE_MAX: MAX, RATE_MAGIC: MAGIC, RATE_W_RPS: W_RPS, RATE_HEADER_BYTES: HEADER_BYTES, OK } = native.constants
+// A grant's time, or the ms to wait, after a grant() (src/napi/results.h).
+const OUT = native.out
 
 // The bytes of a limiter: its grant ring, then its turn (a Sema of 1).
 const bytesFor = rps => native.rateBytes(rps) + Sema.byteLengthFor(1)
@@ -51,21 +52,19 @@ const sleeper = new Int32Array(new SharedArrayBuffer(4))
 
 function limiterOver (mem, turn) {
   const i32 = mem.i32
-  // grant(false), by the turn's holder: a grant's time (> 0), or minus the
-  // ms to wait. In-process, the turn's holder takes grants under the lot's
-  // lock of the ring, and a caller without the turn never does. In a
-  // shared space, grants are ordered by the turn's lock in every process,
-  // and a caller that finds the turn free with nobody queued for it is
-  // granted without taking the turn (grantIfTurnFree: 0 when it is not):
+  // grant(false), by the turn's holder: OK with the grant's time in
+  // OUT[0], or TIMED_OUT with the ms to wait in OUT[0]. In-process, the
+  // turn's holder takes grants under the lot's lock of the ring, and a
+  // caller without the turn never does. In a shared space, grants are
+  // ordered by the turn's lock in every process, and a caller that finds
+  // the turn free with nobody queued for it is granted without taking the
+  // turn (grantIfTurnFree: PENDING when it is not):
   // it is first in line, and a turn taken and given back across processes
   // costs hand-offs to processes that may not be running (a convoy when
   // there are more processes than CPUs). In-process there is no such
   // function, so the hot path makes no call that could only say "no".
-  const space = spaceOf(mem.buffer)
-  const grant = space === undefined
-    ? () => native.rateTake(i32)
-    : space.rateTaker(i32, turn.byteOffset)
-  const grantIfTurnFree = space === undefined ? undefined : grant
+  // Both come from the backend of the memory (lib/backend.js).
+  const { grant, grantIfTurnFree } = backendOf(mem.buffer).rate(i32, turn.byteOffset)
 
   /**
    * Resolves when a call may proceed, with the grant's time (ms on the
@@ -79,8 +78,7 @@ function limiterOver (mem, turn) {
     if (timeout === 0) return tryNow()
     const end = timeout === Infinity ? Infinity : native.now() + timeout
     if (grantIfTurnFree !== undefined) {
-      const now = grantIfTurnFree(true)
-      if (now > 0) return now
+      if (grantIfTurnFree(true) === OK) return OUT[0]
     }
     // undefined while others wait: no barging
     let token = turn.tryAcquire()
@@ -98,13 +96,13 @@ function limiterOver (mem, turn) {
     try {
       for (;;) {
         if (signal !== undefined && signal.aborted) throw signal.reason
-        const r = grant(false)
-        if (r > 0) return r
+        if (grant(false) === OK) return OUT[0]
+        const wait = OUT[0]
         // The turn is ours: nobody else is granted before us, so a grant
         // due after the deadline is not coming within it (in a space, one
         // granted meanwhile without the turn only moves it later).
-        if (-r > end - native.now()) return undefined
-        await sleep(-r, signal)
+        if (wait > end - native.now()) return undefined
+        await sleep(wait, signal)
       }
     } finally {
       turn.release(token)
@@ -116,15 +114,11 @@ function limiterOver (mem, turn) {
    * undefined: what limit({ timeout: 0 }) resolves with, synchronously.
    */
   function tryNow () {
-    if (grantIfTurnFree !== undefined) {
-      const now = grantIfTurnFree(true)
-      return now > 0 ? now : undefined
-    }
+    if (grantIfTurnFree !== undefined) return grantIfTurnFree(true) === OK ? OUT[0] : undefined
     const token = turn.tryAcquire()
     if (token === undefined) return undefined
     try {
-      const r = grant(false)
-      return r > 0 ? r : undefined
+      return grant(false) === OK ? OUT[0] : undefined
     } finally {
       turn.release(token)
     }
@@ -135,18 +129,17 @@ function limiterOver (mem, turn) {
     const ms = parseTimeout(timeout)
     const end = ms === Infinity ? Infinity : native.now() + ms
     if (grantIfTurnFree !== undefined) {
-      const now = grantIfTurnFree(true)
-      if (now > 0) return now
+      if (grantIfTurnFree(true) === OK) return OUT[0]
     }
     const token = turn.acquireSync(ms)
     if (token === undefined) return undefined
     try {
       for (;;) {
-        const r = grant(false)
-        if (r > 0) return r
+        if (grant(false) === OK) return OUT[0]
+        const wait = OUT[0]
         const left = end - native.now()
         if (left <= 0) return undefined
-        Atomics.wait(sleeper, 0, 0, Math.min(-r, left))
+        Atomics.wait(sleeper, 0, 0, Math.min(wait, left))
       }
     } finally {
       turn.release(token)
@@ -177,7 +170,10 @@ function limiterOver (mem, turn) {
   Object.defineProperty(limit, 'handle', {
     value: Object.freeze({ buffer: mem.buffer, byteOffset: mem.byteOffset, byteLength: mem.i32.byteLength })
   })
-  const [rps, timeUnit, uniformDistribution] = native.rateOpen(i32)
+  native.rateOpen(i32)
+  const rps = OUT[0]
+  const timeUnit = OUT[1]
+  const uniformDistribution = OUT[2] === 1
   Object.defineProperty(limit, 'rps', { value: rps })
   Object.defineProperty(limit, 'timeUnit', { value: timeUnit })
   Object.defineProperty(limit, 'uniformDistribution', { value: uniformDistribution })

@@ -157,10 +157,10 @@ const rotl = (x, b) => (x << b) | (x >>> (32 - b))
 // The two 32-bit halves of the hash go to fp[0] (low) and fp[1] (high).
 const fp = new Int32Array(2)
 
-// What the native common path answers (src/napi/limiter.c), and its figures:
-// [ahead, behind, ...] in ns.
+// What the native common path answers (src/napi/limiter.c); its figures,
+// ahead and behind in ns, in OUT[0] and OUT[1].
 const { LIMITER_ALLOWED: ALLOWED, LIMITER_DENIED: DENIED } = native.constants
-const figures = new Float64Array(5)
+const OUT = native.out
 
 // HalfSipHash-c-d: c rounds a block, d to finish (the reference's
 // cROUNDS and dROUNDS). Each code unit is two bytes, little-endian: the
@@ -361,7 +361,7 @@ class RateLimiter {
     this.#w32 = w32
     this.#locks = locks
     this.#probe = Math.min(PROBE, p.keys)
-    this.#view = native.limiterView(p.keys, this.#probe, p.k0, p.k1, this.#T, this.#tau, figures)
+    this.#view = native.limiterView(p.keys, this.#probe, p.k0, p.k1, this.#T, this.#tau)
     for (let n = 0; n <= Math.min(p.burst, 64); n++) this.#costs.push(BigInt(n) * this.#T)
   }
 
@@ -423,12 +423,12 @@ class RateLimiter {
     // does, word for word, without a BigInt): a key in the table, one CAS.
     const got = native.limiterConsume(this.#view, this.#w64, s, n)
     if (got === ALLOWED) {
-      const ahead = figures[0]
+      const ahead = OUT[0]
       return answer(true, Math.floor((this.#taun - ahead) / this.#Tn), 0, ahead, this.#p.limit)
     }
     if (got === DENIED) {
-      const ahead = figures[0]
-      const behind = figures[1]
+      const ahead = OUT[0]
+      const behind = OUT[1]
       return answer(false, Math.max(0, Math.floor((this.#taun - behind) / this.#Tn)), ahead - this.#taun, behind, this.#p.limit)
     }
     // Not in the table (claimed below, in JS), or a key too long for the

@@ -43,10 +43,10 @@
 // writer, and a dead writer the readers parked on STATE.
 
 const {
-  ownersOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions,
+  backendOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions,
   SabsyncError, outOfRange
 } = require('./shared')
-const { PARK, Wait, settleSync, settleAsync, waker, addressKey } = require('./waiting')
+const { PARK, Wait, settleSync, settleAsync, addressKey } = require('./waiting')
 const { attachTo, writeTag, sizeAgrees } = require('./kind')
 const { Mutex, internals } = require('./mutex')
 
@@ -271,7 +271,7 @@ function abandonDrain (w) {
 }
 
 function newWait (r, timeout, async, trying = false) {
-  const w = new Wait(r.i32, timeout)
+  const w = new Wait(r.i32, timeout, r.own)
   w.rw = r
   w.async = async
   w.trying = trying
@@ -318,7 +318,7 @@ class RWLock {
     this.byteOffset = byteOffset
     this.byteLength = i32.byteLength
     const key = addressKey(i32, STATE)
-    const own = ownersOf(buffer)
+    const own = backendOf(buffer)
     let local = locals.get(key)
     if (local === undefined) {
       local = { count: 0, slot: -1, hint: own.self % n }
@@ -333,8 +333,8 @@ class RWLock {
       local,
       mutex,
       own,
-      wakeState: waker(i32, STATE),
-      wakeDrain: waker(i32, DRAIN)
+      wakeState: own.waker(i32, STATE),
+      wakeDrain: own.waker(i32, DRAIN)
     }
     if (attach !== ATTACH) writeTag(i32, 'RWLock') // last: its memory is set up
     madeAs(this, 'RWLock')

@@ -23,18 +23,16 @@
 // reclaimed), `recovered` (a free slot whose holder died is RECOVERED, and
 // the CAS that takes it reports it), exact nrWaiting() (the lot's count).
 //
-// Not in a shared space (openShared): its waiters queue in the space's own
-// queues, whose counters JS cannot read, so there every call is native.
+// In a shared space (openShared) its waiters queue in the space's own
+// queues and the backend's sema has no `fast`: there every call is native.
 
 const native = require('./native')
 const {
-  memoryOf, madeAs, parseTimeout, parseAsyncOptions, ownersOf, parkAsync,
+  memoryOf, madeAs, parseTimeout, parseAsyncOptions, backendOf,
   WATCH_ANY, SabsyncError, invalidType, outOfRange
 } = require('./shared')
 const { attachTo, sizeAgrees } = require('./kind')
 const { describe } = require('./errors')
-const { guard } = require('./abort')
-const { spaceOf } = require('./space-registry')
 const { counts, bucketOf, addressOf } = require('./lot')
 
 const {
@@ -51,9 +49,11 @@ const {
   SEMA_HEADER_BYTES: HEADER_BYTES,
   SEMA_NO_TOKEN: NO_TOKEN, // an async acquire woken without a token
   SEMA_FAIR_NS,
-  ASYNC_REF,
-  ASYNC_HANDLE
+  OK
 } = native.constants
+// The token or the info bits of the last native try, acquire or release
+// that answered OK (src/napi/results.h).
+const OUT = native.out
 const DEFAULT_NR = 64 // the tokens that Sema.byteLength holds
 const HOLDERS = HEADER_BYTES / 4 // holder[i] is word HOLDERS + nr + i
 const OWNER = 0x3FFFFFFF // a holder word's owner bits
@@ -72,30 +72,6 @@ const FAIR_MS = SEMA_FAIR_NS / 1e6
 const FAIRNESS = Symbol('sabsync.sema.fairMs')
 
 let pausedOf, resume // set in Sema's static block
-
-// How a Sema reaches its pool and its queue: natively, in this process's
-// lot; or in a shared space's queue (lib/space.js gives those ops, with the
-// same answers). `v` is what view(i32) made.
-const LOCAL_OPS = {
-  view: (i32, fairMs) => native.semaView(i32, fairMs),
-  try: v => native.semaTry(v),
-  acquire: (v, ms) => native.semaAcquire(v, ms),
-  // A token, or a promise of one (-1: timed out, -2: woken without one).
-  acquireAsync (v, i32, timeout, signal, ref, fairMs) {
-    const r = native.semaAcquireAsync(i32, timeout, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0), fairMs)
-    if (typeof r === 'number' || signal === undefined) return r
-    guard(signal, r[1], r[0])
-    return r[0]
-  },
-  release: (v, slot) => native.semaRelease(v, slot),
-  waiting: v => native.semaWaiting(v),
-  available: (v, i32) => native.semaAvailable(v)
-}
-
-function opsOf (buffer) {
-  const space = spaceOf(buffer)
-  return space === undefined ? LOCAL_OPS : space.sema
-}
 
 function checkNr (nr, name = 'nr') {
   if (typeof nr !== 'number') throw invalidType(name, 'a positive integer', nr)
@@ -176,8 +152,7 @@ function localOf (buffer, byteOffset) {
       early: 0,
       pausers: new Set(),
       watching: false,
-      ops: opsOf(buffer),
-      own: ownersOf(buffer),
+      own: backendOf(buffer), // its memory's backend (lib/backend.js)
       view: null
     }
     byOffset.set(byteOffset, local)
@@ -187,7 +162,7 @@ function localOf (buffer, byteOffset) {
 
 class Sema {
   #i32
-  #ops // LOCAL_OPS, or a shared space's
+  #ops // the Sema operations of its memory's backend (lib/backend.js)
   #view // the native checked view of the memory (see src/napi/sema.c), or the space's offset
   #nr
   #local
@@ -265,13 +240,13 @@ class Sema {
     madeAs(this, 'Sema')
     this.#i32 = mem.i32
     this.#local = localOf(mem.buffer, mem.byteOffset)
-    this.#ops = this.#local.ops
+    this.#ops = this.#local.own.sema
     this.#fairMs = fairMs
     this.#view = this.#ops.view(mem.i32, fairMs)
     if (this.#local.view === null) this.#local.view = this.#view
     this.#nr = nr
     this.#values = null
-    if (this.#ops === LOCAL_OPS && counts !== null) {
+    if (this.#ops.fast) {
       const addr = addressOf(mem.i32, mem.buffer, 0, 4)
       this.#fast = true
       this.#bucket = bucketOf(addr + KEY_OFFSET) // = bucketOf(addr + 4 * W_FREES)
@@ -352,7 +327,7 @@ class Sema {
   /** A token if one is free and nobody waits for one, else undefined. */
   tryAcquire () {
     let t = this.#take()
-    if (t < 0) t = this.#ops.try(this.#view)
+    if (t < 0 && this.#ops.try(this.#view) === OK) t = OUT[0]
     return t < 0 ? undefined : this.#got(t)
   }
 
@@ -363,7 +338,7 @@ class Sema {
   acquireSync (timeout) {
     const ms = parseTimeout(timeout)
     let t = this.#take()
-    if (t < 0) t = ms === 0 ? this.#ops.try(this.#view) : this.#ops.acquire(this.#view, ms)
+    if (t < 0 && (ms === 0 ? this.#ops.try(this.#view) : this.#ops.acquire(this.#view, ms)) === OK) t = OUT[0]
     return t < 0 ? undefined : this.#got(t)
   }
 
@@ -392,7 +367,7 @@ class Sema {
     // A free slot needs no native record; the fast take and semaTry
     // refuse while others wait, so this overtakes nobody.
     let now = this.#take()
-    if (now < 0) now = this.#ops.try(this.#view)
+    if (now < 0 && this.#ops.try(this.#view) === OK) now = OUT[0]
     if (now >= 0 || timeout === 0) return Promise.resolve(now < 0 ? undefined : this.#got(now))
     const r = this.#ops.acquireAsync(this.#view, this.#i32, timeout, signal, ref, this.#fairMs)
     if (typeof r === 'number') return Promise.resolve(this.#got(r))
@@ -423,7 +398,6 @@ class Sema {
    */
   release (token) {
     const local = this.#local
-    let r
     if (token === undefined) {
       const held = local.held
       if (held.length > 0 && this.#give(held[held.length - 1])) {
@@ -436,17 +410,15 @@ class Sema {
       while (held.length > 0) {
         const slot = held.pop()
         local.recovered.delete(slot)
-        r = this.#ops.release(this.#view, slot)
-        if (r >= 0) return this.#released(r)
+        if (this.#ops.release(this.#view, slot) === OK) return this.#released(OUT[0])
         // Not ours any more: a release() below gave it back before its
         // promise delivered it. Try the next.
       }
       // Nothing delivered is held; one may be on its way to an acquire of
       // ours (handed over, its promise not settled yet): the native side
       // knows, and gives back the newest.
-      r = this.#ops.release(this.#view, -1)
-      if (r < 0) throw badToken('release() without a token, but this thread holds no token of this Sema')
-      return this.#released(r)
+      if (this.#ops.release(this.#view, -1) !== OK) throw badToken('release() without a token, but this thread holds no token of this Sema')
+      return this.#released(OUT[0])
     }
     if (this.#values === null && Number.isInteger(token) && token >= 0 && token < this.#nr && this.#give(token)) {
       forget(local, token)
@@ -458,12 +430,12 @@ class Sema {
         forget(local, slot)
         return this.#released(POOLED)
       }
-      r = this.#ops.release(this.#view, slot)
-      if (r >= 0) {
+      if (this.#ops.release(this.#view, slot) === OK) {
+        const info = OUT[0]
         const i = local.held.lastIndexOf(slot)
         if (i >= 0) local.held.splice(i, 1)
         local.recovered.delete(slot)
-        return this.#released(r)
+        return this.#released(info)
       }
     }
     throw badToken(`The "token" argument is not a token this thread holds (released twice, never acquired, or another thread's). Received ${describe(token)}`)
@@ -486,8 +458,8 @@ class Sema {
     return order
   }
 
-  #released (r) {
-    const info = r & 3
+  // info: the bits of a native release (HANDED_SELF, POOLED).
+  #released (info) {
     const local = this.#local
     if (info & HANDED_SELF) {
       // To an acquire of this thread: it no longer waits, though its promise
@@ -555,9 +527,9 @@ function resumeCheck (i32, local) {
   if (!local.watching) {
     ac = new AbortController()
     const epoch = local.own.deathEpoch()
-    r = parkAsync(i32, W_FREES, Atomics.load(i32, W_FREES), Infinity, ac.signal, false, WATCH_ANY, epoch)
+    r = local.own.parkAsync(i32, W_FREES, Atomics.load(i32, W_FREES), Infinity, ac.signal, false, WATCH_ANY, epoch)
   }
-  if (local.ops.available(local.view, i32) > 0) {
+  if (local.own.sema.available(local.view) > 0) {
     if (r !== null && typeof r !== 'number') {
       r.catch(() => {})
       ac.abort()

@@ -1,33 +1,15 @@
 'use strict'
 // What every shared primitive uses: its memory ({ buffer, byteOffset }),
 // option parsing for { timeout, signal, ref }, and parking on the lot
-// without the Atomics-exact argument handling of lib/atomics.js (the
-// primitives pass arguments they made themselves).
+// through the backend of their memory (lib/backend.js), without the
+// Atomics-exact argument handling of lib/atomics.js (the primitives pass
+// arguments they made themselves).
 
 const { isSharedArrayBuffer, isAnyArrayBuffer } = require('util').types
 const native = require('./native')
 const { invalidType, outOfRange, SabsyncError } = require('./errors')
-const { isAbortSignal, ownSignal, guard } = require('./abort')
-const { spaceOf } = require('./space-registry')
-
-// This thread's owner id: unique in the process, never reused, marked dead
-// by the native side when the thread ends (see include/sabsync.h).
-const selfId = native.envId()
-
-// Owners as a primitive sees them: this thread's id, whether an id's
-// thread lives, and the count of deaths (a primitive reads it before it
-// looks at an owner, then parks with it). In this process's memory these
-// are the process's own; in a shared space (lib/space.js), the space's,
-// which mean the same in every process.
-const LOCAL = Object.freeze({ self: selfId, alive: native.alive, deathEpoch: native.deathEpoch })
-
-function ownersOf (buffer) {
-  return spaceOf(buffer) ?? LOCAL
-}
-
-function isMemory (buffer) {
-  return isSharedArrayBuffer(buffer) || spaceOf(buffer) !== undefined
-}
+const { isAbortSignal, ownSignal } = require('./abort')
+const { backendOf, isMemory } = require('./backend')
 
 // Result codes of native.wait / native.waitAsync, and the flags of
 // native.waitAsync (src/napi/binding.c exports the core's values).
@@ -189,33 +171,8 @@ function parseAsyncOptions (options) {
   return { timeout: t, signal: signal === undefined ? undefined : ownSignal(signal), ref }
 }
 
-// Park this thread on i32[index] while it holds `value`, up to `timeout`
-// ms. With `watch` (an owner id, or WATCH_ANY) and the `epoch` read before
-// the caller looked at that owner, the death of the owner wakes the wait,
-// and OWNER_DEAD is answered if an owner died since `epoch`.
-function parkSync (i32, index, value, timeout, watch, epoch) {
-  const space = spaceOf(i32.buffer)
-  if (space !== undefined) return space.parkSync(i32, index, value, timeout, watch, epoch)
-  return native.wait(i32, index, value, timeout, watch, epoch)
-}
-
-// The same, asynchronous. Answers a code (NOT_EQUAL, OWNER_DEAD, or
-// TIMED_OUT for a zero timeout) or a promise of 'ok' / 'timed-out' that
-// an abort rejects with signal.reason.
-function parkAsync (i32, index, value, timeout, signal, ref, watch, epoch) {
-  if (timeout === 0) return Atomics.load(i32, index) !== value ? NOT_EQUAL : TIMED_OUT
-  if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
-  const space = spaceOf(i32.buffer)
-  if (space !== undefined) return space.parkAsync(i32, index, value, timeout, signal, ref, watch, epoch)
-  const r = native.waitAsync(i32, index, value, timeout, (ref ? ASYNC_REF : 0) | (signal !== undefined ? ASYNC_HANDLE : 0), watch, epoch)
-  if (typeof r === 'number' || signal === undefined) return r
-  guard(signal, r[1], r[0])
-  return r[0]
-}
-
 module.exports = {
-  selfId,
-  ownersOf,
+  backendOf,
   isMemory,
   OK,
   NOT_EQUAL,
@@ -224,8 +181,6 @@ module.exports = {
   WATCH_ANY,
   ASYNC_REF,
   ASYNC_HANDLE,
-  alive: native.alive,
-  deathEpoch: native.deathEpoch,
   memoryOf,
   notOptions,
   madeAs,
@@ -235,8 +190,6 @@ module.exports = {
   parseAsyncOptions,
   isAbortSignal,
   ownSignal,
-  parkSync,
-  parkAsync,
   SabsyncError,
   invalidType,
   outOfRange

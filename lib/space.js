@@ -7,10 +7,10 @@
 // that cannot be sent to another thread (an external ArrayBuffer before
 // Node 24.16 / 26.1), and the thread registers in the space, which gives it
 // an owner id that means the same in every process. A space's buffer is
-// entered in lib/space-registry.js with a context: the primitives over it
-// take their owner ids, liveness and death epoch from it (lib/shared.js
-// ownersOf), and their waits and wakes go to the space's queues, so the
-// same Mutex, Sema, ... code serves threads and processes alike.
+// entered in lib/backend.js with its backend: the primitives over it take
+// their owner ids, liveness and death epoch from it, and their waits and
+// wakes go to the space's queues, so the same Mutex, Sema, ... code serves
+// threads and processes alike.
 //
 // Objects are found by key in the space's directory. The first caller of a
 // key (in any process) creates the object: the directory stays locked while
@@ -20,10 +20,10 @@
 // kind or other parameters throws ERR_SABSYNC_SHARED_MISMATCH.
 
 const native = require('./native')
-const { addSpace } = require('./space-registry')
+const { LOCAL, addSpace, parkNow, RESULTS, OUT } = require('./backend')
+const { memoized } = require('./lot')
 const {
-  OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD, parkAsync: parkLocalAsync, SabsyncError,
-  invalidType, outOfRange
+  OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD, SabsyncError, invalidType, outOfRange
 } = require('./shared')
 const { Mutex } = require('./mutex')
 const { AtomicFlag } = require('./atomic-flag')
@@ -36,8 +36,7 @@ const { Sema } = require('./sema')
 const { RateLimit } = require('./rate-limit')
 const { inSpace: rateLimiterIn, parseOptions: parseRateLimiterOptions } = require('./rate-limiter')
 
-const C = native.spaceConstants
-const GOLDEN = 0x9E3779B1 | 0
+const C = native.constants
 
 // Kinds in the directory: a key names one kind for the life of the space.
 const KIND = {
@@ -130,8 +129,8 @@ function checkName (name) {
   if (typeof name !== 'string') throw invalidType('name', 'a string', name)
   wellFormed('name', name)
   const bytes = Buffer.byteLength(name)
-  if (bytes === 0 || bytes > C.NAME_MAX) {
-    throw outOfRange('name', `a string of 1 to ${C.NAME_MAX} bytes (UTF-8)`, bytes)
+  if (bytes === 0 || bytes > C.SPACE_NAME_MAX) {
+    throw outOfRange('name', `a string of 1 to ${C.SPACE_NAME_MAX} bytes (UTF-8)`, bytes)
   }
   if (BAD_NAME.test(name) || name === '.' || name === '..') {
     throw invalidValue('name', 'a name without "/" or control characters, other than "." and ".."', name)
@@ -142,8 +141,8 @@ function checkKey (key) {
   if (typeof key !== 'string') throw invalidType('key', 'a string', key)
   wellFormed('key', key)
   const bytes = Buffer.byteLength(key)
-  if (bytes === 0 || bytes > C.KEY_MAX) {
-    throw outOfRange('key', `a string of 1 to ${C.KEY_MAX} bytes (UTF-8)`, bytes)
+  if (bytes === 0 || bytes > C.SPACE_KEY_MAX) {
+    throw outOfRange('key', `a string of 1 to ${C.SPACE_KEY_MAX} bytes (UTF-8)`, bytes)
   }
   if (key.includes('\u0000')) throw invalidValue('key', 'a string without NUL characters', key)
 }
@@ -155,8 +154,8 @@ function parseOpenOptions (options) {
   if (typeof versioned !== 'boolean') throw invalidType('options.versioned', 'a boolean', versioned)
   if (size !== undefined) {
     if (typeof size !== 'number') throw invalidType('options.size', 'a number of bytes', size)
-    if (!Number.isInteger(size) || size < C.MIN_SIZE || size > C.MAX_SIZE) {
-      throw outOfRange('options.size', `an integer >= ${C.MIN_SIZE} and <= ${C.MAX_SIZE}`, size)
+    if (!Number.isInteger(size) || size < C.SPACE_MIN_SIZE || size > C.SPACE_MAX_SIZE) {
+      throw outOfRange('options.size', `an integer >= ${C.SPACE_MIN_SIZE} and <= ${C.SPACE_MAX_SIZE}`, size)
     }
   }
   if (typeof mode !== 'number') throw invalidType('options.mode', 'a number (permission bits)', mode)
@@ -173,7 +172,7 @@ function countArg (name, n, min, max) {
   return n
 }
 
-// ---- the space's context: owners and waiting, for lib/shared.js ----
+// ---- the space's backend (lib/backend.js): owners, waits, Sema, rate ----
 
 // Native results (the core's) to the primitives' codes (lib/shared.js). A
 // record taken out of the queue by something other than a notify or its
@@ -188,23 +187,19 @@ function codeOf (r, watching) {
   }
 }
 
-const NAMES = { [OK]: 'ok', [NOT_EQUAL]: 'not-equal', [TIMED_OUT]: 'timed-out' }
-
-function contextOf (opened) {
+function backendOfSpace (opened) {
   const h = opened.handle
   const pub = opened.pubOff
   const words = new Int32Array(opened.buffer)
   const epochIndex = (opened.epochOff - pub) / 4
-  const countsIndex = (opened.countsOff - pub) / 4
-  const countStride = opened.countStride / 4
-  const shift = 32 - opened.bucketBits
   const base = native.base(words) // where byte 0 of the buffer is in this process
   const self = opened.id
 
-  // The counter of the bucket of a cell's offset (src/core/space_internal.h
-  // sab__sbucket_of): a notify skips the native call when it reads 0. The
-  // ordering argument is the in-process lot's (lib/atomics.js).
-  const countOf = off => countsIndex + (Math.imul(off >>> 2, GOLDEN) >>> shift) * countStride
+  // The index in `words` of the waiter counter of the bucket of a cell's
+  // offset, from the addon (src/napi/space.c spaceBucket): a notify skips
+  // the native call when it reads 0. The ordering argument is the
+  // in-process lot's (lib/lot.js).
+  const countOf = memoized(off => native.spaceBucket(h, off))
   const offsetOf = (ta, index, size) => pub + ta.byteOffset + index * size
 
   function notifyOff (off, count) {
@@ -217,15 +212,16 @@ function contextOf (opened) {
   // decides how it ended (see src/napi/space.c).
   function parkOffAsync (off, size, value, timeout, signal, ref, watch, epoch) {
     const proxy = new Int32Array(new SharedArrayBuffer(4))
-    const rec = native.spaceWaitAsync(h, off, size, value, watch, epoch, proxy, 0)
-    if (rec < 0) return codeOf(-1 - rec, watch !== 0)
+    const r = native.spaceWaitAsync(h, off, size, value, watch, epoch, proxy, 0)
+    if (r !== C.PENDING) return codeOf(r, watch !== 0)
+    const rec = OUT[0]
     const settle = why => {
       const s = native.spaceSettle(h, rec, why)
       if (s === C.OK) return 'ok'
       if (s === C.TIMED_OUT) return 'timed-out'
       return watch !== 0 ? 'ok' : 'timed-out' // 'ok': look again
     }
-    const p = parkLocalAsync(proxy, 0, 0, timeout, signal, ref)
+    const p = LOCAL.parkAsync(proxy, 0, 0, timeout, signal, ref)
     if (typeof p === 'number') return Promise.resolve(settle(C.CANCELLED)) // rung already
     return p.then(v => settle(v === 'ok' ? C.CANCELLED : C.TIMED_OUT), err => {
       // Aborted: unless a notify took the record first (then it counted
@@ -235,84 +231,83 @@ function contextOf (opened) {
     })
   }
 
-  const ctx = {
-    // lib/shared.js ownersOf
+  return Object.freeze({
     self,
     alive: id => id === self || native.spaceAlive(h, id),
     deathEpoch: () => Atomics.load(words, epochIndex) >>> 0,
 
-    // lib/shared.js parkSync / parkAsync / wake / waitersOn, and waiting.js waker
-    parkSync (i32, index, value, timeout, watch = 0, epoch = 0) {
+    park (i32, index, value, timeout, watch = 0, epoch = 0) {
       const r = native.spaceWait(h, offsetOf(i32, index, 4), 4, value, timeout, watch >>> 0, epoch >>> 0)
       return codeOf(r, watch !== 0)
     },
     parkAsync (i32, index, value, timeout, signal, ref, watch = 0, epoch = 0) {
+      const now = parkNow(i32, index, value, timeout, signal)
+      if (now !== undefined) return now
       return parkOffAsync(offsetOf(i32, index, 4), 4, value, timeout, signal, ref, watch >>> 0, epoch >>> 0)
-    },
-    wake (i32, index, count) {
-      return notifyOff(offsetOf(i32, index, 4), count)
     },
     waker (i32, index) {
       const off = offsetOf(i32, index, 4)
-      return count => notifyOff(off, count)
-    },
-    waitersOn (i32, index) {
-      return native.spaceWaiters(h, offsetOf(i32, index, 4))
+      const count = countOf(off)
+      return n => Atomics.add(words, count, 0) === 0 ? 0 : native.spaceNotify(h, off, n)
     },
 
     // lib/atomics.js: the public wait / waitAsync / notify / waiters
-    // (cells by their address in this process, from lib/atomics.js)
-    waitCell (addr, size, value, timeout) {
-      return NAMES[codeOf(native.spaceWait(h, addr - base + pub, size, value, timeout, 0, 0), false)]
+    waitCell (ta, i, size, value, timeout) {
+      return RESULTS[codeOf(native.spaceWait(h, offsetOf(ta, i, size), size, value, timeout, 0, 0), false)]
     },
-    waitCellAsync (addr, size, value, timeout, signal, ref) {
-      const r = parkOffAsync(addr - base + pub, size, value, timeout, signal, ref, 0, 0)
-      return typeof r === 'number' ? NAMES[r] : r
+    waitCellAsync (ta, i, size, value, timeout, signal, ref) {
+      const r = parkOffAsync(offsetOf(ta, i, size), size, value, timeout, signal, ref, 0, 0)
+      return typeof r === 'number' ? RESULTS[r] : r
     },
-    notifyAddr (addr, count) {
+    notifyAt (addr, count) {
       return notifyOff(addr - base + pub, count)
     },
-    waitersAddr (addr) {
+    waitersAt (addr) {
       return native.spaceWaiters(h, addr - base + pub)
     },
 
     // lib/sema.js: a Sema's pool and queue in the space (src/core/space_sema.c),
-    // with the answers of its in-process ops. Its view is its offset.
-    sema: {
+    // with the answers of the in-process ones. Its view is its offset.
+    sema: Object.freeze({
+      fast: false,
       view: i32 => pub + i32.byteOffset,
       try: off => call(native.spaceSemaTry, h, off),
       acquire: (off, ms) => call(native.spaceSemaAcquire, h, off, ms),
       acquireAsync (off, i32, timeout, signal, ref) {
         const proxy = new Int32Array(new SharedArrayBuffer(4))
-        const r = call(native.spaceSemaAcquireAsync, h, off, proxy)
-        if (r >= 0) return r
-        const rec = -r
-        const settle = why => native.spaceSemaSettle(h, rec, why)
-        const p = parkLocalAsync(proxy, 0, 0, timeout, signal, ref)
+        if (call(native.spaceSemaAcquireAsync, h, off, proxy) === C.OK) return OUT[0]
+        const rec = OUT[0] // PENDING: queued
+        // As the in-process promise resolves: a token, SEMA_TIMED_OUT, or
+        // SEMA_NO_TOKEN (acquire again).
+        const settle = why => {
+          const r = native.spaceSemaSettle(h, rec, why)
+          return r === C.OK ? OUT[0] : r === C.SEMA_NO_TOKEN ? r : C.SEMA_TIMED_OUT
+        }
+        const p = LOCAL.parkAsync(proxy, 0, 0, timeout, signal, ref)
         if (typeof p === 'number') return Promise.resolve(settle(C.CANCELLED))
         return p.then(v => settle(v === 'ok' ? C.CANCELLED : C.TIMED_OUT), err => {
           // Aborted, unless a release handed it a slot first: then the slot
           // is this caller's (as in-process).
-          const t = native.spaceSemaSettle(h, rec, C.CANCELLED)
-          if (t >= 0) return t
+          if (native.spaceSemaSettle(h, rec, C.CANCELLED) === C.OK) return OUT[0]
           throw err
         })
       },
       release: (off, slot) => call(native.spaceSemaRelease, h, off, slot),
       waiting: off => native.spaceSemaWaiting(h, off),
       available: off => call(native.spaceSemaAvailable, h, off)
-    },
+    }),
 
     // lib/rate-limit.js: a RateLimit's grants (src/core/space_sema.c), taken
-    // under its turn's bucket lock, which orders them in every process. A
-    // function for one limiter: its grant ring at i32, its turn after it.
-    rateTaker (i32, turnByteOffset) {
+    // under its turn's bucket lock, which orders them in every process: its
+    // grant ring at i32, its turn after it. A caller that finds the turn
+    // free with nobody queued is granted without taking it.
+    rate (i32, turnByteOffset) {
       const rateOff = pub + i32.byteOffset
       const turnOff = pub + turnByteOffset
-      return turnFreeOnly => call(native.spaceRateTake, h, turnOff, rateOff, turnFreeOnly)
+      const grant = turnFreeOnly => call(native.spaceRateTake, h, turnOff, rateOff, turnFreeOnly)
+      return { grant, grantIfTurnFree: grant }
     }
-  }
-  return ctx
+  })
 }
 
 // ---- objects of a closed space ----
@@ -393,8 +388,8 @@ const VERSION_MARK = '\u0002' // refused in callers' keys, so a versioned key is
 function versionedKey (key, kind, params) {
   const k = `${key}${VERSION_MARK}${kind}:${params.join(',')}`
   const bytes = Buffer.byteLength(k)
-  if (bytes > C.KEY_MAX) {
-    throw outOfRange('key', `a string of at most ${C.KEY_MAX - (bytes - Buffer.byteLength(key))} bytes (UTF-8) ` +
+  if (bytes > C.SPACE_KEY_MAX) {
+    throw outOfRange('key', `a string of at most ${C.SPACE_KEY_MAX - (bytes - Buffer.byteLength(key))} bytes (UTF-8) ` +
       'in a versioned space (the kind and parameters are added to it)', Buffer.byteLength(key))
   }
   return k
@@ -450,8 +445,9 @@ class Space {
     checkKey(key)
     let created, off
     try {
-      [created, off] = native.spaceLookup(st.handle, key, kind, bytes,
-        params[0] || 0, params[1] || 0, params[2] || 0, params[3] || 0)
+      created = native.spaceLookup(st.handle, key, kind, bytes,
+        params[0] || 0, params[1] || 0, params[2] || 0, params[3] || 0) === C.SPACE_CREATE
+      off = OUT[0]
     } catch (err) {
       throw err.code === 'ERR_SABSYNC_SHARED_MISMATCH' ? this.#mismatch(key, kind, params) : own(err)
     }
@@ -473,8 +469,8 @@ class Space {
   #mismatch (key, kind, params) {
     const st = this.#st
     const p = [0, 1, 2, 3].map(i => params[i] || 0)
-    const e = call(native.spaceEntry, st.handle, key)
-    const has = e === null ? 'nothing now (it was asked again meanwhile?)' : describeEntry(e[0], e.slice(2))
+    const found = call(native.spaceEntry, st.handle, key) === C.SPACE_ATTACH
+    const has = found ? describeEntry(OUT[0], [OUT[2], OUT[3], OUT[4], OUT[5]]) : 'nothing now (it was asked again meanwhile?)'
     const name = shownKey(key)
     return new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH',
       `openShared: the key ${JSON.stringify(name)} in /dev/shm/sabsync.${st.name} holds ${has}, not ${describeEntry(kind, p)}: ` +
@@ -576,8 +572,8 @@ class Space {
       const p = parseRateLimiterOptions(options)
       key = versionedKey(key, KIND.rateLimiter, [p.limit, p.window, p.burst, p.keys, p.whenFull])
     }
-    if (Buffer.byteLength(key) >= C.KEY_MAX) {
-      throw outOfRange('key', `a string of 1 to ${C.KEY_MAX - 1} bytes (UTF-8) for a rateLimiter`, Buffer.byteLength(key))
+    if (Buffer.byteLength(key) >= C.SPACE_KEY_MAX) {
+      throw outOfRange('key', `a string of 1 to ${C.SPACE_KEY_MAX - 1} bytes (UTF-8) for a rateLimiter`, Buffer.byteLength(key))
     }
     const lookup = (...args) => this.#lookup(...args)
     return guard(rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable }))
@@ -636,7 +632,7 @@ function openShared (name, options) {
     created: r.created,
     refs: 1
   }
-  addSpace(r.buffer, contextOf(r))
+  addSpace(r.buffer, backendOfSpace(r))
   spaceNames.set(r.buffer, name)
   opened.set(name, st)
   return new Space(st, versioned)

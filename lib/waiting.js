@@ -10,15 +10,15 @@
 // and w.epoch; anything else is the result. It reads w.code, the outcome of
 // the previous park (OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD; -1 at first).
 
-const native = require('./native')
-const { addressOf, bucketOf, counts } = require('./lot')
-const { parkSync, parkAsync, ownersOf, OK, TIMED_OUT, WATCH_ANY } = require('./shared')
-const { spaceOf } = require('./space-registry')
+const { addressOf } = require('./lot')
+const { OK, TIMED_OUT, WATCH_ANY } = require('./shared')
 
 const PARK = Symbol('park')
 
+// `be` is the backend (lib/backend.js) the primitive chose at construction:
+// owner ids, liveness, deaths, and parking.
 class Wait {
-  constructor (i32, timeout) {
+  constructor (i32, timeout, be) {
     this.i32 = i32
     this.deadline = timeout === Infinity ? Infinity : performance.now() + timeout
     this.cell = 0
@@ -30,7 +30,7 @@ class Wait {
     this.parked = 0 // how many parks so far
     this.signal = undefined
     this.ref = true
-    this.own = ownersOf(i32.buffer) // owner ids, liveness, deaths (lib/shared.js)
+    this.own = be
   }
 
   // Milliseconds left (Infinity for none), or 0 when the deadline passed.
@@ -46,7 +46,7 @@ function settleSync (w, attempt) {
     const r = attempt(w)
     if (r !== PARK) return r
     w.parked++
-    w.code = parkSync(w.i32, w.cell, w.value, w.wait, w.watch, w.epoch)
+    w.code = w.own.park(w.i32, w.cell, w.value, w.wait, w.watch, w.epoch)
   }
 }
 
@@ -58,7 +58,7 @@ async function settleAsync (w, attempt, abandon) {
     const r = attempt(w)
     if (r !== PARK) return r
     w.parked++
-    let c = parkAsync(w.i32, w.cell, w.value, w.wait, w.signal, w.ref, w.watch, w.epoch)
+    let c = w.own.parkAsync(w.i32, w.cell, w.value, w.wait, w.signal, w.ref, w.watch, w.epoch)
     if (typeof c !== 'number') {
       try {
         c = (await c) === 'ok' ? OK : TIMED_OUT
@@ -71,19 +71,6 @@ async function settleAsync (w, attempt, abandon) {
   }
 }
 
-// A cell's wake function with its address and bucket computed once: skips
-// the native call when no thread waits in that bucket (the ordering
-// argument is in lib/lot.js), which makes an unlock with nobody
-// waiting cost one atomic read-modify-write of the bucket counter.
-function waker (i32, index) {
-  const space = spaceOf(i32.buffer)
-  if (space !== undefined) return space.waker(i32, index)
-  const addr = addressOf(i32, i32.buffer, index, 4)
-  const bucket = bucketOf(addr)
-  if (counts === null) return count => native.notify(addr, count)
-  return count => Atomics.add(counts, bucket, 0) === 0 ? 0 : native.notify(addr, count)
-}
-
 // The address of a cell, a key for per-thread state that every object
 // attached to the same memory in this thread shares (two SharedArrayBuffer
 // objects received by postMessage are distinct objects over one memory).
@@ -91,4 +78,4 @@ function addressKey (i32, index) {
   return addressOf(i32, i32.buffer, index, 4)
 }
 
-module.exports = { PARK, Wait, settleSync, settleAsync, waker, addressKey }
+module.exports = { PARK, Wait, settleSync, settleAsync, addressKey }

@@ -111,6 +111,37 @@ t.test('every ERR_SABSYNC_ code is registered, and the type lists exactly the re
   t.throws(() => new (require('../lib/errors').SabsyncError)('ERR_SABSYNC_NO_SUCH_THING', 'x'), TypeError, 'an unregistered code is refused')
 })
 
+t.test('the addon throws only the codes of its one error table, each registered in lib/errors.js', async t => {
+  const table = native.errorCodes
+  t.ok(Object.isFrozen(table) && table.length >= 10, `${table.length} codes in src/napi/errors.c`)
+  t.equal(new Set(table).size, table.length, 'no code twice')
+  for (const code of table) t.ok(Object.hasOwn(CODES, code), `${code} is in lib/errors.js`)
+  for (const f of list('src/napi', /\.[ch]$/)) {
+    if (/errors\.[ch]$/.test(f)) continue
+    const code = read(f).replace(/\/\*[\s\S]*?\*\//g, '')
+    t.notMatch(code, /"ERR_SABSYNC_/, `${f} spells no code (it names one of errors.h)`)
+  }
+})
+
+t.test('results are codes of the one constants export; a second value comes in native.out', async t => {
+  const k = native.constants
+  t.equal(native.spaceConstants, undefined, 'no second export of codes')
+  for (const name of ['OK', 'NOT_EQUAL', 'TIMED_OUT', 'CANCELLED', 'PENDING', 'OWNER_DEAD', 'BAD_TOKEN', 'SEMA_TIMED_OUT', 'SEMA_NO_TOKEN', 'SPACE_KEY_MAX']) {
+    t.type(k[name], 'number', name)
+  }
+  t.ok(native.out instanceof Float64Array && native.out.length >= 2, 'out: a Float64Array')
+  const i32 = new Int32Array(new SharedArrayBuffer(native.semaBytes(2)))
+  native.semaInit(i32, 2)
+  const v = native.semaView(i32)
+  t.equal(native.semaTry(v), k.OK)
+  const token = native.out[0]
+  t.ok(token === 0 || token === 1, 'the token in out[0]')
+  t.equal(native.semaRelease(v, token), k.OK)
+  t.equal(native.out[0] & k.SEMA_POOLED, k.SEMA_POOLED, 'the info bits in out[0]: pooled')
+  t.equal(native.out[1], token, 'the slot in out[1]')
+  t.equal(native.semaRelease(v, token), k.BAD_TOKEN, 'not held: a code')
+})
+
 t.test('the constants JS uses come from the addon', async t => {
   const k = native.constants
   t.ok(Object.isFrozen(k))
@@ -120,10 +151,13 @@ t.test('the constants JS uses come from the addon', async t => {
   t.same([...native.resultNames], ['ok', 'not-equal', 'timed-out'])
   t.equal(native.resultNames[k.OK], 'ok')
   t.equal(native.resultNames[k.TIMED_OUT], 'timed-out')
-  // No file of lib/ restates a magic number of the core.
+  // No file of lib/ restates a magic number of the core, nor the lot's
+  // bucket hash (the addon answers bucketOf / spaceBucket).
   for (const f of list('lib', /\.js$/)) {
     t.notMatch(read(f), /0x53454D31|0x52415431/i, `${f} does not restate a magic`)
+    t.notMatch(read(f), /0x9E3779B1|Math\.imul/i, `${f} does not restate the bucket hash`)
   }
+  t.equal(native.bucketOf(4096) % k.COUNT_STRIDE, 0, 'bucketOf answers an index in counts')
 })
 
 t.test('CONTRIBUTING.md\'s table of tests names every tap file, and every worker fixture is used', async t => {

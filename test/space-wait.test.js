@@ -62,3 +62,16 @@ t.test('BigInt64 cells, timeouts, not-equal, and an abort', async t => {
   t.equal(waiters(cells, 0), 0, 'the aborted waiter left the queue')
   t.throws(() => wait(cells, 4, 0), RangeError, 'index checked as for a SharedArrayBuffer')
 })
+
+t.test('a notify finds the waiters of every cell: the bucket counter JS reads is the one a waiter raises (the addon\'s hash)', async t => {
+  const space = openShared(spaceName(t))
+  t.teardown(() => space.close())
+  const cells = space.int32Array('many', 1024)
+  for (let i = 0; i < 1024; i += 37) {
+    const r = waitAsync(cells, i, 0, 60000)
+    t.equal(r.async, true)
+    if (notify(cells, i, 1) !== 1) t.fail(`cell ${i}: the notify skipped its waiter`)
+    t.equal(await r.value, 'ok')
+  }
+  t.equal(waiters(cells, 0), 0)
+})

@@ -34,6 +34,7 @@
 #include "values.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 /* A JS handle: ((serial << 2 | kind) << 24) | pool id, below 2^53. */
@@ -59,60 +60,19 @@ static void set_deferred(sab_async_t *a, napi_deferred d) {
     a->w.ctx = d;
 }
 
-/* ---- the deadline heap (a binary min-heap on `at`) ---- */
-
-static void heap_put(sab_env_t *e, uint32_t i, sab_async_deadline_t d) {
-  e->heap[i] = d;
-  d.rec->heap_index = i;
-}
-
-static void heap_up(sab_env_t *e, uint32_t i) {
-  sab_async_deadline_t d = e->heap[i];
-  while (i > 0) {
-    uint32_t p = (i - 1) / 2;
-    if (e->heap[p].at <= d.at) break;
-    heap_put(e, i, e->heap[p]);
-    i = p;
-  }
-  heap_put(e, i, d);
-}
-
-static void heap_down(sab_env_t *e, uint32_t i) {
-  sab_async_deadline_t d = e->heap[i];
-  for (;;) {
-    uint32_t l = 2 * i + 1, r = l + 1, m = l;
-    if (l >= e->heap_len) break;
-    if (r < e->heap_len && e->heap[r].at < e->heap[l].at) m = r;
-    if (e->heap[m].at >= d.at) break;
-    heap_put(e, i, e->heap[m]);
-    i = m;
-  }
-  heap_put(e, i, d);
-}
+/* ---- deadlines: the env's heap (heap.h) of its records' heap_index ---- */
 
 static int heap_push(sab_env_t *e, sab_async_full_t *f, uint64_t at) {
-  if (e->heap_len == e->heap_cap) {
-    if (e->heap_cap > UINT32_MAX / 4) return -1;
-    uint32_t cap = e->heap_cap != 0 ? e->heap_cap * 2 : 64;
-    sab_async_deadline_t *h = realloc(e->heap, cap * sizeof *h);
-    if (h == NULL) return -1;
-    e->heap = h;
-    e->heap_cap = cap;
-  }
-  e->heap[e->heap_len] = (sab_async_deadline_t){at, f};
-  heap_up(e, e->heap_len++);
-  return 0;
+  return sab_heap_push(&e->heap, &f->heap_index, at);
 }
 
 static void heap_remove(sab_env_t *e, sab_async_full_t *f) {
-  uint32_t i = f->heap_index;
-  if (i == UINT32_MAX) return;
-  f->heap_index = UINT32_MAX;
-  e->heap_len--;
-  if (i == e->heap_len) return;
-  heap_put(e, i, e->heap[e->heap_len]);
-  heap_down(e, i);
-  heap_up(e, i);
+  sab_heap_remove(&e->heap, &f->heap_index);
+}
+
+/* The record of a heap entry: the container of its heap_index. */
+static sab_async_full_t *heap_record(const sab_heap_entry_t *d) {
+  return (sab_async_full_t *)((char *)d->index - offsetof(sab_async_full_t, heap_index));
 }
 
 static void timer_cb(uv_timer_t *t);
@@ -121,11 +81,12 @@ static void prepare_cb(uv_prepare_t *h);
 /* Arm the timer for the earliest deadline. uv timers count whole ms of
  * loop time, so round up; timer_cb re-arms if it fires early anyway. */
 static void timer_arm(sab_env_t *e) {
-  if (e->heap_len == 0) {
+  const sab_heap_entry_t *min = sab_heap_min(&e->heap);
+  if (min == NULL) {
     uv_timer_stop(&e->timer);
     return;
   }
-  uint64_t now = sab_now(), d = e->heap[0].at;
+  uint64_t now = sab_now(), d = min->at;
   uint64_t ms = d > now ? (d - now + 999999) / 1000000 : 0;
   uv_update_time(e->loop);
   uv_timer_start(&e->timer, timer_cb, ms, 0);
@@ -344,7 +305,7 @@ sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, int kind, napi_value
     kind = SAB_ASYNC_FULL;
   sab_async_t *a = (sab_async_t *)sab_pool_alloc(&e->pools[kind]);
   if (a == NULL) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
     return NULL;
   }
   sab_waiter_init_async(&a->w, async_wake);
@@ -373,7 +334,7 @@ sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, int kind, napi_value
   }
   set_deferred(a, deferred);
   if (f != NULL && deadline != UINT64_MAX && heap_push(e, f, deadline) != 0) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
     sab_napi_async_discard(e, a);
     return NULL;
   }
@@ -488,8 +449,8 @@ static void timer_cb(uv_timer_t *t) {
   scopes_t s;
   int opened = 0;
   uint64_t now = sab_now();
-  while (e->heap_len > 0 && e->heap[0].at <= now) {
-    sab_async_full_t *f = e->heap[0].rec;
+  for (const sab_heap_entry_t *min; (min = sab_heap_min(&e->heap)) != NULL && min->at <= now;) {
+    sab_async_full_t *f = heap_record(min);
     heap_remove(e, f);
     if (sab_wait_cancel(&f->a.w, SAB_TIMED_OUT) != SAB_TIMED_OUT) {
       continue; /* a notify won: the record is on its way to async_cb */
@@ -557,9 +518,7 @@ void sab_napi_async_teardown(sab_env_t *e, uv_close_cb closed) {
    * they waited on may go, and the records with it. */
   sab_napi_keep_free(e->env, &e->keep);
   for (int k = 0; k < 3; k++) sab_pool_destroy(&e->pools[k]);
-  free(e->heap);
-  e->heap = NULL;
-  e->heap_len = e->heap_cap = 0;
+  sab_heap_free(&e->heap);
   e->npending = e->nref = 0;
 
   uv_timer_stop(&e->timer);

@@ -14,6 +14,7 @@
 #define SAB_NAPI_ASYNC_H
 
 #include "env.h"
+#include "results.h"
 
 /* The kinds of record, one pool each. */
 enum {
@@ -61,16 +62,6 @@ typedef struct {
    * asking again (sema.c F2). Env thread only. */
   napi_ref abort_reason;
 } sab_async_sema_t;
-
-/* One entry of the deadline heap. */
-struct sab_async_deadline_s {
-  uint64_t at; /* sab_now() scale */
-  sab_async_full_t *rec;
-};
-
-/* What a token semaphore's promise resolves to without a token. */
-#define SAB_NAPI_SEMA_TIMED_OUT (-1)
-#define SAB_NAPI_SEMA_NO_TOKEN  (-2) /* woken by a stray notify: acquire again */
 
 /* flags of the async calls (waitAsync, semaAcquireAsync) */
 #define SAB_ASYNC_REF    1 /* the pending wait keeps the loop alive */

@@ -4,13 +4,18 @@
  *
  * Every constant that lib/ compares with an answer of the binding or that
  * it reads from shared memory is exported here from the core's own
- * definitions (`constants`), so JS never types one by hand.
+ * definitions (`constants`), so JS never types one by hand. Every call
+ * answers a result code of this one export (or a count, a size, a
+ * handle); one that has more to say writes the rest into exports.out
+ * (env.h sab_napi_out), whose slots each call's comment names.
  */
 #include "async.h"
 #include "lifecycle.h"
 #include "park.h"
 #include "register.h"
+#include "results.h"
 #include "values.h"
+#include "sabsync_space.h"
 
 /* shutdown(): the main thread is exiting; make parked threads look. */
 static napi_value main_exiting(napi_env env, napi_callback_info info) {
@@ -86,6 +91,9 @@ static int set_constants(napi_env env, napi_value exports) {
       {"NOT_EQUAL", SAB_NOT_EQUAL},
       {"TIMED_OUT", SAB_TIMED_OUT},
       {"OWNER_DEAD", SAB_OWNER_DEAD},
+      {"CANCELLED", SAB_CANCELLED},
+      {"PENDING", SAB_PENDING},
+      {"BAD_TOKEN", SAB_E_BAD_TOKEN},
       {"WATCH_ANY", SAB_WATCH_ANY},
       {"ASYNC_REF", SAB_ASYNC_REF},
       {"ASYNC_HANDLE", SAB_ASYNC_HANDLE},
@@ -111,6 +119,14 @@ static int set_constants(napi_env env, napi_value exports) {
       {"LIMITER_ALLOWED", SAB_LIMITER_ALLOWED},
       {"LIMITER_DENIED", SAB_LIMITER_DENIED},
       {"RATE_HEADER_BYTES", SAB_RATE_HEADER_BYTES},
+      {"SPACE_SEMA", SAB_SPACE_SEMA},
+      {"SPACE_ATTACH", SAB_SPACE_ATTACH},
+      {"SPACE_CREATE", SAB_SPACE_CREATE},
+      {"SPACE_KEY_MAX", SAB_SPACE_KEY_MAX},
+      {"SPACE_NAME_MAX", SAB_SPACE_NAME_MAX},
+      {"SPACE_MIN_SIZE", SAB_SPACE_MIN_SIZE},
+      {"SPACE_MAX_SIZE", SAB_SPACE_MAX_SIZE},
+      {"SPACE_DEFAULT_SIZE", SAB_SPACE_DEFAULT_SIZE},
   };
   napi_value obj, names, name;
   SAB_CALL(env, napi_create_object(env, &obj), -1);
@@ -135,12 +151,13 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"shutdown", main_exiting},  {"envId", env_id},           {"alive", owner_alive},
       {"deathEpoch", death_epoch}, {"failures", napi_failures},
   };
-  if (sab_napi_env_create(env) == NULL) return NULL;
+  sab_env_t *e = sab_napi_env_create(env);
+  if (e == NULL || sab_napi_out_create(env, e, exports) != 0) return NULL;
   if (sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]) != 0 ||
       sab_napi_wait_register(env, exports) != 0 || sab_napi_sema_register(env, exports) != 0 ||
       sab_napi_rate_register(env, exports) != 0 || sab_napi_limiter_register(env, exports) != 0 ||
       sab_napi_space_register(env, exports) != 0 || set_counts(env, exports) != 0 ||
-      set_constants(env, exports) != 0) {
+      set_constants(env, exports) != 0 || sab_napi_set_error_codes(env, exports) != 0) {
     return NULL;
   }
   return exports;

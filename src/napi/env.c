@@ -8,7 +8,7 @@
 sab_env_t *sab_napi_env_get(napi_env env) {
   void *data = NULL;
   if (napi_get_instance_data(env, &data) != napi_ok || data == NULL) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_NAPI", "sabsync: no per-thread state");
+    sab_napi_throw(env, SAB_ERR_NAPI, "sabsync: no per-thread state");
     return NULL;
   }
   return data;

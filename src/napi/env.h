@@ -7,6 +7,7 @@
 #define SAB_NAPI_ENV_H
 
 #include "check.h"
+#include "heap.h"
 #include "keep.h"
 #include "pool.h"
 #include "sabsync.h"
@@ -15,7 +16,6 @@
 
 typedef struct sab_env_s sab_env_t;
 typedef struct sab_async_s sab_async_t;
-typedef struct sab_async_deadline_s sab_async_deadline_t;
 
 struct sab_env_s {
   napi_env env;
@@ -24,6 +24,11 @@ struct sab_env_s {
   napi_ref noop;     /* a JS no-op, called to detect termination (env.c) */
   napi_ref resource; /* async resource for callback scopes */
   napi_async_context actx;
+  /* exports.out (results.c): memory of its own (malloc'd, freed by the
+   * ArrayBuffer's finalizer), kept alive by out_ref for the env's life. */
+  double *out;
+  napi_ref out_ref;
+  int out_detachable; /* a plain ArrayBuffer (no external ones here) */
   napi_async_cleanup_hook_handle hook;
   uv_async_t async;
   uv_timer_t timer;
@@ -37,13 +42,12 @@ struct sab_env_s {
   sab_async_t *qhead, *qtail;
 
   /* Env thread only (async.c). */
-  sab_pool_t pools[3];        /* records, by kind (SAB_ASYNC_PLAIN...) */
-  sab_keep_t keep;            /* the memory they wait on */
-  uint32_t npending;          /* records queued or on their way to delivery */
-  uint32_t nref;              /* of which keep the loop alive */
-  uint32_t serial;            /* of the next record with a JS handle */
-  sab_async_deadline_t *heap; /* deadlines, a binary min-heap */
-  uint32_t heap_len, heap_cap;
+  sab_pool_t pools[3]; /* records, by kind (SAB_ASYNC_PLAIN...) */
+  sab_keep_t keep;     /* the memory they wait on */
+  uint32_t npending;   /* records queued or on their way to delivery */
+  uint32_t nref;       /* of which keep the loop alive */
+  uint32_t serial;     /* of the next record with a JS handle */
+  sab_heap_t heap;     /* deadlines of the records (heap.h) */
 };
 
 /* The env's state; NULL with an ERR_SABSYNC_NAPI error pending if none. */

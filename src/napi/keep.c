@@ -45,7 +45,7 @@ int sab_napi_keep(napi_env env, sab_keep_t *k, uintptr_t key, napi_value value, 
     }
   }
   if ((k->len + 1) * 2 > k->cap && grow(k) != 0) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
     return -1;
   }
   napi_ref ref;

@@ -33,6 +33,9 @@ static void handle_closed(uv_handle_t *h) {
 static void release_refs(sab_env_t *e) {
   if (e->noop != NULL) sab_napi_note_failure(napi_delete_reference(e->env, e->noop));
   if (e->resource != NULL) sab_napi_note_failure(napi_delete_reference(e->env, e->resource));
+  if (e->out_ref != NULL) sab_napi_note_failure(napi_delete_reference(e->env, e->out_ref));
+  e->out_ref = NULL;
+  e->out = NULL;
   if (e->actx != NULL) sab_napi_note_failure(napi_async_destroy(e->env, e->actx));
   e->noop = e->resource = NULL;
   e->actx = NULL;
@@ -66,14 +69,14 @@ sab_env_t *sab_napi_env_create(napi_env env) {
   napi_value fn, src, resource, name;
   sab_env_t *e = calloc(1, sizeof *e);
   if (e == NULL) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
     return NULL;
   }
   e->env = env;
   e->id = sab_owner_new();
   if (e->id == 0) {
     /* 2^30 threads in this process's life: ids are never reused. */
-    sab_napi_throw_code(env, "ERR_SABSYNC_NAPI", "sabsync: no owner ids left in this process");
+    sab_napi_throw(env, SAB_ERR_NAPI, "sabsync: no owner ids left in this process");
     free(e);
     return NULL;
   }
@@ -90,20 +93,20 @@ sab_env_t *sab_napi_env_create(napi_env env) {
   MAKE(napi_create_string_utf8(env, "sabsync:waitAsync", NAPI_AUTO_LENGTH, &name));
   MAKE(napi_async_init(env, resource, name, &e->actx));
   if (uv_mutex_init(&e->mu) != 0) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_UV", "sabsync: could not create a mutex");
+    sab_napi_throw(env, SAB_ERR_UV, "sabsync: could not create a mutex");
     release_refs(e);
     free(e);
     return NULL;
   }
   if (uv_cond_init(&e->cv) != 0) {
     uv_mutex_destroy(&e->mu);
-    sab_napi_throw_code(env, "ERR_SABSYNC_UV", "sabsync: could not create a condition variable");
+    sab_napi_throw(env, SAB_ERR_UV, "sabsync: could not create a condition variable");
     release_refs(e);
     free(e);
     return NULL;
   }
   if (sab_napi_async_open(e) != 0) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_UV", "sabsync: could not set up libuv handles");
+    sab_napi_throw(env, SAB_ERR_UV, "sabsync: could not set up libuv handles");
     release_refs(e);
     uv_cond_destroy(&e->cv);
     uv_mutex_destroy(&e->mu);

@@ -1,10 +1,12 @@
 /*
  * The binding of RateLimiter's common path (src/core/limiter.c): a view of
  * a table's checked parameters, made once per JS limiter, and consume on
- * it. The answer is a code; its figures go into a Float64Array that JS
- * reuses (lib/rate-limiter.js builds the answer object from them).
+ * it. The answer is a code; its figures go into this thread's out slots
+ * (results.h), from which lib/rate-limiter.js builds the answer object.
  */
+#include "errors.h"
 #include "register.h"
+#include "results.h"
 #include "values.h"
 
 #include <stdio.h>
@@ -15,24 +17,10 @@
 #define KEY_MAX          128
 #define SAB_LIMITER_LONG 3
 
-/* The figures of an answer: out[0] ahead, [1] behind, [2] f low, [3] f high,
- * [4] start (the last three as the JS path computes them: int32, int32, index). */
-#define OUT_LEN 5
-
-/* A view: the parameters, and where the answers' figures go (a
- * Float64Array of OUT_LEN that the view keeps alive: lib/rate-limiter.js's
- * module-level `figures`, never detached). */
-typedef struct {
-  sab_limiter_t l;
-  double *out;
-  napi_ref keep; /* the figures' array */
-} view_t;
-
 static void view_finalize(napi_env env, void *data, void *hint) {
+  (void)env;
   (void)hint;
-  view_t *v = data;
-  if (v->keep != NULL) napi_delete_reference(env, v->keep);
-  free(v);
+  free(data);
 }
 
 static int get_bigint(napi_env env, napi_value v, const char *name, int64_t *out) {
@@ -46,27 +34,9 @@ static int get_bigint(napi_env env, napi_value v, const char *name, int64_t *out
   return 0;
 }
 
-/* The data of a typed array of `type` with at least `need` elements. */
-static void *array_data(napi_env env, napi_value v, napi_typedarray_type type, size_t need,
-                        const char *what) {
-  napi_typedarray_type t;
-  size_t length;
-  void *data;
-  /* napi_get_typedarray_info answers napi_invalid_arg for any other value. */
-  if (napi_get_typedarray_info(env, v, &t, &length, &data, NULL, NULL) != napi_ok || t != type ||
-      length < need) {
-    char msg[96];
-    snprintf(msg, sizeof msg, "sabsync: %s expected", what);
-    napi_throw_type_error(env, NULL, msg);
-    return NULL;
-  }
-  return data;
-}
-
-/* limiterView(keys, probe, k0, k1, T, tau, figures) -> the view (T and tau BigInts;
- * figures: the Float64Array of 5 that consume writes) */
+/* limiterView(keys, probe, k0, k1, T, tau) -> the view (T and tau BigInts) */
 static napi_value limiter_view(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 7, NULL);
+  SAB_ARGS(env, info, 6, NULL);
   sab_limiter_t l;
   int32_t k0, k1;
   napi_value view;
@@ -83,40 +53,48 @@ static napi_value limiter_view(napi_env env, napi_callback_info info) {
   }
   l.k0 = (uint32_t)k0;
   l.k1 = (uint32_t)k1;
-  double *out =
-      array_data(env, argv[6], napi_float64_array, OUT_LEN, "limiterView: a Float64Array of 5");
-  if (out == NULL) return NULL;
-  view_t *v = malloc(sizeof *v);
+  sab_limiter_t *v = malloc(sizeof *v);
   if (v == NULL) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
     return NULL;
   }
-  v->l = l;
-  v->out = out;
-  v->keep = NULL;
+  *v = l;
   if (napi_create_external(env, v, view_finalize, NULL, &view) != napi_ok) {
     sab_napi_throw_last(env, "limiterView");
     free(v);
     return NULL;
   }
   /* On failure from here the external's finalizer frees v. */
-  SAB_CALL(env, napi_create_reference(env, argv[6], 1, &v->keep), NULL);
   if (sab_napi_tag(env, view, &sab_napi_tag_limiter_view) != 0) return NULL;
   return view;
 }
 
+/* The table's slots: a BigInt64Array of at least 2 * keys. Looked up each
+ * call, never kept: a space's close() detaches it (then its length is 0). */
+static int64_t *slots_of(napi_env env, napi_value v, uint32_t keys) {
+  napi_typedarray_type t;
+  size_t length;
+  void *data;
+  /* napi_get_typedarray_info answers napi_invalid_arg for any other value. */
+  if (napi_get_typedarray_info(env, v, &t, &length, &data, NULL, NULL) != napi_ok ||
+      t != napi_bigint64_array || length < 2 * (size_t)keys) {
+    napi_throw_type_error(env, NULL,
+                          "limiterConsume: a BigInt64Array of the table's slots expected");
+    return NULL;
+  }
+  return data;
+}
+
 /* limiterConsume(view, w64, key, points) -> SAB_LIMITER_ALLOWED, _DENIED,
- * _ABSENT or SAB_LIMITER_LONG, its figures in the view's array; throws
- * ERR_SABSYNC_BAD_MEMORY when the key's slots are corrupt. w64: the table's
- * slots (a BigInt64Array of 2 * keys: looked up each call, since a space's
- * close() detaches it); key: a string; points: 1 .. burst (checked by JS). */
+ * _ABSENT or SAB_LIMITER_LONG, with out[0] ahead and out[1] behind (ns);
+ * throws ERR_SABSYNC_BAD_MEMORY when the key's slots are corrupt. key: a
+ * string; points: 1 .. burst (checked by JS). */
 static napi_value limiter_consume(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 4, NULL);
-  const view_t *v = sab_napi_unwrap(env, argv[0], &sab_napi_tag_limiter_view, "a RateLimiter view");
-  if (v == NULL) return NULL;
-  const sab_limiter_t *l = &v->l;
-  int64_t *slots = array_data(env, argv[1], napi_bigint64_array, 2 * (size_t)l->keys,
-                              "limiterConsume: a BigInt64Array of the table's slots");
+  const sab_limiter_t *l =
+      sab_napi_unwrap(env, argv[0], &sab_napi_tag_limiter_view, "a RateLimiter view");
+  if (l == NULL) return NULL;
+  int64_t *slots = slots_of(env, argv[1], l->keys);
   if (slots == NULL) return NULL;
   uint32_t points;
   SAB_CALL(env, napi_get_value_uint32(env, argv[3], &points), NULL);
@@ -132,21 +110,20 @@ static napi_value limiter_consume(napi_env env, napi_callback_info info) {
   sab_limiter_out_t o;
   int r = sab_limiter_consume(l, slots, key, len, points, &o);
   if (r == SAB_E_CORRUPT) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_BAD_MEMORY",
-                        "RateLimiter: the table's shared state is corrupt (a time beyond the "
-                        "bucket, or a slot that kept changing)");
+    sab_napi_throw(env, SAB_ERR_BAD_MEMORY,
+                   "RateLimiter: the table's shared state is corrupt (a time beyond the bucket, "
+                   "or a slot that kept changing)");
     return NULL;
   }
-  double *out = v->out;
+  double *out = sab_napi_out(env);
+  if (out == NULL) return NULL;
   out[0] = (double)o.ahead;
   out[1] = (double)o.behind;
-  out[2] = (double)(int32_t)o.f[0];
-  out[3] = (double)(int32_t)o.f[1];
-  out[4] = (double)o.start;
   return sab_napi_number(env, r);
 }
 
-/* limiterHash(key, k0, k1) -> [low, high] as int32 (tests compare it with JS's) */
+/* limiterHash(key, k0, k1) -> OK, the hash's halves in out[0] (low) and
+ * out[1] (high), as int32 (tests compare it with JS's) */
 static napi_value limiter_hash(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 3, NULL);
   int32_t k0, k1;
@@ -162,13 +139,11 @@ static napi_value limiter_hash(napi_env env, napi_callback_info info) {
   SAB_CALL(env, napi_get_value_int32(env, argv[2], &k1), NULL);
   uint32_t f[2];
   sab_limiter_hash(key, len, (uint32_t)k0, (uint32_t)k1, f);
-  napi_value result, v;
-  SAB_CALL(env, napi_create_array_with_length(env, 2, &result), NULL);
-  for (uint32_t i = 0; i < 2; i++) {
-    SAB_CALL(env, napi_create_int32(env, (int32_t)f[i], &v), NULL);
-    SAB_CALL(env, napi_set_element(env, result, i, v), NULL);
-  }
-  return result;
+  double *out = sab_napi_out(env);
+  if (out == NULL) return NULL;
+  out[0] = (double)(int32_t)f[0];
+  out[1] = (double)(int32_t)f[1];
+  return sab_napi_number(env, SAB_OK);
 }
 
 int sab_napi_limiter_register(napi_env env, napi_value exports) {

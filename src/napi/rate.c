@@ -6,6 +6,7 @@
  * ERR_SABSYNC_BAD_MEMORY.
  */
 #include "register.h"
+#include "results.h"
 #include "values.h"
 
 #include <math.h>
@@ -15,8 +16,7 @@ static int get_rate(napi_env env, napi_value ta, sab_rate_t *r) {
   size_t bytes;
   if (sab_napi_int32_memory(env, ta, "memory", &data, &bytes, NULL) != 0) return -1;
   if (sab_rate_open(r, data, bytes) != 0) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_BAD_MEMORY",
-                        "sabsync: this memory does not hold a RateLimit");
+    sab_napi_throw(env, SAB_ERR_BAD_MEMORY, "sabsync: this memory does not hold a RateLimit");
     return -1;
   }
   return 0;
@@ -52,24 +52,23 @@ static napi_value rate_init(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* rateOpen(i32) -> [rps, timeUnitMs, uniform] */
+/* rateOpen(i32) -> OK with rps, timeUnitMs and uniform (0 or 1) in
+ * out[0..2]. */
 static napi_value rate_open(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
   sab_rate_t r;
-  napi_value result, v;
   if (get_rate(env, argv[0], &r) != 0) return NULL;
-  SAB_CALL(env, napi_create_array_with_length(env, 3, &result), NULL);
-  SAB_CALL(env, napi_create_double(env, r.rps, &v), NULL);
-  SAB_CALL(env, napi_set_element(env, result, 0, v), NULL);
-  SAB_CALL(env, napi_create_double(env, (double)sab_rate_unit_ns(&r) / 1e6, &v), NULL);
-  SAB_CALL(env, napi_set_element(env, result, 1, v), NULL);
-  SAB_CALL(env, napi_get_boolean(env, sab_rate_uniform(&r) != 0, &v), NULL);
-  SAB_CALL(env, napi_set_element(env, result, 2, v), NULL);
-  return result;
+  double *out = sab_napi_out(env);
+  if (out == NULL) return NULL;
+  out[0] = r.rps;
+  out[1] = (double)sab_rate_unit_ns(&r) / 1e6;
+  out[2] = sab_rate_uniform(&r) != 0;
+  return sab_napi_number(env, SAB_OK);
 }
 
-/* rateTake(i32) -> the grant's time in ms (> 0, the monotonic clock of
- * process.hrtime), or minus the ms to wait before trying again. */
+/* rateTake(i32) -> OK with the grant's time in ms in out[0] (the monotonic
+ * clock of process.hrtime), or TIMED_OUT with the ms to wait before trying
+ * again in out[0]. */
 static napi_value rate_take(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
   sab_rate_t r;
@@ -77,12 +76,10 @@ static napi_value rate_take(napi_env env, napi_callback_info info) {
   if (get_rate(env, argv[0], &r) != 0) return NULL;
   int res = sab_rate_take(&r, &at, &wait);
   if (res == SAB_E_CORRUPT) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_BAD_MEMORY",
-                        "sabsync: the RateLimit's shared state is corrupt");
+    sab_napi_throw(env, SAB_ERR_BAD_MEMORY, "sabsync: the RateLimit's shared state is corrupt");
     return NULL;
   }
-  if (res == SAB_OK) return sab_napi_number(env, (double)at / 1e6 > 0 ? (double)at / 1e6 : 1e-6);
-  return sab_napi_number(env, -((double)wait / 1e6));
+  return sab_napi_rate_result(env, res == SAB_OK, at, wait);
 }
 
 /* now() -> the monotonic clock in ms (sab_now(): process.hrtime's). */

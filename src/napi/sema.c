@@ -13,17 +13,18 @@
 #include "async.h"
 #include "park.h"
 #include "register.h"
+#include "results.h"
 #include "values.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 static void bad_memory(napi_env env) {
-  sab_napi_throw_code(env, "ERR_SABSYNC_BAD_MEMORY", "sabsync: this memory does not hold a Sema");
+  sab_napi_throw(env, SAB_ERR_BAD_MEMORY, "sabsync: this memory does not hold a Sema");
 }
 
 static napi_value corrupt(napi_env env) {
-  sab_napi_throw_code(env, "ERR_SABSYNC_BAD_MEMORY", "sabsync: the Sema's shared state is corrupt");
+  sab_napi_throw(env, SAB_ERR_BAD_MEMORY, "sabsync: the Sema's shared state is corrupt");
   return NULL;
 }
 
@@ -125,7 +126,7 @@ static napi_value sema_view(napi_env env, napi_callback_info info) {
   if (fair_ns_of(env, argv[1], "semaView", &s.fair_ns) != 0) return NULL;
   sab_sema_t *v = malloc(sizeof *v);
   if (v == NULL) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
     return NULL;
   }
   *v = s;
@@ -139,7 +140,8 @@ static napi_value sema_view(napi_env env, napi_callback_info info) {
   return view;
 }
 
-/* semaTry(view or i32) -> token, or -1 when none is free (or others wait) */
+/* semaTry(view or i32) -> OK with the token in out[0], or TIMED_OUT when
+ * none is free (or others wait). */
 static napi_value sema_try(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
   sab_env_t *e;
@@ -148,11 +150,12 @@ static napi_value sema_try(napi_env env, napi_callback_info info) {
   if ((e = sab_napi_env_get(env)) == NULL || get_sema(env, argv[0], &s, NULL) != 0) return NULL;
   int r = sab_sema_try(&s, e->id, &token);
   if (r == SAB_E_CORRUPT) return corrupt(env);
-  return sab_napi_number(env, r == SAB_OK ? (double)token : -1);
+  return sab_napi_token_result(env, r == SAB_OK, token);
 }
 
 /*
- * semaAcquire(view or i32, timeoutMs) -> token, or -1 on timeout. Parks
+ * semaAcquire(view or i32, timeoutMs) -> OK with the token in out[0], or
+ * TIMED_OUT. Parks
  * with sab_napi_park: a thread torn down meanwhile leaves the queue, gives
  * back a slot handed over to it, and returns with the exception pending.
  */
@@ -194,7 +197,7 @@ static napi_value sema_acquire(napi_env env, napi_callback_info info) {
     }
   }
   if (r == SAB_E_CORRUPT) return corrupt(env);
-  return sab_napi_number(env, r == SAB_OK ? (double)token : -1);
+  return sab_napi_token_result(env, r == SAB_OK, token);
 }
 
 /*
@@ -238,9 +241,10 @@ static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
 }
 
 /*
- * semaRelease(view or i32, slot) -> slot * 4 + info bits (SAB_SEMA_HANDED_SELF,
- * SAB_SEMA_POOLED), or -1: not a slot this thread holds. slot -1: the one
- * this thread got most recently.
+ * semaRelease(view or i32, slot) -> OK with the info bits
+ * (SAB_SEMA_HANDED_SELF, SAB_SEMA_POOLED) in out[0] and the slot in out[1],
+ * or BAD_TOKEN: not a slot this thread holds. slot -1: the one this thread
+ * got most recently.
  */
 static napi_value sema_release(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 2, NULL);
@@ -252,7 +256,7 @@ static napi_value sema_release(napi_env env, napi_callback_info info) {
   SAB_CALL(env, napi_get_value_int64(env, argv[1], &slot), NULL);
   int r = sab_sema_release(&s, e->id, slot < 0 ? -1 : slot, &bits);
   if (r == SAB_E_CORRUPT) return corrupt(env);
-  return sab_napi_number(env, r < 0 ? -1 : (double)r * 4 + bits);
+  return sab_napi_release_result(env, r, bits);
 }
 
 /* semaWaiting(view or i32) -> queued waiters of every thread */

@@ -36,16 +36,10 @@
 #define _GNU_SOURCE
 #include "env.h"
 #include "register.h"
+#include "results.h"
 #include "values.h"
 #include "sabsync.h"
 #include "sabsync_space.h"
-
-static int set_num(napi_env env, napi_value obj, const char *name, double v) {
-  napi_value n;
-  SAB_CALL(env, napi_create_double(env, v, &n), -1);
-  SAB_CALL(env, napi_set_named_property(env, obj, name, n), -1);
-  return 0;
-}
 
 #if defined(__linux__)
 
@@ -61,6 +55,13 @@ static int set_num(napi_env env, napi_value obj, const char *name, double v) {
 
 #define SLICE_NS (50ull * 1000000ull)  /* termination checks of a blocking wait */
 #define WATCH_NS (200ull * 1000000ull) /* lifeline probes while watching owners */
+
+static int set_num(napi_env env, napi_value obj, const char *name, double v) {
+  napi_value n;
+  SAB_CALL(env, napi_create_double(env, v, &n), -1);
+  SAB_CALL(env, napi_set_named_property(env, obj, name, n), -1);
+  return 0;
+}
 
 /* A pending async wait of this registration. */
 typedef struct pending_s {
@@ -95,54 +96,13 @@ static double code(int r) { return (double)r; }
 
 #define number sab_napi_number
 
-/* The error of each core code: its ERR_SABSYNC_* and what it says after
- * the caller's `what`. A code not listed is a system error (errno). */
-static const struct {
-  int r;
-  const char *code;
-  const char *says;
-} space_errors[] = {
-    {SAB_E_SPACE_NAME, "ERR_SABSYNC_SHARED_NAME", "not a valid space name"},
-    {SAB_E_SPACE_SIZE, "ERR_SABSYNC_SHARED_MISMATCH", "the space exists with another size"},
-    {SAB_E_SPACE_FOREIGN, "ERR_SABSYNC_SHARED_FOREIGN",
-     "the file at that name is not one this process may trust (owned by another user, a mode "
-     "wider than asked, or not a regular file): it was not made by this user's sabsync; remove "
-     "it, or choose another name"},
-    {SAB_E_SPACE_VERSION, "ERR_SABSYNC_SHARED_VERSION", "not a sabsync space of layout version"},
-    {SAB_E_SPACE_MISMATCH, "ERR_SABSYNC_SHARED_MISMATCH",
-     "the key names an object of another kind or parameters"},
-    {SAB_E_SPACE_FULL, "ERR_SABSYNC_SHARED_FULL", "the space is full"},
-    {SAB_E_UNSUPPORTED, "ERR_SABSYNC_UNSUPPORTED", "shared spaces between processes need Linux"},
-    {SAB_E_SPACE_KEY, "ERR_SABSYNC_SHARED_KEY", "not a valid key"},
-    {SAB_E_CORRUPT, "ERR_SABSYNC_BAD_MEMORY",
-     "the space's bookkeeping does not hold a valid state"},
-};
-
-/* Throw the error of a core code. */
-static void throw_space(napi_env env, int r, const char *what) {
-  char msg[512];
-  for (size_t i = 0; i < sizeof space_errors / sizeof space_errors[0]; i++) {
-    if (space_errors[i].r != r) continue;
-    if (r == SAB_E_SPACE_VERSION) {
-      snprintf(msg, sizeof msg,
-               "%s: %s %d of the size its header records (made by another version, not by "
-               "sabsync, resized, or its header was overwritten); a space in use is never "
-               "initialised again: unlink it when no process uses it",
-               what, space_errors[i].says, SAB_SPACE_VERSION);
-    } else {
-      snprintf(msg, sizeof msg, "%s: %s", what, space_errors[i].says);
-    }
-    napi_throw_error(env, space_errors[i].code, msg);
-    return;
-  }
-  snprintf(msg, sizeof msg, "%s: %s", what, strerror(errno));
-  napi_throw_error(env, "ERR_SABSYNC_SHARED_SYSTEM", msg);
-}
+/* Throw the error of a core code (errors.c's table). */
+#define throw_space sab_napi_throw_core
 
 static reg_t *unwrap(napi_env env, napi_value v) {
   reg_t *reg = sab_napi_unwrap(env, v, &space_tag, "a shared space's handle");
   if (reg != NULL && reg->closed) {
-    sab_napi_throw_code(env, "ERR_SABSYNC_SHARED_CLOSED", "the shared space was closed");
+    sab_napi_throw(env, SAB_ERR_SHARED_CLOSED, "the shared space was closed");
     return NULL;
   }
   return reg;
@@ -204,7 +164,7 @@ static void *waker_main(void *arg) {
 static int waker_start(napi_env env, reg_t *reg) {
   if (reg->waker_started) return 0;
   if (pthread_create(&reg->waker, NULL, waker_main, reg) != 0) {
-    napi_throw_error(env, "ERR_SABSYNC_SHARED_SYSTEM", "could not start a thread for async waits");
+    sab_napi_throw(env, SAB_ERR_SHARED_SYSTEM, "could not start a thread for async waits");
     return -1;
   }
   reg->waker_started = 1;
@@ -350,7 +310,7 @@ static napi_value space_open(napi_env env, napi_callback_info info) {
   if (get_u32(env, argv[1], &size) != 0 || get_u32(env, argv[2], &mode) != 0) return NULL;
   reg_t *reg = calloc(1, sizeof *reg);
   if (reg == NULL) {
-    napi_throw_error(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
     return NULL;
   }
   int created = 0;
@@ -445,7 +405,9 @@ static napi_value space_unlink(napi_env env, napi_callback_info info) {
   return result;
 }
 
-/* spaceLookup(handle, key, kind, bytes, p0, p1, p2, p3) -> [created, off] */
+/* spaceLookup(handle, key, kind, bytes, p0, p1, p2, p3) -> SPACE_ATTACH
+ * or SPACE_CREATE (the caller initialises it, then publishes), with the
+ * object's offset in out[0]. */
 static napi_value space_lookup(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 8, NULL);
   reg_t *reg = unwrap(env, argv[0]);
@@ -465,23 +427,17 @@ static napi_value space_lookup(napi_env env, napi_callback_info info) {
     throw_space(env, r, key);
     return NULL;
   }
-  napi_value pair, v;
-  SAB_CALL(env, napi_create_array_with_length(env, 2, &pair), NULL);
-  SAB_CALL(env, napi_get_boolean(env, r == SAB_SPACE_CREATE, &v), NULL);
-  SAB_CALL(env, napi_set_element(env, pair, 0, v), NULL);
-  SAB_CALL(env, napi_create_uint32(env, off, &v), NULL);
-  SAB_CALL(env, napi_set_element(env, pair, 1, v), NULL);
-  return pair;
+  return sab_napi_result1(env, r, off);
 }
 
-/* spaceEntry(handle, key) -> [kind, bytes, p0, p1, p2, p3] or null */
+/* spaceEntry(handle, key) -> SPACE_ATTACH with kind, bytes, p0, p1, p2, p3
+ * in out[0..5], or SPACE_CREATE: the key names nothing now. */
 static napi_value space_entry(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 2, NULL);
   reg_t *reg = unwrap(env, argv[0]);
   char key[SAB_SPACE_KEY_MAX + 2];
   size_t len = 0;
   sab_space_entry_t e;
-  napi_value out, v;
   if (reg == NULL) return NULL;
   SAB_CALL(env, napi_get_value_string_utf8(env, argv[1], key, sizeof key, &len), NULL);
   int r = len > SAB_SPACE_KEY_MAX || strlen(key) != len
@@ -491,18 +447,13 @@ static napi_value space_entry(napi_env env, napi_callback_info info) {
     throw_space(env, r, key);
     return NULL;
   }
-  if (r == 0) {
-    SAB_CALL(env, napi_get_null(env, &out), NULL);
-    return out;
-  }
-  uint32_t words[2 + SAB_SPACE_NPARAMS] = {e.kind, e.bytes};
-  for (int i = 0; i < SAB_SPACE_NPARAMS; i++) words[2 + i] = e.params[i];
-  SAB_CALL(env, napi_create_array_with_length(env, 2 + SAB_SPACE_NPARAMS, &out), NULL);
-  for (uint32_t i = 0; i < 2 + SAB_SPACE_NPARAMS; i++) {
-    SAB_CALL(env, napi_create_uint32(env, words[i], &v), NULL);
-    SAB_CALL(env, napi_set_element(env, out, i, v), NULL);
-  }
-  return out;
+  if (r == 0) return number(env, SAB_SPACE_CREATE);
+  double *out = sab_napi_out(env);
+  if (out == NULL) return NULL;
+  out[0] = e.kind;
+  out[1] = e.bytes;
+  for (int i = 0; i < SAB_SPACE_NPARAMS && 2 + i < SAB_NAPI_OUT; i++) out[2 + i] = e.params[i];
+  return number(env, SAB_SPACE_ATTACH);
 }
 
 /* spacePublish(handle, off) / spaceAbandon(handle): end a creation. */
@@ -556,7 +507,7 @@ static sab_env_t *env_of(napi_env env) {
   sab_env_t *e = sab_napi_env_get(env);
   bool pending = false;
   if (e == NULL && napi_is_exception_pending(env, &pending) == napi_ok && !pending) {
-    napi_throw_error(env, "ERR_SABSYNC_NAPI", "sabsync: no per-thread state");
+    sab_napi_throw(env, SAB_ERR_NAPI, "sabsync: no per-thread state");
   }
   return e;
 }
@@ -634,9 +585,6 @@ static napi_value space_wait(napi_env env, napi_callback_info info) {
   return r;
 }
 
-/* spaceWaitAsync(handle, off, size, value, watch, epoch, proxy, flags)
- * -> rec (> 0), queued, its wake delivered through `proxy` (an Int32Array
- * of one element over a SharedArrayBuffer, holding 0); or -1 - result. */
 /* A pending entry for an async wait whose wake goes through `proxy` (an
  * Int32Array of one element over a SharedArrayBuffer, holding 0). NULL
  * with an exception pending. */
@@ -660,7 +608,7 @@ static pending_t *pending_new(napi_env env, reg_t *reg, napi_value proxy) {
   }
   pending_t *p = calloc(1, sizeof *p);
   if (p == NULL) {
-    napi_throw_error(env, "ERR_SABSYNC_NOMEM", "sabsync: out of memory");
+    sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
     return NULL;
   }
   if (napi_create_reference(env, ab, 1, &p->keep) != napi_ok || waker_start(env, reg) != 0) {
@@ -701,12 +649,13 @@ static pending_t *pending_take(napi_env env, reg_t *reg, uint32_t rec) {
     }
   }
   pthread_mutex_unlock(&reg->mu);
-  if (p == NULL) napi_throw_error(env, "ERR_SABSYNC_NAPI", "no such pending wait");
+  if (p == NULL) sab_napi_throw(env, SAB_ERR_NAPI, "no such pending wait");
   return p;
 }
 
 /* spaceWaitAsync(handle, off, size, value, watch, epoch, proxy)
- * -> rec (> 0), queued, its wake delivered through `proxy`; or -1 - result. */
+ * -> PENDING with the record in out[0], queued, its wake delivered through
+ * `proxy`; or the result (NOT_EQUAL, OWNER_DEAD, TIMED_OUT). */
 static napi_value space_wait_async(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 7, NULL);
   reg_t *reg = unwrap(env, argv[0]);
@@ -732,13 +681,13 @@ static napi_value space_wait_async(napi_env env, napi_callback_info info) {
   int wake = r == SAB_PENDING && pending_add(reg, p, rec);
   pthread_mutex_unlock(&reg->mu);
   if (wake) ring(reg);
-  if (r == SAB_PENDING) return number(env, rec);
+  if (r == SAB_PENDING) return sab_napi_result1(env, SAB_PENDING, rec);
   pending_free(reg, p);
   if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT) {
     throw_space(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "waitAsync");
     return NULL;
   }
-  return number(env, -1 - code(r));
+  return number(env, code(r));
 }
 
 /* spaceSettle(handle, rec, why) -> result: the record's end, decided under
@@ -772,6 +721,26 @@ static napi_value space_notify(napi_env env, napi_callback_info info) {
   return number(env, (double)sab_space_notify(reg->sp, off, n));
 }
 
+/* spaceBucket(handle, off) -> the index, in an Int32Array over the space's
+ * public part, of the waiter counter of the bucket of the cell at `off`.
+ * The space's buckets are the top info.bucket_bits bits of the in-process
+ * lot's Fibonacci product (sab_bucket_of, SAB_BUCKET_BITS of them) of the
+ * same word index, so the hash is the core's, stated once (a core with
+ * more space buckets than lot buckets would break that: refused here). */
+static napi_value space_bucket(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  reg_t *reg = unwrap(env, argv[0]);
+  uint32_t off;
+  if (reg == NULL || get_u32(env, argv[1], &off) != 0) return NULL;
+  if (reg->info.bucket_bits == 0 || reg->info.bucket_bits > SAB_BUCKET_BITS) {
+    sab_napi_throw(env, SAB_ERR_NAPI, "spaceBucket: the space has more buckets than the lot");
+    return NULL;
+  }
+  uint32_t b = sab_bucket_of((uintptr_t)off) >> (SAB_BUCKET_BITS - reg->info.bucket_bits);
+  return number(env, (double)((reg->info.counts_off - reg->info.pub_off) / 4 +
+                              b * (reg->info.count_stride / 4)));
+}
+
 /* spaceWaiters(handle, off) -> queued waiters of that cell, every process */
 static napi_value space_waiters(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 2, NULL);
@@ -795,7 +764,8 @@ static reg_t *sema_args(napi_env env, napi_value h, napi_value voff, uint32_t *o
   return reg;
 }
 
-/* spaceSemaTry(handle, off) -> token, or -1 when none is free (or others wait) */
+/* spaceSemaTry(handle, off) -> OK with the token in out[0], or TIMED_OUT
+ * when none is free (or others wait) */
 static napi_value space_sema_try(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 2, NULL);
   uint32_t off, token;
@@ -803,10 +773,11 @@ static napi_value space_sema_try(napi_env env, napi_callback_info info) {
   if (reg == NULL) return NULL;
   int r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, NULL);
   if (r == SAB_E_CORRUPT) return sema_corrupt(env);
-  return number(env, r == SAB_OK ? (double)token : -1);
+  return sab_napi_token_result(env, r == SAB_OK, token);
 }
 
-/* spaceSemaAcquire(handle, off, timeoutMs) -> token, or -1 on timeout. Blocks
+/* spaceSemaAcquire(handle, off, timeoutMs) -> OK with the token in out[0],
+ * or TIMED_OUT. Blocks
  * in slices as spaceWait does, probing lifelines meanwhile (a holder killed
  * with SIGKILL gives its slot back when found). */
 static napi_value space_sema_acquire_in(napi_env env, napi_callback_info info) {
@@ -851,12 +822,12 @@ static napi_value space_sema_acquire_in(napi_env env, napi_callback_info info) {
     throw_space(env, r, "Sema acquire");
     return NULL;
   }
-  if (r != SAB_OK) return number(env, -1);
+  if (r != SAB_OK) return number(env, SAB_TIMED_OUT);
   if (sab_napi_env_terminating(e)) {
     sab_space_sema_give_back(reg->sp, reg->id, off, token);
     return NULL;
   }
-  return number(env, token);
+  return sab_napi_token_result(env, 1, token);
 }
 
 static napi_value space_sema_acquire(napi_env env, napi_callback_info info) {
@@ -866,9 +837,10 @@ static napi_value space_sema_acquire(napi_env env, napi_callback_info info) {
   return r;
 }
 
-/* spaceSemaAcquireAsync(handle, off, proxy) -> a token (>= 0: one was
- * free), or -rec: queued, its slot delivered through `proxy` (as
- * spaceWaitAsync), then taken with spaceSemaSettle. */
+/* spaceSemaAcquireAsync(handle, off, proxy) -> OK with a token in out[0]
+ * (one was free), or PENDING with the record in out[0]: queued, its slot
+ * delivered through `proxy` (as spaceWaitAsync), then taken with
+ * spaceSemaSettle. */
 static napi_value space_sema_acquire_async(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 3, NULL);
   uint32_t off, token, rec;
@@ -883,19 +855,19 @@ static napi_value space_sema_acquire_async(napi_env env, napi_callback_info info
   int wake = r == SAB_PENDING && pending_add(reg, p, rec);
   pthread_mutex_unlock(&reg->mu);
   if (wake) ring(reg);
-  if (r == SAB_PENDING) return number(env, -(double)rec);
+  if (r == SAB_PENDING) return sab_napi_result1(env, SAB_PENDING, rec);
   pending_free(reg, p);
   if (r == SAB_E_CORRUPT) return sema_corrupt(env);
   if (r != SAB_OK) {
     throw_space(env, r, "Sema acquire");
     return NULL;
   }
-  return number(env, token);
+  return sab_napi_result1(env, SAB_OK, token);
 }
 
-/* spaceSemaSettle(handle, rec, why) -> the token the record was handed, -1
- * (it left the queue by its deadline or an abort), or -2 (woken without a
- * slot: acquire again). */
+/* spaceSemaSettle(handle, rec, why) -> OK with the token the record was
+ * handed in out[0], TIMED_OUT (it left the queue by its deadline or an
+ * abort), or SEMA_NO_TOKEN (woken without a slot: acquire again). */
 static napi_value space_sema_settle(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 3, NULL);
   reg_t *reg = unwrap(env, argv[0]);
@@ -908,12 +880,14 @@ static napi_value space_sema_settle(napi_env env, napi_callback_info info) {
   int r = sab_space_settle(reg->sp, reg->id, rec, p->off,
                            why == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_CANCELLED, &token);
   pending_free(reg, p);
-  if (r != SAB_OK) return number(env, -1);
-  return number(env, token == SAB_SEMA_NO_TOKEN ? -2 : (double)token);
+  if (r != SAB_OK) return number(env, SAB_TIMED_OUT);
+  if (token == SAB_SEMA_NO_TOKEN) return number(env, SAB_NAPI_SEMA_NO_TOKEN);
+  return sab_napi_result1(env, SAB_OK, token);
 }
 
-/* spaceSemaRelease(handle, off, slot) -> slot * 4 + info bits, or -1 (not a
- * slot this thread holds); slot -1: the one it got most recently. */
+/* spaceSemaRelease(handle, off, slot) -> as semaRelease: OK with the info
+ * bits in out[0] and the slot in out[1], or BAD_TOKEN (not a slot this
+ * thread holds); slot -1: the one it got most recently. */
 static napi_value space_sema_release(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 3, NULL);
   uint32_t off, bits = 0;
@@ -923,7 +897,7 @@ static napi_value space_sema_release(napi_env env, napi_callback_info info) {
   SAB_CALL(env, napi_get_value_int64(env, argv[2], &slot), NULL);
   int r = sab_space_sema_release(reg->sp, reg->id, off, slot < 0 ? -1 : slot, &bits);
   if (r == SAB_E_CORRUPT) return sema_corrupt(env);
-  return number(env, r < 0 ? -1 : (double)r * 4 + bits);
+  return sab_napi_release_result(env, r, bits);
 }
 
 /* spaceSemaWaiting(handle, off) -> queued acquires, every process */
@@ -945,9 +919,10 @@ static napi_value space_sema_available(napi_env env, napi_callback_info info) {
 }
 
 /* spaceRateTake(handle, turnOff, rateOff, turnFreeOnly) -> a RateLimit's
- * grant in a space, as rateTake answers (the grant's time in ms > 0, or
- * minus the ms to wait); 0 when turnFreeOnly and the turn is taken or
- * waited for (the caller takes the turn). */
+ * grant in a space, as rateTake answers (OK with the grant's time in ms in
+ * out[0], or TIMED_OUT with the ms to wait in out[0]); PENDING when
+ * turnFreeOnly and the turn is taken or waited for (the caller takes the
+ * turn). */
 static napi_value space_rate_take(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 4, NULL);
   uint32_t turn_off, rate_off;
@@ -961,9 +936,8 @@ static napi_value space_rate_take(napi_env env, napi_callback_info info) {
     throw_space(env, SAB_E_CORRUPT, "RateLimit");
     return NULL;
   }
-  if (r == SAB_TIMED_OUT) return number(env, 0);
-  if (r == SAB_OK) return number(env, (double)at / 1e6 > 0 ? (double)at / 1e6 : 1e-6);
-  return number(env, -((double)wait / 1e6));
+  if (r == SAB_TIMED_OUT) return number(env, SAB_PENDING);
+  return sab_napi_rate_result(env, r == SAB_OK, at, wait);
 }
 
 static const sab_napi_fn_t fns[] = {
@@ -981,6 +955,7 @@ static const sab_napi_fn_t fns[] = {
     {"spaceSettle", space_settle},
     {"spaceNotify", space_notify},
     {"spaceWaiters", space_waiters},
+    {"spaceBucket", space_bucket},
     {"spaceSemaTry", space_sema_try},
     {"spaceSemaAcquire", space_sema_acquire},
     {"spaceSemaAcquireAsync", space_sema_acquire_async},
@@ -998,8 +973,8 @@ static const sab_napi_fn_t fns[] = {
 /* No shared spaces here: openShared says so, never a per-process stand-in. */
 static napi_value unsupported(napi_env env, napi_callback_info info) {
   (void)info;
-  sab_napi_throw_code(env, "ERR_SABSYNC_UNSUPPORTED",
-                      "openShared: shared spaces between processes need Linux");
+  sab_napi_throw(env, SAB_ERR_UNSUPPORTED,
+                 "openShared: shared spaces between processes need Linux");
   return NULL;
 }
 
@@ -1008,22 +983,5 @@ static const sab_napi_fn_t fns[] = {{"spaceOpen", unsupported}, {"spaceUnlink", 
 #endif /* __linux__ */
 
 int sab_napi_space_register(napi_env env, napi_value exports) {
-  if (sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]) != 0) return -1;
-  napi_value results;
-  SAB_CALL(env, napi_create_object(env, &results), -1);
-  if (set_num(env, results, "OK", SAB_OK) != 0 ||
-      set_num(env, results, "NOT_EQUAL", SAB_NOT_EQUAL) ||
-      set_num(env, results, "TIMED_OUT", SAB_TIMED_OUT) != 0 ||
-      set_num(env, results, "CANCELLED", SAB_CANCELLED) != 0 ||
-      set_num(env, results, "OWNER_DEAD", SAB_OWNER_DEAD) != 0 ||
-      set_num(env, results, "SEMA", SAB_SPACE_SEMA) != 0 ||
-      set_num(env, results, "KEY_MAX", SAB_SPACE_KEY_MAX) != 0 ||
-      set_num(env, results, "NAME_MAX", SAB_SPACE_NAME_MAX) != 0 ||
-      set_num(env, results, "MIN_SIZE", SAB_SPACE_MIN_SIZE) != 0 ||
-      set_num(env, results, "MAX_SIZE", SAB_SPACE_MAX_SIZE) != 0 ||
-      set_num(env, results, "DEFAULT_SIZE", SAB_SPACE_DEFAULT_SIZE) != 0) {
-    return -1;
-  }
-  SAB_CALL(env, napi_set_named_property(env, exports, "spaceConstants", results), -1);
-  return 0;
+  return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
 }

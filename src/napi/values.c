@@ -14,18 +14,13 @@ void sab_napi_throw_last(napi_env env, const char *call) {
   if (napi_get_last_error_info(env, &info) == napi_ok && info != NULL) msg = info->error_message;
   char buf[256];
   snprintf(buf, sizeof buf, "sabsync: %s failed: %s", call, msg != NULL ? msg : "unknown error");
-  napi_throw_error(env, "ERR_SABSYNC_NAPI", buf);
+  sab_napi_throw(env, SAB_ERR_NAPI, buf);
 }
 
 uint32_t sab_napi_failures;
 
 void sab_napi_note_failure(napi_status status) {
   if (status != napi_ok) __atomic_fetch_add(&sab_napi_failures, 1, __ATOMIC_RELAXED);
-}
-
-void sab_napi_throw_code(napi_env env, const char *code, const char *msg) {
-  /* Fails only with an exception already pending, which JS then sees. */
-  (void)napi_throw_error(env, code, msg);
 }
 
 napi_value sab_napi_number(napi_env env, double v) {

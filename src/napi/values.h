@@ -7,13 +7,11 @@
 #define SAB_NAPI_VALUES_H
 
 #include "check.h"
+#include "errors.h"
 #include "sabsync.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-/* Throw an Error with `code` (ERR_SABSYNC_*) and `msg`. */
-void sab_napi_throw_code(napi_env env, const char *code, const char *msg);
 
 /* A JS number, or NULL with an exception pending. */
 napi_value sab_napi_number(napi_env env, double v);

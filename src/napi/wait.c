@@ -165,6 +165,16 @@ static napi_value waiters_on(napi_env env, napi_callback_info info) {
   return sab_napi_number(env, sab_waiters(addr));
 }
 
+/* bucketOf(address) -> the index in `counts` of the waiter counter of the
+ * bucket of that address: the lot's own hash (sab_bucket_of), so that JS
+ * never restates it. lib/lot.js memoizes it per address. */
+static napi_value bucket_of(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 1, NULL);
+  uintptr_t addr;
+  if (get_addr(env, argv[0], &addr) != 0) return NULL;
+  return sab_napi_number(env, (double)sab_bucket_of(addr) * SAB_COUNT_STRIDE);
+}
+
 /* base(ta) -> the address of byte 0 of ta's buffer. */
 static napi_value base_of(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
@@ -187,6 +197,7 @@ int sab_napi_wait_register(napi_env env, napi_value exports) {
   static const sab_napi_fn_t fns[] = {
       {"wait", wait_sync},     {"waitAsync", wait_async}, {"cancel", cancel_wait},
       {"notify", notify_addr}, {"waiters", waiters_on},   {"base", base_of},
+      {"bucketOf", bucket_of},
   };
   return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
 }
