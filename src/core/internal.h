@@ -87,7 +87,7 @@ sab__bucket_t *sab__lock(uintptr_t addr);
 void sab__unlock(sab__bucket_t *b);
 sab_waiter_t *sab__oldest_locked(sab__bucket_t *b, uintptr_t addr);
 /* Records queued on addr (sab_waiters, under the caller's lock). */
-uint32_t sab__waiters_locked(const sab__bucket_t *b, uintptr_t addr);
+uint32_t sab__waiters_locked(sab__bucket_t *b, uintptr_t addr);
 void sab__enqueue_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr);
 /* Queue `w` just before `before` (a record in b's list; NULL: at the tail). */
 void sab__enqueue_before_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr,
@@ -132,17 +132,30 @@ uint32_t sab__park(sab_waiter_t *w, uint64_t deadline);
 void *sab__unpark_locked(sab_waiter_t *w, uint32_t state);
 void sab__unpark(void *token);
 
-/* Spin until the record leaves WAITING or SAB_SPIN_NS pass; answer the
- * state last seen. Shared by both parkers (each has sab__spin_allowed). */
-static inline uint32_t sab__spin(sab_waiter_t *w) {
-  uint32_t s = SAB_LOAD(&w->state);
+/* Spin until a record's state word leaves WAITING or SAB_SPIN_NS pass;
+ * answer the state last seen (a value to check: in a space, any). Shared
+ * by both parkers (each has sab__spin_allowed) and the space's records. */
+static inline uint32_t sab__spin_word(const uint32_t *state) {
+  uint32_t s = SAB_LOAD(state);
   if (s != SAB_W_WAITING || !sab__spin_allowed()) return s;
   uint64_t until = sab_now() + SAB_SPIN_NS;
   for (unsigned i = 1;; i++) {
     SAB_CPU_RELAX();
-    s = SAB_LOAD(&w->state);
+    s = SAB_LOAD(state);
     if (s != SAB_W_WAITING) return s;
     if ((i & 31) == 0 && sab_now() >= until) return s;
+  }
+}
+static inline uint32_t sab__spin(sab_waiter_t *w) { return sab__spin_word(&w->state); }
+
+/* What a record's final state answers its waiter (any other: still
+ * pending), in both memories. */
+static inline int sab__result_of(uint32_t state) {
+  switch (state) {
+    case SAB_W_NOTIFIED: return SAB_OK;
+    case SAB_W_TIMED_OUT: return SAB_TIMED_OUT;
+    case SAB_W_CANCELLED: return SAB_CANCELLED;
+    default: return SAB_PENDING;
   }
 }
 

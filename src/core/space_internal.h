@@ -85,26 +85,18 @@ typedef struct {
 
 /* A waiter record (64 bytes). */
 typedef struct {
-  uint32_t state; /* the futex of a blocking waiter; REC_* below */
+  uint32_t state; /* the futex of a blocking waiter; SAB_W_* */
   uint32_t owner; /* the id that took it; 0: free */
   uint32_t next, prev;
   uint32_t key;   /* the cell's offset; | 1: a semaphore's queue */
   uint32_t watch; /* an owner whose death wakes it; SAB_WATCH_ANY; 0 */
   uint32_t token;
   uint32_t seq;
-  uint32_t flags; /* SAB_SPACE_ASYNC */
+  uint32_t flags; /* SAB_SPACE_ASYNC, SAB_SPACE_SEMA */
   uint32_t pad[7];
 } sab__record_t;
-/* Record states: queued (WAITING, PARKED), final, or FREE-to-be (TAKEN:
- * allocated, not queued yet). */
-enum {
-  REC_TAKEN = 0,
-  REC_WAITING = 1,
-  REC_PARKED = 2,
-  REC_NOTIFIED = 3,
-  REC_TIMED_OUT = 4,
-  REC_CANCELLED = 5
-};
+/* Record states: the lot's, SAB_W_* (sabsync.h), one table for both
+ * memories; SAB_W_IDLE (0) is a record taken and not queued yet. */
 
 /* A directory entry (128 bytes). */
 typedef struct {
