@@ -92,6 +92,9 @@ void sab__enqueue_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr);
 /* Queue `w` just before `before` (a record in b's list; NULL: at the tail). */
 void sab__enqueue_before_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr,
                                 sab_waiter_t *before);
+/* Queue a semaphore's record `w` (its ctx its ask) among the records of
+ * `key` in order of since (sema.c F2). */
+void sab__enqueue_by_since_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t key);
 typedef struct {
   void *futex;         /* a parked blocking record's word, or NULL */
   sab_waiter_t *async; /* an async record to hand to its wake callback */

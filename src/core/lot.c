@@ -51,6 +51,8 @@ typedef sab_waiter_t *lotq_h;
 #define Q_OWNER(c, h)       ((void)(c), (h)->owner)
 #define Q_WATCH(c, h)       ((void)(c), (h)->watch)
 #define Q_QUEUED(c, h)      1
+/* Only records of a semaphore's key are asked: their ctx is their ask. */
+#define Q_SINCE(c, h) ((void)(c), ((const sab_sema_ask_t *)(h)->ctx)->since)
 #define Q_COUNT(c, d) \
   __atomic_fetch_add(&counts[(size_t)((c)-buckets) * SAB_COUNT_STRIDE], (d), __ATOMIC_SEQ_CST)
 #define Q_CHECKED                      0
@@ -151,6 +153,12 @@ void sab__enqueue_before_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t add
   w->addr = addr;
   w->state = SAB_W_WAITING;
   (void)lotq_link(b, w, before); /* trusted memory: never Q_BROKEN */
+}
+
+void sab__enqueue_by_since_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t key) {
+  sab_waiter_t *before;
+  (void)lotq_before_since(b, key, ((const sab_sema_ask_t *)w->ctx)->since, &before);
+  sab__enqueue_before_locked(b, w, key, before);
 }
 
 void sab__enqueue_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr) {

@@ -27,6 +27,8 @@
  *   Q_OWNER(c, h) Q_WATCH(c, h)
  *                        its owner id, and the owner whose death wakes it
  *   Q_QUEUED(c, h)       its state reads WAITING or PARKED
+ *   Q_SINCE(c, h)        when the acquire of a semaphore's record first
+ *                        asked (sab_now(); any value in a space: an order)
  *   Q_COUNT(c, d)        add d to the bucket's public counter (seq-cst)
  *   Q_CHECKED            1 when the memory is untrusted: every handle read
  *                        from a link is checked (Q_OK), must link back, and
@@ -155,6 +157,34 @@ static inline void Q_(visit)(Q_C c, int (*fn)(Q_C, Q_H, void *), void *arg) {
     Q_REPAIR(c);
     (void)Q_(walk)(c, fn, arg);
   }
+}
+
+/* Where a record of `key` that first asked at `since` goes, so that the
+ * key's records stay in order of since (sema.c F2: a retry keeps the place
+ * its first ask earned; a newcomer goes last): *before, the first of the
+ * key that is younger (Q_NIL: at the tail). Walked from the tail, which
+ * stops at the first record of the key that is not younger. Q_BROKEN: a
+ * link did not check out (*before is Q_NIL: the tail). */
+static inline int Q_(before_since)(Q_C c, Q_KEY_T key, uint64_t since, Q_H *before) {
+  Q_H h = Q_TAIL(c);
+  Q_H next = Q_NIL;
+  uint32_t steps = 0;
+  (void)next;
+  (void)steps;
+  *before = Q_NIL;
+  while (h != Q_NIL) {
+    if (Q_CHECKED && (!Q_OK(h) || ++steps > Q_MAX || Q_NEXT(c, h) != next || !Q_QUEUED(c, h))) {
+      *before = Q_NIL;
+      return Q_BROKEN;
+    }
+    if (Q_KEY(c, h) == key) {
+      if (Q_SINCE(c, h) <= since) break;
+      *before = h;
+    }
+    next = h;
+    h = Q_PREV(c, h);
+  }
+  return Q_DONE;
 }
 
 /* ---- the oldest record of a key ---- */

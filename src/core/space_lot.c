@@ -196,6 +196,7 @@ static void drop(spq_c c, uint32_t i, uint32_t owner);
 #define Q_OWNER(c, h)       sab__ld(&SPQ_REC(c, h)->owner)
 #define Q_WATCH(c, h)       sab__ld(&SPQ_REC(c, h)->watch)
 #define Q_QUEUED(c, h)      QUEUED(sab__ld(&SPQ_REC(c, h)->state))
+#define Q_SINCE(c, h)       sab__space_since((c).sp, (h))
 #define Q_COUNT(c, d)       __atomic_fetch_add(sab__count((c).sp, (c).b), (d), __ATOMIC_SEQ_CST)
 #define Q_CHECKED           1
 #define Q_OK(h)             rec_ok(h)
@@ -291,21 +292,39 @@ static int cell_equals(const sab_space_t *sp, uint32_t off, int size, int64_t ex
 
 /* ---- waiting ---- */
 
+uint64_t sab__space_since(sab_space_t *sp, uint32_t i) {
+  sab__record_t *r = sab__record(sp, i);
+  uint64_t lo = sab__ld(&r->since_lo), hi = sab__ld(&r->since_hi);
+  return hi << 32 | lo;
+}
+
 void sab__space_queue(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t off, uint32_t watch,
-                      uint32_t flags, uint32_t raised) {
+                      uint32_t flags, uint64_t since, uint32_t raised) {
   sab__sbucket_t *bk = sab__sbucket(sp, b);
   sab__record_t *r = sab__record(sp, i);
   uint32_t seq = sab__ld(&bk->seq);
   sab__st(&bk->seq, seq + 1);
   /* SAB_SPACE_SEMA: a semaphore's queue, keyed off | 1 (see sabsync_space.h). */
-  sab__st(&r->key, off | ((flags & SAB_SPACE_SEMA) ? 1u : 0u));
+  uint32_t key = off | ((flags & SAB_SPACE_SEMA) ? 1u : 0u), before = 0;
+  spq_c c = bucket_of(sp, b, NULL);
+  /* A semaphore's records stay in order of since (sema.c F2): a retry goes
+   * back to the place its first ask earned, and takes the seq just before
+   * the record it goes before, so that a rebuilt list (L2) keeps it there
+   * (ties with its predecessor aside: fairness only). */
+  if ((flags & SAB_SPACE_SEMA) && spq_before_since(c, key, since, &before) == Q_DONE &&
+      before != 0) {
+    seq = sab__ld(&sab__record(sp, before)->seq) - 1;
+  }
+  sab__st(&r->key, key);
   sab__st(&r->watch, watch);
   sab__st(&r->flags, flags & 0xFFu);
   sab__st(&r->token, 0xFFFFFFFFu);
   sab__st(&r->seq, seq);
+  sab__st(&r->since_lo, (uint32_t)since);
+  sab__st(&r->since_hi, (uint32_t)(since >> 32));
   sab__st(&r->state, SAB_W_WAITING);
   /* A list that does not check out is rebuilt, ours included (counted). */
-  if (spq_link(bucket_of(sp, b, NULL), i, 0) != Q_DONE) repair_counted(sp, b, raised);
+  if (spq_link(c, i, before) != Q_DONE) repair_counted(sp, b, raised);
 }
 
 int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t expected,
@@ -332,7 +351,7 @@ int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int6
      * it here, or its visit of this bucket finds our record. */
     result = SAB_OWNER_DEAD;
   } else {
-    sab__space_queue(sp, b, i, off, watch, flags, 1);
+    sab__space_queue(sp, b, i, off, watch, flags, 0, 1);
     *rec = i;
   }
   __atomic_fetch_sub(count, 1, __ATOMIC_SEQ_CST);
@@ -440,6 +459,10 @@ uint64_t sab__lot_notify(sab_space_t *sp, uint32_t off, uint64_t count, sab__dea
   unlock_bucket(bk);
   wakes_run(&w);
   return n;
+}
+
+uint32_t sab__space_waiters_locked(sab_space_t *sp, uint32_t b, uint32_t key, sab__deaths_t *dead) {
+  return spq_waiters(bucket_of(sp, b, dead), key);
 }
 
 uint32_t sab__lot_waiters(sab_space_t *sp, uint32_t off, sab__deaths_t *dead) {
