@@ -151,6 +151,42 @@ static inline uint32_t sab__spin_word(const uint32_t *state) {
 }
 static inline uint32_t sab__spin(sab_waiter_t *w) { return sab__spin_word(&w->state); }
 
+/*
+ * A blocking record's park on its state word, one loop for both memories,
+ * each passing its futex wait, which carries its flag (private in this
+ * process: parker_futex.c; shared in a space: space_lot.c). After the
+ * spin, announce the sleep with WAITING -> PARKED, a compare-exchange that
+ * a notifier's exchange of the final state races (exactly one sees the
+ * other), then sleep while the word reads PARKED, `nudged` (NULL: none)
+ * reads 0 and `deadline` has not passed. Loops on the word, never on what
+ * the futex answers (spurious wakes, EINTR, a wake meant for an earlier
+ * tenant of the word). Answers the state last seen: a final state, or
+ * WAITING/PARKED (the deadline passed, or a nudge); in a space any value,
+ * which the caller checks (sab__result_of).
+ */
+typedef void (*sab__futex_wait_fn)(uint32_t *word, uint32_t expected, uint64_t deadline);
+static inline uint32_t sab__park_word(uint32_t *state, uint64_t deadline, const uint32_t *nudged,
+                                      sab__futex_wait_fn wait) {
+  uint32_t s = sab__spin_word(state);
+  if (s == SAB_W_WAITING) {
+    uint32_t expected = SAB_W_WAITING;
+    if (!__atomic_compare_exchange_n(state, &expected, SAB_W_PARKED, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_ACQUIRE)) {
+      return expected; /* a final state arrived meanwhile */
+    }
+  }
+  for (;;) {
+    s = SAB_LOAD(state);
+    sab__fuzz_after_read(state);
+    if (s != SAB_W_PARKED) return s;
+    /* A nudge that came before our compare-exchange: its exchange is what
+     * that compare-exchange read, so its flag is visible here. */
+    if (nudged != NULL && __atomic_load_n(nudged, __ATOMIC_ACQUIRE)) return s;
+    if (deadline != UINT64_MAX && sab_now() >= deadline) return s;
+    wait(state, SAB_W_PARKED, deadline);
+  }
+}
+
 /* What a record's final state answers its waiter (any other: still
  * pending), in both memories. */
 static inline int sab__result_of(uint32_t state) {

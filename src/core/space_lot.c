@@ -362,22 +362,9 @@ int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int6
 
 int sab_space_park(sab_space_t *sp, uint32_t rec, uint64_t deadline) {
   if (!rec_ok(rec)) return SAB_CANCELLED;
-  uint32_t *state = &sab__record(sp, rec)->state;
-  uint32_t s = sab__spin_word(state); /* a value to check, as every read */
-  if (s == SAB_W_WAITING) {
-    uint32_t expected = SAB_W_WAITING;
-    if (!__atomic_compare_exchange_n(state, &expected, SAB_W_PARKED, 0, __ATOMIC_SEQ_CST,
-                                     __ATOMIC_ACQUIRE)) {
-      s = expected;
-    } else {
-      s = SAB_W_PARKED;
-    }
-  }
-  while (s == SAB_W_PARKED) {
-    if (deadline != UINT64_MAX && sab_now() >= deadline) break;
-    sab__futex_wait_shared(state, SAB_W_PARKED, deadline);
-    s = sab__ld(state);
-  }
+  /* The lot's park (internal.h), on a shared futex: its state, a value to
+   * check as every read. */
+  uint32_t s = sab__park_word(&sab__record(sp, rec)->state, deadline, NULL, sab__futex_wait_shared);
   return sab__result_of(s);
 }
 
