@@ -73,13 +73,16 @@ struct sab__wake_list_s;
 typedef void (*sab_death_cb)(struct sab__bucket_s *bucket, sab_waiter_t *oldest,
                              struct sab__wake_list_s *wakes);
 
-/* Waiter states (the `state` word). */
+/* Waiter states (the `state` word), one table for both memories: a record
+ * of a shared space has the same states (src/core/space_lot.c), and 0, the
+ * state of zeroed memory, is none that a queued record has. */
 enum {
-  SAB_W_WAITING = 0,   /* queued, its thread running (spinning, or async) */
-  SAB_W_PARKED = 1,    /* queued, its thread asleep on `state` (futex) */
-  SAB_W_NOTIFIED = 2,  /* dequeued by a notify */
-  SAB_W_TIMED_OUT = 3, /* dequeued by its deadline */
-  SAB_W_CANCELLED = 4  /* dequeued by its owner */
+  SAB_W_IDLE = 0,      /* not queued, nothing final yet (a space's record taken) */
+  SAB_W_WAITING = 1,   /* queued, its thread running (spinning, or async) */
+  SAB_W_PARKED = 2,    /* queued, its thread asleep on `state` (futex) */
+  SAB_W_NOTIFIED = 3,  /* dequeued by a notify */
+  SAB_W_TIMED_OUT = 4, /* dequeued by its deadline */
+  SAB_W_CANCELLED = 5  /* dequeued by its owner */
 };
 
 struct sab_waiter_s {

@@ -216,8 +216,12 @@ int sab_space_wait(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t
  * (made by sab_sema_init), its waiters in the space's queue keyed off | 1,
  * its holders owner ids of the space. As sab_sema_*, with records named by
  * index: acquire with `rec` NULL tries; otherwise a record may be queued
- * (SAB_PENDING, *rec), woken with its slot as its token (sab_space_settle).
- * Holders found dead (by a probe, or at the death of an owner) give their
+ * (SAB_PENDING, *rec), woken with its slot as its token (sab_space_settle),
+ * or with SAB_SEMA_NO_TOKEN: a wake to try again (sema.c F2), which the
+ * caller answers by acquiring again (its place is kept) or, if it will not,
+ * by sab_space_sema_give_back with SAB_SEMA_NO_TOKEN (F4). The fairness
+ * rules F1-F5 are sema.c's (src/core/sema_fair.h): a Sema behaves the same
+ * wherever it lives. Holders found dead (by a probe, or at the death of an owner) give their
  * slots back, marked SAB_SEMA_RECOVERED, oldest waiter first.
  */
 int sab_space_sema_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t flags,

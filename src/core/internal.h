@@ -87,11 +87,14 @@ sab__bucket_t *sab__lock(uintptr_t addr);
 void sab__unlock(sab__bucket_t *b);
 sab_waiter_t *sab__oldest_locked(sab__bucket_t *b, uintptr_t addr);
 /* Records queued on addr (sab_waiters, under the caller's lock). */
-uint32_t sab__waiters_locked(const sab__bucket_t *b, uintptr_t addr);
+uint32_t sab__waiters_locked(sab__bucket_t *b, uintptr_t addr);
 void sab__enqueue_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr);
 /* Queue `w` just before `before` (a record in b's list; NULL: at the tail). */
 void sab__enqueue_before_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr,
                                 sab_waiter_t *before);
+/* Queue a semaphore's record `w` (its ctx its ask) among the records of
+ * `key` in order of since (sema.c F2). */
+void sab__enqueue_by_since_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t key);
 typedef struct {
   void *futex;         /* a parked blocking record's word, or NULL */
   sab_waiter_t *async; /* an async record to hand to its wake callback */
@@ -132,17 +135,66 @@ uint32_t sab__park(sab_waiter_t *w, uint64_t deadline);
 void *sab__unpark_locked(sab_waiter_t *w, uint32_t state);
 void sab__unpark(void *token);
 
-/* Spin until the record leaves WAITING or SAB_SPIN_NS pass; answer the
- * state last seen. Shared by both parkers (each has sab__spin_allowed). */
-static inline uint32_t sab__spin(sab_waiter_t *w) {
-  uint32_t s = SAB_LOAD(&w->state);
+/* Spin until a record's state word leaves WAITING or SAB_SPIN_NS pass;
+ * answer the state last seen (a value to check: in a space, any). Shared
+ * by both parkers (each has sab__spin_allowed) and the space's records. */
+static inline uint32_t sab__spin_word(const uint32_t *state) {
+  uint32_t s = SAB_LOAD(state);
   if (s != SAB_W_WAITING || !sab__spin_allowed()) return s;
   uint64_t until = sab_now() + SAB_SPIN_NS;
   for (unsigned i = 1;; i++) {
     SAB_CPU_RELAX();
-    s = SAB_LOAD(&w->state);
+    s = SAB_LOAD(state);
     if (s != SAB_W_WAITING) return s;
     if ((i & 31) == 0 && sab_now() >= until) return s;
+  }
+}
+static inline uint32_t sab__spin(sab_waiter_t *w) { return sab__spin_word(&w->state); }
+
+/*
+ * A blocking record's park on its state word, one loop for both memories,
+ * each passing its futex wait, which carries its flag (private in this
+ * process: parker_futex.c; shared in a space: space_lot.c). After the
+ * spin, announce the sleep with WAITING -> PARKED, a compare-exchange that
+ * a notifier's exchange of the final state races (exactly one sees the
+ * other), then sleep while the word reads PARKED, `nudged` (NULL: none)
+ * reads 0 and `deadline` has not passed. Loops on the word, never on what
+ * the futex answers (spurious wakes, EINTR, a wake meant for an earlier
+ * tenant of the word). Answers the state last seen: a final state, or
+ * WAITING/PARKED (the deadline passed, or a nudge); in a space any value,
+ * which the caller checks (sab__result_of).
+ */
+typedef void (*sab__futex_wait_fn)(uint32_t *word, uint32_t expected, uint64_t deadline);
+static inline uint32_t sab__park_word(uint32_t *state, uint64_t deadline, const uint32_t *nudged,
+                                      sab__futex_wait_fn wait) {
+  uint32_t s = sab__spin_word(state);
+  if (s == SAB_W_WAITING) {
+    uint32_t expected = SAB_W_WAITING;
+    if (!__atomic_compare_exchange_n(state, &expected, SAB_W_PARKED, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_ACQUIRE)) {
+      return expected; /* a final state arrived meanwhile */
+    }
+  }
+  for (;;) {
+    s = SAB_LOAD(state);
+    sab__fuzz_after_read(state);
+    if (s != SAB_W_PARKED) return s;
+    /* A nudge that came before our compare-exchange: its exchange is what
+     * that compare-exchange read, so its flag is visible here. */
+    if (nudged != NULL && __atomic_load_n(nudged, __ATOMIC_ACQUIRE)) return s;
+    if (deadline != UINT64_MAX && sab_now() >= deadline) return s;
+    wait(state, SAB_W_PARKED, deadline);
+  }
+}
+
+/* What a record's final state answers its waiter (any other: still
+ * pending), in both memories. */
+static inline int sab__result_of(uint32_t state) {
+  switch (state) {
+    case SAB_W_NOTIFIED: return SAB_OK;
+    case SAB_W_TIMED_OUT: return SAB_TIMED_OUT;
+    case SAB_W_CANCELLED: return SAB_CANCELLED;
+    default: return SAB_PENDING;
   }
 }
 

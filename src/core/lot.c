@@ -30,6 +30,43 @@ uint32_t sab_bucket_of(uintptr_t addr) {
 
 int32_t *sab_bucket_counts(void) { return counts; }
 
+/* The queue (queue.h) over records in this process: a handle is a
+ * pointer, and the memory is trusted (the checks compile away). */
+typedef sab_waiter_t *lotq_h;
+#define Q_(name)            lotq_##name
+#define Q_H                 lotq_h
+#define Q_NIL               NULL
+#define Q_C                 sab__bucket_t *
+#define Q_KEY_T             uintptr_t
+#define Q_WAKES_T           sab__wake_list_t
+#define Q_HEAD(c)           ((c)->head)
+#define Q_TAIL(c)           ((c)->tail)
+#define Q_SET_HEAD(c, h)    ((c)->head = (h))
+#define Q_SET_TAIL(c, h)    ((c)->tail = (h))
+#define Q_NEXT(c, h)        ((void)(c), (h)->next)
+#define Q_PREV(c, h)        ((void)(c), (h)->prev)
+#define Q_SET_NEXT(c, h, v) ((void)(c), (h)->next = (v))
+#define Q_SET_PREV(c, h, v) ((void)(c), (h)->prev = (v))
+#define Q_KEY(c, h)         ((void)(c), (h)->addr)
+#define Q_OWNER(c, h)       ((void)(c), (h)->owner)
+#define Q_WATCH(c, h)       ((void)(c), (h)->watch)
+#define Q_QUEUED(c, h)      1
+/* Only records of a semaphore's key are asked: their ctx is their ask. */
+#define Q_SINCE(c, h) ((void)(c), ((const sab_sema_ask_t *)(h)->ctx)->since)
+#define Q_COUNT(c, d) \
+  __atomic_fetch_add(&counts[(size_t)((c)-buckets) * SAB_COUNT_STRIDE], (d), __ATOMIC_SEQ_CST)
+#define Q_CHECKED                      0
+#define Q_OK(h)                        1
+#define Q_MAX                          0
+#define Q_REPAIR(c)                    ((void)(c))
+#define Q_LIVE(c, h, owner)            1
+#define Q_DROPS_DEAD                   0
+#define Q_DROP(c, h, owner)            ((void)0)
+#define Q_NOTIFY(c, h, x)              sab__wake_list_add((x), sab__dequeue_locked((c), (h), SAB_W_NOTIFIED))
+#define Q_HOOKED(c, h, key, owner, id) ((void)(c), (h)->on_death != NULL)
+#define Q_RUN_HOOK(c, key, h, x)       (h)->on_death((c), (h), (x))
+#include "queue.h"
+
 static sab__bucket_t *lock_bucket(uintptr_t addr, uint32_t *index) {
   uint32_t b = sab_bucket_of(addr);
   if (index != NULL) *index = b;
@@ -44,24 +81,7 @@ static void unlock_bucket(sab__bucket_t *b) {
 sab__bucket_t *sab__lock(uintptr_t addr) { return lock_bucket(addr, NULL); }
 void sab__unlock(sab__bucket_t *b) { unlock_bucket(b); }
 
-sab_waiter_t *sab__oldest_locked(sab__bucket_t *b, uintptr_t addr) {
-  sab_waiter_t *w = b->head;
-  while (w != NULL && w->addr != addr) w = w->next;
-  return w;
-}
-
-static void unlink_record(sab__bucket_t *b, sab_waiter_t *w) {
-  if (w->prev != NULL)
-    w->prev->next = w->next;
-  else
-    b->head = w->next;
-  if (w->next != NULL)
-    w->next->prev = w->prev;
-  else
-    b->tail = w->prev;
-  w->next = w->prev = NULL;
-  __atomic_fetch_sub(&counts[sab_bucket_of(w->addr) * SAB_COUNT_STRIDE], 1, __ATOMIC_SEQ_CST);
-}
+sab_waiter_t *sab__oldest_locked(sab__bucket_t *b, uintptr_t addr) { return lotq_oldest(b, addr); }
 
 void sab_waiter_init_blocking(sab_waiter_t *w) {
   w->next = w->prev = NULL;
@@ -132,17 +152,13 @@ void sab__enqueue_before_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t add
                                 sab_waiter_t *before) {
   w->addr = addr;
   w->state = SAB_W_WAITING;
-  w->next = before;
-  w->prev = before != NULL ? before->prev : b->tail;
-  if (w->prev != NULL)
-    w->prev->next = w;
-  else
-    b->head = w;
-  if (before != NULL)
-    before->prev = w;
-  else
-    b->tail = w;
-  __atomic_fetch_add(&counts[sab_bucket_of(addr) * SAB_COUNT_STRIDE], 1, __ATOMIC_SEQ_CST);
+  (void)lotq_link(b, w, before); /* trusted memory: never Q_BROKEN */
+}
+
+void sab__enqueue_by_since_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t key) {
+  sab_waiter_t *before;
+  (void)lotq_before_since(b, key, ((const sab_sema_ask_t *)w->ctx)->since, &before);
+  sab__enqueue_before_locked(b, w, key, before);
 }
 
 void sab__enqueue_locked(sab__bucket_t *b, sab_waiter_t *w, uintptr_t addr) {
@@ -180,15 +196,6 @@ int sab_wait_enqueue(sab_waiter_t *w, const void *cell, int size, int64_t expect
   return sab_wait_enqueue_watch(w, cell, size, expected, 0, 0);
 }
 
-static int result_of(uint32_t state) {
-  switch (state) {
-    case SAB_W_NOTIFIED: return SAB_OK;
-    case SAB_W_TIMED_OUT: return SAB_TIMED_OUT;
-    case SAB_W_CANCELLED: return SAB_CANCELLED;
-    default: return SAB_PENDING;
-  }
-}
-
 int sab_wait_park(sab_waiter_t *w, uint64_t deadline) {
   uint32_t s = sab__park(w, deadline);
   /* A nudge seen or not, the caller re-checks why it waits after this
@@ -197,20 +204,20 @@ int sab_wait_park(sab_waiter_t *w, uint64_t deadline) {
    * (the nudger's store is a release), so the re-check sees what the
    * nudger did before nudging (the exit flag). */
   (void)__atomic_exchange_n(&w->nudged, 0, __ATOMIC_ACQUIRE);
-  return result_of(s);
+  return sab__result_of(s);
 }
 
 int sab_wait_cancel(sab_waiter_t *w, int why) {
   sab__bucket_t *b = lock_bucket(w->addr, NULL);
   uint32_t s = SAB_LOAD(&w->state);
   if (s == SAB_W_WAITING || s == SAB_W_PARKED) {
-    unlink_record(b, w);
+    (void)lotq_unlink(b, w);
     s = why == SAB_TIMED_OUT ? SAB_W_TIMED_OUT : SAB_W_CANCELLED;
     /* The caller is the record's own thread: nobody sleeps on it. */
     SAB_STORE(&w->state, s);
   }
   unlock_bucket(b);
-  return result_of(s);
+  return sab__result_of(s);
 }
 
 int sab_wait(const void *cell, int size, int64_t expected, uint64_t timeout_ns) {
@@ -232,7 +239,7 @@ int sab_wait(const void *cell, int size, int64_t expected, uint64_t timeout_ns) 
 
 sab__wake_t sab__dequeue_locked(sab__bucket_t *b, sab_waiter_t *w, uint32_t state) {
   sab__wake_t wk = {NULL, NULL};
-  unlink_record(b, w);
+  (void)lotq_unlink(b, w);
   if (w->kind != SAB_WAITER_BLOCKING) {
     SAB_STORE(&w->state, state);
     wk.async = w;
@@ -281,27 +288,18 @@ void sab__wake_list_run(sab__wake_list_t *l) {
 }
 
 uint64_t sab_notify(uintptr_t addr, uint64_t count) {
-  uint64_t n = 0;
   sab__wake_list_t l;
   if (count == 0) return 0;
   sab__wake_list_init(&l);
   sab__bucket_t *b = lock_bucket(addr, NULL);
-  sab_waiter_t *w = b->head;
-  while (w != NULL && n < count) {
-    sab_waiter_t *next = w->next; /* read before w's state is final */
-    if (w->addr == addr) {
-      sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
-      n++;
-    }
-    w = next;
-  }
+  uint64_t n = lotq_notify(b, addr, count, &l);
   unlock_bucket(b);
   sab__wake_list_run(&l);
   return n;
 }
 
-/* Wake every record watching `owner` (or any owner), and run each address's
- * death hook once, bucket by bucket. */
+/* Wake every record watching `owner` (or any owner), and run each
+ * address's death hook once, bucket by bucket (queue.h, died). */
 static void wake_watchers(uint32_t owner) {
   for (unsigned i = 0; i < SAB_BUCKETS; i++) {
     sab__bucket_t *b = &buckets[i];
@@ -309,25 +307,7 @@ static void wake_watchers(uint32_t owner) {
     if (__atomic_load_n(&counts[i * SAB_COUNT_STRIDE], __ATOMIC_SEQ_CST) == 0) continue;
     sab__wake_list_init(&l);
     if (pthread_mutex_lock(&b->mu) != 0) abort();
-    uintptr_t hooked[8];
-    unsigned nhooked = 0;
-    for (sab_waiter_t *w = b->head, *next; w != NULL; w = next) {
-      next = w->next;
-      if (w->on_death != NULL) {
-        /* The hook dequeues records of this address only: step past them
-         * first, so that `next` stays queued. Each address runs once per
-         * visit (again only if `hooked` overflows; hooks are idempotent). */
-        uintptr_t addr = w->addr;
-        unsigned k = 0;
-        while (k < nhooked && hooked[k] != addr) k++;
-        if (k < nhooked) continue;
-        if (nhooked < sizeof hooked / sizeof hooked[0]) hooked[nhooked++] = addr;
-        while (next != NULL && next->addr == addr) next = next->next;
-        w->on_death(b, w, &l);
-      } else if (w->watch == owner || w->watch == SAB_WATCH_ANY) {
-        sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
-      }
-    }
+    lotq_died(b, owner, &l);
     unlock_bucket(b);
     sab__wake_list_run(&l);
   }
@@ -341,13 +321,7 @@ void sab_owner_died(uint32_t id) {
   wake_watchers(id);
 }
 
-uint32_t sab__waiters_locked(const sab__bucket_t *b, uintptr_t addr) {
-  uint32_t n = 0;
-  for (const sab_waiter_t *w = b->head; w != NULL; w = w->next) {
-    if (w->addr == addr) n++;
-  }
-  return n;
-}
+uint32_t sab__waiters_locked(sab__bucket_t *b, uintptr_t addr) { return lotq_waiters(b, addr); }
 
 uint32_t sab_waiters(uintptr_t addr) {
   sab__bucket_t *b = lock_bucket(addr, NULL);

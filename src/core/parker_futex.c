@@ -38,33 +38,21 @@ int sab__spin_allowed(void) {
 void sab__parker_init(sab_waiter_t *w) { (void)w; }
 void sab__parker_destroy(sab_waiter_t *w) { (void)w; }
 
+/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. Private:
+ * the lot's records are words of this process. */
+static void futex_wait_private(uint32_t *word, uint32_t expected, uint64_t deadline) {
+  struct timespec ts, *tsp = NULL;
+  if (deadline != UINT64_MAX) {
+    ts.tv_sec = (time_t)(deadline / 1000000000u);
+    ts.tv_nsec = (long)(deadline % 1000000000u);
+    tsp = &ts;
+  }
+  syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected, tsp, NULL,
+          FUTEX_BITSET_MATCH_ANY);
+}
+
 uint32_t sab__park(sab_waiter_t *w, uint64_t deadline) {
-  uint32_t s = sab__spin(w);
-  if (s == SAB_W_WAITING) {
-    uint32_t expected = SAB_W_WAITING;
-    if (!__atomic_compare_exchange_n(&w->state, &expected, SAB_W_PARKED, 0, __ATOMIC_SEQ_CST,
-                                     __ATOMIC_ACQUIRE)) {
-      return expected; /* a final state arrived meanwhile */
-    }
-  }
-  for (;;) {
-    s = SAB_LOAD(&w->state);
-    if (s != SAB_W_PARKED) return s;
-    /* A nudge that came before our compare-exchange: its exchange is what
-     * that compare-exchange read, so its flag is visible here. */
-    if (__atomic_load_n(&w->nudged, __ATOMIC_ACQUIRE)) return s;
-    struct timespec ts, *tsp = NULL;
-    if (deadline != UINT64_MAX) {
-      if (sab_now() >= deadline) return s;
-      ts.tv_sec = (time_t)(deadline / 1000000000u);
-      ts.tv_nsec = (long)(deadline % 1000000000u);
-      tsp = &ts;
-    }
-    /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. EINTR,
-     * EAGAIN and ETIMEDOUT all lead back to the state check above. */
-    syscall(SYS_futex, &w->state, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, SAB_W_PARKED, tsp, NULL,
-            FUTEX_BITSET_MATCH_ANY);
-  }
+  return sab__park_word(&w->state, deadline, &w->nudged, futex_wait_private);
 }
 
 void *sab__unpark_locked(sab_waiter_t *w, uint32_t state) {

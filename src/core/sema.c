@@ -20,7 +20,9 @@
  *                                              starts: the slot after the last taken
  *   4             stamp   bucket lock          grants so far, mod 2^32
  *   5             epoch   bucket lock          sab_death_epoch() at the last reclaim scan
- *   6, 7          -       init                 0
+ *   6             strict  init 0; a space's    0, or in a shared space SAB__SEMA_STRICT: a
+ *                         rate take            RateLimit's turn (space_sema.c); not read here
+ *   7             -       init                 0
  *   8 ..          -       init                 nr words, FILLER (a ring before the JS
  *                                              fast path; kept so that sizes do not
  *                                              change)
@@ -108,7 +110,7 @@
  *     token SAB_SEMA_NO_TOKEN: a wake to try again. The record asks again
  *     with its ask (sab_sema_ask; an async record from its loop,
  *     src/napi/async.c's retry) and, finding no slot, is queued in
- *     order of since (enqueue_by_since), in the place its first ask earned.
+ *     order of since (sab__enqueue_by_since_locked), in the place its first ask earned.
  *     The key's records are thus always in order of since, so the oldest
  *     is the head.
  *  F3 A caller older than every queued record (a woken record's retry) is
@@ -144,6 +146,10 @@
  *     The list holds asks, which outlive the wake: a blocking waiter's
  *     lies in the frame of the call that asks again or gives back; an
  *     async record's is taken off before the record is freed.
+ *
+ * The fairness decisions (starving, room_for, hand_out, the ask's turn,
+ * the release's choice) are written once in sema_fair.h, for this file and
+ * for a Sema in a shared space (space_sema.c), which keeps the same rules.
  *
  * Untrusted memory. Any thread's JS can write any of these words at any
  * moment, lock or no lock. So every word is read once into a local, the
@@ -388,12 +394,6 @@ uint32_t sab__sema_take(const sab_sema_t *s, uint32_t owner) {
  * are all this file's, each with ctx pointing to its sab_sema_ask_t). */
 static uint64_t since_of(const sab_waiter_t *w) { return ((const sab_sema_ask_t *)w->ctx)->since; }
 
-/* Whether queued record w has waited the fairness bound at `now` (F1). */
-static int starving(const sab_sema_t *s, const sab_waiter_t *w, uint64_t now) {
-  uint64_t since = since_of(w);
-  return s->fair_ns == 0 || (now >= since && now - since >= s->fair_ns);
-}
-
 /* ---- F5: the retries' list of a bucket (under its lock) ---- */
 
 static void retry_link(sab__bucket_t *b, sab_sema_ask_t *a) {
@@ -424,45 +424,25 @@ static uint32_t retries_before(const sab__bucket_t *b, const sab_sema_t *s, uint
   return n;
 }
 
-/* Whether a hand-out to every record may give a free slot to one that
- * asked at `since` (F5): more slots are free than the retries ahead of it
- * keep. */
-static int room_for(const sab__bucket_t *b, const sab_sema_t *s, uint64_t since) {
-  uint32_t n = retries_before(b, s, since);
-  return n == 0 || sab__sema_count_free(s) > n;
-}
-
-/* Under the lock: queue w among the records of the key in order of since
- * (F2): a retry keeps the place its first ask earned; a newcomer goes last.
- * The key's records are in that order already, so the walk from the tail
- * stops at the first one not younger. */
-static void enqueue_by_since(sab__bucket_t *b, sab_waiter_t *w, uintptr_t key) {
-  sab_waiter_t *before = NULL;
-  uint64_t since = since_of(w);
-  for (sab_waiter_t *p = b->tail; p != NULL; p = p->prev) {
-    if (p->addr != key) continue;
-    if (since_of(p) <= since) break;
-    before = p;
-  }
-  sab__enqueue_before_locked(b, w, key, before);
-}
-
-/* Under the lock: hand free slots to the oldest waiters while both last
- * (K3): every waiter (all), or only those that waited the bound (F1).
- * Reads the memory only while a record is queued (see R2). */
-static void hand_out(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l, int all,
-                     uint64_t now) {
-  for (;;) {
-    sab_waiter_t *w = sab__oldest_locked(b, key_of(s));
-    if (w == NULL) return;
-    if (!all && !starving(s, w, now)) return;
-    if (all && !room_for(b, s, since_of(w))) return; /* F5 */
-    uint32_t t = sab__sema_take(s, w->owner);
-    if (t == SAB_SEMA_NO_TOKEN) return;
-    w->token = t;
-    sab__wake_list_add(l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
-  }
-}
+/* The fairness rules (sema_fair.h) over the lot's records: a record's
+ * since is its ask's, the bound is the view's. */
+#define F_(name)         lsf_##name
+#define F_C              sab__bucket_t *
+#define F_H              sab_waiter_t *
+#define F_NIL            NULL
+#define F_KEY_T          uintptr_t
+#define F_WAKES_T        sab__wake_list_t
+#define F_OLDEST(c, key) sab__oldest_locked((c), (key))
+#define F_SINCE(c, h)    ((void)(c), since_of(h))
+#define F_BOUND(c, s, h) ((void)(c), (void)(h), (s)->fair_ns)
+#define F_OWNER(c, h)    ((void)(c), (h)->owner)
+#define F_HAND(c, h, t, x) \
+  ((h)->token = (t), sab__wake_list_add((x), sab__dequeue_locked((c), (h), SAB_W_NOTIFIED)))
+#define F_RETRY(c, s, h, x)                                \
+  ((void)(s), retry_link((c), (sab_sema_ask_t *)(h)->ctx), \
+   sab__wake_list_add((x), sab__dequeue_locked((c), (h), SAB_W_NOTIFIED)))
+#define F_RETRIES_BEFORE(c, s, since) retries_before((c), (s), (since))
+#include "sema_fair.h"
 
 /* After unlocking, when a slot may have become free: wake those who wait
  * for a refill (JS's resumeFn, lib/sema.js), if any. They park on frees,
@@ -482,7 +462,7 @@ static void refilled(const sab_sema_t *s) {
 static int sync_deaths(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l, int all,
                        uint64_t now) {
   int back = reclaim(s);
-  hand_out(b, s, l, all || back > 0, now);
+  lsf_hand_out(b, s, key_of(s), l, all || back > 0, now);
   return back;
 }
 
@@ -515,17 +495,8 @@ int sab_sema_ask(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t *t
   if (a->since == 0 || a->since > now) a->since = now;
   uint64_t since = a->since;
   back = reclaim(s);
-  if (back > 0) hand_out(b, s, &l, 1, now);
-  /* F3: a caller older than every queued record (a woken waiter's retry)
-   * is first in line; then those that waited the bound (F1); then anyone,
-   * unless the oldest queued record waited the bound (K3, F1). */
-  sab_waiter_t *o = sab__oldest_locked(b, key);
-  if (o == NULL || since <= since_of(o)) t = sab__sema_take(s, owner);
-  if (t == SAB_SEMA_NO_TOKEN) {
-    hand_out(b, s, &l, 0, now);
-    o = sab__oldest_locked(b, key);
-    if (o == NULL || !starving(s, o, now)) t = sab__sema_take(s, owner);
-  }
+  if (back > 0) lsf_hand_out(b, s, key, &l, 1, now);
+  t = lsf_take_in_turn(b, s, key, owner, since, &l, now); /* F3, F1, K3 */
   if (t != SAB_SEMA_NO_TOKEN) {
     *token = t;
     r = SAB_OK;
@@ -536,7 +507,7 @@ int sab_sema_ask(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t *t
     w->ctx = a;
     w->token = SAB_SEMA_NO_TOKEN;
     w->on_death = on_death;
-    enqueue_by_since(b, w, key);
+    sab__enqueue_by_since_locked(b, w, key); /* F2 */
     r = SAB_PENDING;
   }
   __atomic_fetch_sub(count, 1, __ATOMIC_SEQ_CST); /* the enqueue counted it again */
@@ -612,33 +583,7 @@ int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t
     goto out;
   }
   r = (int)slot;
-  sab_waiter_t *w = sab__oldest_locked(b, key);
-  if (w != NULL && (starving(s, w, now) || w->owner == owner)) {
-    /* K3, K4, F1: straight to the oldest waiter, who waited the bound or
-     * is the releaser's own (F2: async-sema's release hands its token to
-     * the thread's own waiting acquire at once). */
-    if (sab__sema_hand(s, slot, owner, w->owner) != 0) {
-      r = SAB_E_CORRUPT;
-      goto out;
-    }
-    w->token = (uint32_t)slot;
-    if (w->owner == owner) flags |= SAB_SEMA_HANDED_SELF;
-    sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
-  } else {
-    if (sab__sema_pool_put(s, slot, owner) != 0) {
-      r = SAB_E_CORRUPT;
-      goto out;
-    }
-    flags |= SAB_SEMA_POOLED;
-    /* F2: the oldest waiter, younger than the bound, is woken to try again
-     * (its token stays NO_TOKEN); a running thread may take the slot
-     * first, and the waiter then queues again in its place, which its ask
-     * keeps meanwhile (F5). */
-    if (w != NULL) {
-      retry_link(b, (sab_sema_ask_t *)w->ctx);
-      sab__wake_list_add(&l, sab__dequeue_locked(b, w, SAB_W_NOTIFIED));
-    }
-  }
+  if (lsf_release(b, s, key, owner, slot, &l, now, &flags) != 0) r = SAB_E_CORRUPT;
 out:
   sab__unlock(b);
   sab__wake_list_run(&l);

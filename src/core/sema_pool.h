@@ -10,6 +10,12 @@
 
 #include "sabsync.h"
 
+/* Word 6 of a semaphore (reserved, 0 from sab_sema_init) in a shared
+ * space: SAB__SEMA_STRICT once it is a RateLimit's turn, whose hand-off is
+ * strict (fair_ns 0), as its in-process view's (space_sema.c). */
+#define SAB__SEMA_W_STRICT 6
+#define SAB__SEMA_STRICT   0x54525453u /* "STRT" */
+
 /* Whose slots these are: the deaths so far where the holders live, and
  * whether a holder's id is alive. */
 typedef struct {

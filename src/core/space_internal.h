@@ -69,7 +69,13 @@ typedef struct {
   uint32_t word;     /* gen << 2 | SLOT_LIVE or SLOT_FREE */
   uint32_t pid;      /* a hint for the death watcher; never trusted */
   uint32_t doorbell; /* futex word rung for its async waiters */
-  uint32_t pad[29];
+  /* A semaphore's acquire by this slot's tenant, woken to try again and not
+   * back yet (sema.c F2, F5): the tenant's id (else stale), the
+   * semaphore's offset, and when the acquire first asked. Written by the
+   * releaser under the semaphore's bucket lock; taken off by the tenant's
+   * next acquire of it, or its give-back of the wake (space_sema.c). */
+  uint32_t retry_id, retry_off, retry_since_lo, retry_since_hi;
+  uint32_t pad[25];
 } sab__slot_t;
 #define LIFELINE_OFF 0 /* byte range locks, apart from the mapping's meaning */
 #define SLOT_FREE    0u
@@ -85,26 +91,21 @@ typedef struct {
 
 /* A waiter record (64 bytes). */
 typedef struct {
-  uint32_t state; /* the futex of a blocking waiter; REC_* below */
+  uint32_t state; /* the futex of a blocking waiter; SAB_W_* */
   uint32_t owner; /* the id that took it; 0: free */
   uint32_t next, prev;
   uint32_t key;   /* the cell's offset; | 1: a semaphore's queue */
   uint32_t watch; /* an owner whose death wakes it; SAB_WATCH_ANY; 0 */
   uint32_t token;
   uint32_t seq;
-  uint32_t flags; /* SAB_SPACE_ASYNC */
-  uint32_t pad[7];
+  uint32_t flags; /* SAB_SPACE_ASYNC, SAB_SPACE_SEMA */
+  /* A semaphore's record: when its acquire first asked (sab_now()), the
+   * order of its key's records (sema.c F2). */
+  uint32_t since_lo, since_hi;
+  uint32_t pad[5];
 } sab__record_t;
-/* Record states: queued (WAITING, PARKED), final, or FREE-to-be (TAKEN:
- * allocated, not queued yet). */
-enum {
-  REC_TAKEN = 0,
-  REC_WAITING = 1,
-  REC_PARKED = 2,
-  REC_NOTIFIED = 3,
-  REC_TIMED_OUT = 4,
-  REC_CANCELLED = 5
-};
+/* Record states: the lot's, SAB_W_* (sabsync.h), one table for both
+ * memories; SAB_W_IDLE (0) is a record taken and not queued yet. */
 
 /* A directory entry (128 bytes). */
 typedef struct {
@@ -242,14 +243,19 @@ void sab__space_unlock(sab__sbucket_t *bk);
 uint32_t sab__space_take(sab_space_t *sp, uint32_t id);
 void sab__space_free(sab_space_t *sp, uint32_t i, uint32_t id);
 /* Under bucket b's lock: queue record i with key `off` (| 1 with
- * SAB_SPACE_SEMA); `raised`: increments of b's counter the caller made and
+ * SAB_SPACE_SEMA, then among the key's records in order of `since`, else
+ * at the tail); `raised`: increments of b's counter the caller made and
  * will take back. */
 void sab__space_queue(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t off, uint32_t watch,
-                      uint32_t flags, uint32_t raised);
+                      uint32_t flags, uint64_t since, uint32_t raised);
+/* Under the lock: when record i's acquire first asked (any value: an order). */
+uint64_t sab__space_since(sab_space_t *sp, uint32_t i);
 /* Under the lock: the oldest record queued with `key` whose owner lives
  * (those of dead owners are dropped on the way), or 0. */
 uint32_t sab__space_oldest(sab_space_t *sp, uint32_t b, uint32_t key, sab__deaths_t *dead);
 uint32_t sab__space_owner(sab_space_t *sp, uint32_t i);
+/* Under the lock: records queued with `key` whose owners live. */
+uint32_t sab__space_waiters_locked(sab_space_t *sp, uint32_t b, uint32_t key, sab__deaths_t *dead);
 /* Under the lock: record i leaves its queue NOTIFIED, carrying `token`. */
 void sab__space_notify_token(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t token,
                              sab__wakes_t *w);
@@ -272,6 +278,11 @@ int sab__sema_in_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t fl
 int sab__sema_in_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t slot, uint32_t *info,
                          sab__deaths_t *dead);
 int sab__sema_in_available(sab_space_t *sp, uint32_t off, sab__deaths_t *dead);
+/* A wake to try again that `id` will not use (F4): its place goes, and free
+ * slots go to the oldest waiters. */
+void sab__sema_in_pass_on(sab_space_t *sp, uint32_t id, uint32_t off, sab__deaths_t *dead);
+/* Waiters of the semaphore at off: queued, and woken to try again. */
+uint32_t sab__sema_in_waiting(sab_space_t *sp, uint32_t off, sab__deaths_t *dead);
 /* space_sema.c: a RateLimit's grant under its turn's bucket lock. */
 int sab__space_rate_in_take(sab_space_t *sp, uint32_t turn_off, uint32_t rate_off,
                             int turn_free_only, uint64_t *at, uint64_t *wait_ns,

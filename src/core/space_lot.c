@@ -1,6 +1,11 @@
 /*
- * Wait queues in a space: the parking lot of lot.c rebuilt from offsets, for
- * waiters in any process.
+ * Wait queues in a space, for waiters in any process: the lot's queue
+ * (queue.h, the same algorithm as lot.c's) over records named by index in
+ * the space, with the space's accessors (every word read once and checked),
+ * its lock (space_lock.c), its futex flag (shared: space_sys.c) and its
+ * liveness probe (lifeline.c). What is the space's own: taking and freeing
+ * records, repairing a list that does not check out, and its wakes (a
+ * futex word or a process's doorbell).
  *
  * A waiter takes a record (a 64-byte slot of the records table, claimed by a
  * compare-exchange of its owner word from 0 to the waiter's owner id) and
@@ -37,7 +42,7 @@
  *   bucket.seq       enqueue, repair       any value: an order, mod 2^32
  *   record.next/prev walks, unlink         0 or 1..NRECORDS and linking back to the
  *                                          record, else repair
- *   record.state     walks, park, settle   one of REC_*; a queued record that is
+ *   record.state     walks, park, settle   one of SAB_W_*; a queued record that is
  *                                          not WAITING/PARKED means repair
  *   record.key       walks, repair         compared with the caller's offset; in
  *                                          repair, hashed to pick its bucket
@@ -64,7 +69,7 @@
 
 #include <errno.h>
 
-#define QUEUED(s) ((s) == REC_WAITING || (s) == REC_PARKED)
+#define QUEUED(s) ((s) == SAB_W_WAITING || (s) == SAB_W_PARKED)
 
 static int rec_ok(uint32_t i) { return i >= 1 && i <= NRECORDS; }
 
@@ -146,71 +151,96 @@ static void unlock_bucket(sab__sbucket_t *bk) { sab__sunlock(&bk->lock); }
 sab__sbucket_t *sab__space_lock(sab_space_t *sp, uint32_t b) { return lock_bucket(sp, b); }
 void sab__space_unlock(sab__sbucket_t *bk) { unlock_bucket(bk); }
 
-/* ---- list operations, under the lock ---- */
+/* ---- the queue (queue.h) over records in the space ---- */
+
+/* A bucket of the space, with what a visit reports to its caller: the
+ * deaths it met (buried above this file), and the semaphores' death hook. */
+typedef struct {
+  sab_space_t *sp;
+  uint32_t b;
+  sab__deaths_t *dead;
+  sab__sema_hook_t hook;
+} spq_c;
+
+static spq_c bucket_of(sab_space_t *sp, uint32_t b, sab__deaths_t *dead) {
+  spq_c c = {sp, b, dead, NULL};
+  return c;
+}
+
+static uint32_t unlink_record(spq_c c, uint32_t i, uint32_t state);
+static void notify_record(spq_c c, uint32_t i, wakes_t *w);
+static int live(spq_c c, uint32_t i, uint32_t owner);
+static void drop(spq_c c, uint32_t i, uint32_t owner);
+
+/* A handle is a record's index, and every word is read once through
+ * sab__ld into the caller's local; queue.h checks each handle read from a
+ * link (rec_ok, the link back) before it follows it: an index becomes an
+ * address within the records table, never a pointer read from the space. */
+#define SPQ_REC(c, h)       sab__record((c).sp, (h))
+#define SPQ_BK(c)           sab__sbucket((c).sp, (c).b)
+#define Q_(name)            spq_##name
+#define Q_H                 uint32_t
+#define Q_NIL               0u
+#define Q_C                 spq_c
+#define Q_KEY_T             uint32_t
+#define Q_WAKES_T           wakes_t
+#define Q_HEAD(c)           sab__ld(&SPQ_BK(c)->head)
+#define Q_TAIL(c)           sab__ld(&SPQ_BK(c)->tail)
+#define Q_SET_HEAD(c, h)    sab__st(&SPQ_BK(c)->head, (h))
+#define Q_SET_TAIL(c, h)    sab__st(&SPQ_BK(c)->tail, (h))
+#define Q_NEXT(c, h)        sab__ld(&SPQ_REC(c, h)->next)
+#define Q_PREV(c, h)        sab__ld(&SPQ_REC(c, h)->prev)
+#define Q_SET_NEXT(c, h, v) sab__st(&SPQ_REC(c, h)->next, (v))
+#define Q_SET_PREV(c, h, v) sab__st(&SPQ_REC(c, h)->prev, (v))
+#define Q_KEY(c, h)         sab__ld(&SPQ_REC(c, h)->key)
+#define Q_OWNER(c, h)       sab__ld(&SPQ_REC(c, h)->owner)
+#define Q_WATCH(c, h)       sab__ld(&SPQ_REC(c, h)->watch)
+#define Q_QUEUED(c, h)      QUEUED(sab__ld(&SPQ_REC(c, h)->state))
+#define Q_SINCE(c, h)       sab__space_since((c).sp, (h))
+#define Q_COUNT(c, d)       __atomic_fetch_add(sab__count((c).sp, (c).b), (d), __ATOMIC_SEQ_CST)
+#define Q_CHECKED           1
+#define Q_OK(h)             rec_ok(h)
+#define Q_MAX               NRECORDS
+#define Q_REPAIR(c)         repair((c).sp, (c).b)
+#define Q_LIVE(c, h, owner) live((c), (h), (owner))
+#define Q_DROPS_DEAD        1
+#define Q_DROP(c, h, owner) drop((c), (h), (owner))
+#define Q_NOTIFY(c, h, x)   notify_record((c), (h), (x))
+/* A semaphore's waiters are keyed off | 1 (SAB_SPACE_SEMA): a death runs
+ * its hook (space_sema.c) unless the record is the dead's own. */
+#define Q_HOOKED(c, h, key, owner, id) (((key)&1u) && (owner) != (id))
+#define Q_RUN_HOOK(c, key, h, x) \
+  ((void)(h), (c).hook != NULL ? (c).hook((c).sp, (c).b, (key) & ~3u, (x), (c).dead) : (void)0)
+#include "queue.h"
 
 /* Take record i (queued, state read as queued) out of the list, storing its
  * final `state`; answers the state it replaced. Links that do not check out
  * mean repair: the record's state is stored first, so the rebuilt list
  * leaves it out. */
-static uint32_t unlink_record(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t state) {
-  sab__sbucket_t *bk = sab__sbucket(sp, b);
-  sab__record_t *r = sab__record(sp, i);
-  uint32_t next = sab__ld(&r->next), prev = sab__ld(&r->prev);
-  int ok = (next == 0 || rec_ok(next)) && (prev == 0 || rec_ok(prev));
-  if (ok) ok = prev == 0 ? sab__ld(&bk->head) == i : sab__ld(&sab__record(sp, prev)->next) == i;
-  if (ok) ok = next == 0 ? sab__ld(&bk->tail) == i : sab__ld(&sab__record(sp, next)->prev) == i;
-  if (ok) {
-    if (prev == 0)
-      sab__st(&bk->head, next);
-    else
-      sab__st(&sab__record(sp, prev)->next, next);
-    if (next == 0)
-      sab__st(&bk->tail, prev);
-    else
-      sab__st(&sab__record(sp, next)->prev, prev);
-    __atomic_fetch_sub(sab__count(sp, b), 1, __ATOMIC_SEQ_CST);
-  }
-  sab__st(&r->next, 0);
-  sab__st(&r->prev, 0);
+static uint32_t unlink_record(spq_c c, uint32_t i, uint32_t state) {
+  int ok = spq_unlink(c, i) == Q_DONE;
   /* The exchange tells a notifier whether the waiter sleeps (PARKED): the
    * waiter's WAITING -> PARKED is a compare-exchange, so exactly one of the
    * two sees the other. */
-  uint32_t old = __atomic_exchange_n(&r->state, state, __ATOMIC_SEQ_CST);
-  if (!ok) repair(sp, b);
+  uint32_t old = __atomic_exchange_n(&sab__record(c.sp, i)->state, state, __ATOMIC_SEQ_CST);
+  if (!ok) repair(c.sp, c.b);
   return old;
 }
 
-/* Visit the queued records of bucket b in order, calling `fn` with each
- * (its index and the state read); fn answers 0 to go on, 1 to stop. fn may
- * unlink the record it was given (not others). A list that does not check
- * out is repaired and the walk starts again, once. */
-typedef int (*visit_fn)(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx);
+/* Record i of a dead owner leaves its queue: its thread will never look,
+ * and a wake counted for it would be lost. */
+static void drop(spq_c c, uint32_t i, uint32_t owner) {
+  unlink_record(c, i, SAB_W_CANCELLED);
+  sab__space_free(c.sp, i, owner);
+}
 
-static void walk(sab_space_t *sp, uint32_t b, visit_fn fn, void *ctx) {
-  sab__sbucket_t *bk = sab__sbucket(sp, b);
-  for (int attempt = 0; attempt < 2; attempt++) {
-    uint32_t i = sab__ld(&bk->head), steps = 0, prev = 0;
-    int broken = 0;
-    while (i != 0) {
-      if (!rec_ok(i) || ++steps > NRECORDS) {
-        broken = 1;
-        break;
-      }
-      sab__record_t *r = sab__record(sp, i);
-      uint32_t next = sab__ld(&r->next);
-      if (!QUEUED(sab__ld(&r->state)) || sab__ld(&r->prev) != prev) {
-        broken = 1;
-        break;
-      }
-      if (fn(sp, b, i, ctx)) return;
-      /* fn may have unlinked i: the walk goes on from its old next, whose
-       * prev is now i's old prev. */
-      if (QUEUED(sab__ld(&r->state))) prev = i;
-      i = next;
-    }
-    if (!broken) return;
-    repair(sp, b);
-  }
+/* Whether record i's owner lives, under the lock (probes without
+ * blocking; a death found goes to c.dead); a dead owner's record is
+ * dropped. */
+static int live(spq_c c, uint32_t i, uint32_t owner) {
+  if (sab__space_alive_locked(c.sp, owner, c.dead)) return 1;
+  drop(c, i, owner);
+  return 0;
 }
 
 /* ---- records ---- */
@@ -225,7 +255,7 @@ uint32_t sab__space_take(sab_space_t *sp, uint32_t id) {
     if (__atomic_load_n(&r->owner, __ATOMIC_RELAXED) == 0 &&
         __atomic_compare_exchange_n(&r->owner, &zero, id, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
       __atomic_store_n(hint, i, __ATOMIC_RELAXED);
-      sab__st(&r->state, REC_TAKEN);
+      sab__st(&r->state, SAB_W_IDLE);
       sab__st(&r->next, 0);
       sab__st(&r->prev, 0);
       return i;
@@ -262,34 +292,39 @@ static int cell_equals(const sab_space_t *sp, uint32_t off, int size, int64_t ex
 
 /* ---- waiting ---- */
 
+uint64_t sab__space_since(sab_space_t *sp, uint32_t i) {
+  sab__record_t *r = sab__record(sp, i);
+  uint64_t lo = sab__ld(&r->since_lo), hi = sab__ld(&r->since_hi);
+  return hi << 32 | lo;
+}
+
 void sab__space_queue(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t off, uint32_t watch,
-                      uint32_t flags, uint32_t raised) {
+                      uint32_t flags, uint64_t since, uint32_t raised) {
   sab__sbucket_t *bk = sab__sbucket(sp, b);
   sab__record_t *r = sab__record(sp, i);
-  int32_t *count = sab__count(sp, b);
-  uint32_t seq = sab__ld(&bk->seq), tail = sab__ld(&bk->tail);
+  uint32_t seq = sab__ld(&bk->seq);
   sab__st(&bk->seq, seq + 1);
   /* SAB_SPACE_SEMA: a semaphore's queue, keyed off | 1 (see sabsync_space.h). */
-  sab__st(&r->key, off | ((flags & SAB_SPACE_SEMA) ? 1u : 0u));
+  uint32_t key = off | ((flags & SAB_SPACE_SEMA) ? 1u : 0u), before = 0;
+  spq_c c = bucket_of(sp, b, NULL);
+  /* A semaphore's records stay in order of since (sema.c F2): a retry goes
+   * back to the place its first ask earned, and takes the seq just before
+   * the record it goes before, so that a rebuilt list (L2) keeps it there
+   * (ties with its predecessor aside: fairness only). */
+  if ((flags & SAB_SPACE_SEMA) && spq_before_since(c, key, since, &before) == Q_DONE &&
+      before != 0) {
+    seq = sab__ld(&sab__record(sp, before)->seq) - 1;
+  }
+  sab__st(&r->key, key);
   sab__st(&r->watch, watch);
   sab__st(&r->flags, flags & 0xFFu);
   sab__st(&r->token, 0xFFFFFFFFu);
   sab__st(&r->seq, seq);
-  sab__st(&r->next, 0);
-  sab__st(&r->prev, tail);
-  sab__st(&r->state, REC_WAITING);
-  if (tail == 0 && sab__ld(&bk->head) == 0) {
-    sab__st(&bk->head, i);
-    sab__st(&bk->tail, i);
-    __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
-  } else if (rec_ok(tail) && tail != i && sab__ld(&sab__record(sp, tail)->next) == 0) {
-    sab__st(&sab__record(sp, tail)->next, i);
-    sab__st(&bk->tail, i);
-    __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
-  } else {
-    /* The list did not check out: rebuild it, ours included (counted). */
-    repair_counted(sp, b, raised);
-  }
+  sab__st(&r->since_lo, (uint32_t)since);
+  sab__st(&r->since_hi, (uint32_t)(since >> 32));
+  sab__st(&r->state, SAB_W_WAITING);
+  /* A list that does not check out is rebuilt, ours included (counted). */
+  if (spq_link(c, i, before) != Q_DONE) repair_counted(sp, b, raised);
 }
 
 int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int64_t expected,
@@ -316,7 +351,7 @@ int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int6
      * it here, or its visit of this bucket finds our record. */
     result = SAB_OWNER_DEAD;
   } else {
-    sab__space_queue(sp, b, i, off, watch, flags, 1);
+    sab__space_queue(sp, b, i, off, watch, flags, 0, 1);
     *rec = i;
   }
   __atomic_fetch_sub(count, 1, __ATOMIC_SEQ_CST);
@@ -325,42 +360,12 @@ int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int6
   return result;
 }
 
-static int result_of(uint32_t state) {
-  switch (state) {
-    case REC_NOTIFIED: return SAB_OK;
-    case REC_TIMED_OUT: return SAB_TIMED_OUT;
-    case REC_CANCELLED: return SAB_CANCELLED;
-    default: return SAB_PENDING;
-  }
-}
-
 int sab_space_park(sab_space_t *sp, uint32_t rec, uint64_t deadline) {
   if (!rec_ok(rec)) return SAB_CANCELLED;
-  uint32_t *state = &sab__record(sp, rec)->state;
-  uint32_t s = sab__ld(state);
-  if (s == REC_WAITING && sab_spin_allowed()) {
-    uint64_t until = sab_now() + SAB_SPIN_NS;
-    for (unsigned k = 1; s == REC_WAITING; k++) {
-      sab_cpu_relax();
-      s = sab__ld(state);
-      if ((k & 31) == 0 && sab_now() >= until) break;
-    }
-  }
-  if (s == REC_WAITING) {
-    uint32_t expected = REC_WAITING;
-    if (!__atomic_compare_exchange_n(state, &expected, REC_PARKED, 0, __ATOMIC_SEQ_CST,
-                                     __ATOMIC_ACQUIRE)) {
-      s = expected;
-    } else {
-      s = REC_PARKED;
-    }
-  }
-  while (s == REC_PARKED) {
-    if (deadline != UINT64_MAX && sab_now() >= deadline) break;
-    sab__futex_wait_shared(state, REC_PARKED, deadline);
-    s = sab__ld(state);
-  }
-  return result_of(s);
+  /* The lot's park (internal.h), on a shared futex: its state, a value to
+   * check as every read. */
+  uint32_t s = sab__park_word(&sab__record(sp, rec)->state, deadline, NULL, sab__futex_wait_shared);
+  return sab__result_of(s);
 }
 
 int sab_space_peek(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off) {
@@ -369,7 +374,7 @@ int sab_space_peek(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off) {
   sab__record_t *r = sab__record(sp, rec);
   uint32_t s = sab__ld(&r->state);
   if (sab__ld(&r->owner) != id) return SAB_CANCELLED;
-  return result_of(s);
+  return sab__result_of(s);
 }
 
 int sab_space_settle(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off, int why,
@@ -386,10 +391,10 @@ int sab_space_settle(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off, i
   } else {
     uint32_t s = sab__ld(&r->state);
     if (QUEUED(s) && bk != NULL) {
-      s = why == SAB_TIMED_OUT ? REC_TIMED_OUT : REC_CANCELLED;
-      unlink_record(sp, b, rec, s);
+      s = why == SAB_TIMED_OUT ? SAB_W_TIMED_OUT : SAB_W_CANCELLED;
+      unlink_record(bucket_of(sp, b, NULL), rec, s);
     }
-    result = result_of(s);
+    result = sab__result_of(s);
     if (result == SAB_PENDING) result = SAB_CANCELLED;
     if (token != NULL) *token = sab__ld(&r->token);
     sab__space_free(sp, rec, id);
@@ -400,52 +405,25 @@ int sab_space_settle(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off, i
 
 /* ---- notify ---- */
 
-typedef struct {
-  uint32_t off;
-  uint64_t count, woken;
-  wakes_t wakes;
-  sab__deaths_t *dead;
-} notify_t;
-
-/* Under the lock: record i leaves the queue NOTIFIED; queue its wake. */
-static void notify_record(sab_space_t *sp, uint32_t b, uint32_t i, wakes_t *w) {
-  sab__record_t *r = sab__record(sp, i);
+/* Under the lock: record i leaves the queue NOTIFIED; queue its wake (its
+ * owner's doorbell for an async record, its state word if it sleeps). */
+static void notify_record(spq_c c, uint32_t i, wakes_t *w) {
+  sab__record_t *r = sab__record(c.sp, i);
   uint32_t flags = sab__ld(&r->flags), owner = sab__ld(&r->owner);
-  uint32_t old = unlink_record(sp, b, i, REC_NOTIFIED);
+  uint32_t old = unlink_record(c, i, SAB_W_NOTIFIED);
   if (flags & SAB_SPACE_ASYNC) {
-    uint32_t *bell = sab_space_doorbell(sp, owner);
+    uint32_t *bell = sab_space_doorbell(c.sp, owner);
     if (bell != NULL) {
       __atomic_fetch_add(bell, 1, __ATOMIC_SEQ_CST);
       wakes_add(w, bell);
     }
-  } else if (old == REC_PARKED) {
+  } else if (old == SAB_W_PARKED) {
     wakes_add(w, &r->state);
   }
 }
 
-typedef struct {
-  uint32_t key, found;
-  sab__deaths_t *dead;
-} oldest_t;
-
-static int oldest_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
-  oldest_t *o = ctx;
-  sab__record_t *r = sab__record(sp, i);
-  if (sab__ld(&r->key) != o->key) return 0;
-  uint32_t owner = sab__ld(&r->owner);
-  if (!sab__space_alive_locked(sp, owner, o->dead)) {
-    unlink_record(sp, b, i, REC_CANCELLED);
-    sab__space_free(sp, i, owner);
-    return 0;
-  }
-  o->found = i;
-  return 1;
-}
-
 uint32_t sab__space_oldest(sab_space_t *sp, uint32_t b, uint32_t key, sab__deaths_t *dead) {
-  oldest_t o = {key, 0, dead};
-  walk(sp, b, oldest_visit, &o);
-  return o.found;
+  return spq_oldest(bucket_of(sp, b, dead), key);
 }
 
 uint32_t sab__space_owner(sab_space_t *sp, uint32_t i) {
@@ -455,107 +433,49 @@ uint32_t sab__space_owner(sab_space_t *sp, uint32_t i) {
 void sab__space_notify_token(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t token,
                              sab__wakes_t *w) {
   sab__st(&sab__record(sp, i)->token, token);
-  notify_record(sp, b, i, w);
-}
-
-static int notify_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
-  notify_t *n = ctx;
-  sab__record_t *r = sab__record(sp, i);
-  if (sab__ld(&r->key) != n->off) return 0;
-  uint32_t owner = sab__ld(&r->owner);
-  if (!sab__space_alive_locked(sp, owner, n->dead)) {
-    /* Its thread is gone: a wake counted for it would be lost. */
-    unlink_record(sp, b, i, REC_CANCELLED);
-    sab__space_free(sp, i, owner);
-    return 0;
-  }
-  notify_record(sp, b, i, &n->wakes);
-  return ++n->woken == n->count;
+  notify_record(bucket_of(sp, b, NULL), i, w);
 }
 
 uint64_t sab__lot_notify(sab_space_t *sp, uint32_t off, uint64_t count, sab__deaths_t *dead) {
-  notify_t n = {off, count, 0, {{0}, 0}, dead};
+  wakes_t w = {{0}, 0};
   if (count == 0 || off >= sp->size) return 0;
   uint32_t b = sab__sbucket_of(off);
   sab__sbucket_t *bk = lock_bucket(sp, b);
   if (bk == NULL) return 0;
-  walk(sp, b, notify_visit, &n);
+  uint64_t n = spq_notify(bucket_of(sp, b, dead), off, count, &w);
   unlock_bucket(bk);
-  wakes_run(&n.wakes);
-  return n.woken;
+  wakes_run(&w);
+  return n;
 }
 
-typedef struct {
-  uint32_t off, n;
-  sab__deaths_t *dead;
-} count_t;
-
-static int count_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
-  count_t *c = ctx;
-  sab__record_t *r = sab__record(sp, i);
-  if (sab__ld(&r->key) != c->off) return 0;
-  uint32_t owner = sab__ld(&r->owner);
-  if (!sab__space_alive_locked(sp, owner, c->dead)) {
-    unlink_record(sp, b, i, REC_CANCELLED); /* as notify would: not a waiter */
-    sab__space_free(sp, i, owner);
-    return 0;
-  }
-  c->n++;
-  return 0;
+uint32_t sab__space_waiters_locked(sab_space_t *sp, uint32_t b, uint32_t key, sab__deaths_t *dead) {
+  return spq_waiters(bucket_of(sp, b, dead), key);
 }
 
 uint32_t sab__lot_waiters(sab_space_t *sp, uint32_t off, sab__deaths_t *dead) {
-  count_t c = {off, 0, dead};
   if (off >= sp->size) return 0;
   uint32_t b = sab__sbucket_of(off);
   sab__sbucket_t *bk = lock_bucket(sp, b);
   if (bk == NULL) return 0;
-  walk(sp, b, count_visit, &c);
+  uint32_t n = spq_waiters(bucket_of(sp, b, dead), off);
   unlock_bucket(bk);
-  return c.n;
+  return n;
 }
 
 /* ---- deaths ---- */
 
-typedef struct {
-  uint32_t id;
-  wakes_t wakes;
-  uint32_t semas[8]; /* semaphores with waiters here: their hooks run after the walk */
-  unsigned nsemas;
-} death_t;
-
-static int death_visit(sab_space_t *sp, uint32_t b, uint32_t i, void *ctx) {
-  death_t *d = ctx;
-  sab__record_t *r = sab__record(sp, i);
-  uint32_t owner = sab__ld(&r->owner), watch = sab__ld(&r->watch), key = sab__ld(&r->key);
-  if ((key & 1u) && owner != d->id) {
-    unsigned k = 0;
-    while (k < d->nsemas && d->semas[k] != (key & ~3u)) k++;
-    if (k == d->nsemas && d->nsemas < sizeof d->semas / sizeof d->semas[0]) {
-      d->semas[d->nsemas++] = key & ~3u;
-    }
-  }
-  if (owner == d->id) {
-    unlink_record(sp, b, i, REC_CANCELLED); /* its thread will never look */
-    sab__space_free(sp, i, owner);
-  } else if (watch == d->id || watch == SAB_WATCH_ANY) {
-    notify_record(sp, b, i, &d->wakes);
-  }
-  return 0;
-}
-
 void sab__space_wake_watchers(sab_space_t *sp, uint32_t id, sab__sema_hook_t hook,
                               sab__deaths_t *dead) {
-  death_t d = {id, {{0}, 0}, {0}, 0};
   for (uint32_t b = 0; b < NBUCKETS; b++) {
+    wakes_t w = {{0}, 0};
     sab__sbucket_t *bk = lock_bucket(sp, b);
     if (bk == NULL) continue;
-    d.nsemas = 0;
-    walk(sp, b, death_visit, &d);
+    spq_c c = bucket_of(sp, b, dead);
+    c.hook = hook;
     /* Semaphores whose waiters queue here: slots of the dead go to them. */
-    for (unsigned k = 0; k < d.nsemas && hook != NULL; k++) hook(sp, b, d.semas[k], &d.wakes, dead);
+    spq_died(c, id, &w);
     unlock_bucket(bk);
-    wakes_run(&d.wakes);
+    wakes_run(&w);
   }
   /* Records the dead took but had not queued, or had been woken in and not
    * yet freed: nobody else names them. */

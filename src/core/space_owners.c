@@ -110,13 +110,24 @@ int sab_space_sema_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t s
 }
 
 void sab_space_sema_give_back(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t token) {
-  if (token == SAB_SEMA_NO_TOKEN) return;
+  if (token == SAB_SEMA_NO_TOKEN) {
+    /* sema.c F4: a wake to try again that will never be used: pass it on,
+     * and the place it kept (F5). */
+    sab__deaths_t dead = {{0}, 0};
+    sab__sema_in_pass_on(sp, id, off, &dead);
+    bury_all(sp, &dead);
+    return;
+  }
   /* BAD_TOKEN here means: reclaimed already (the owner was seen dead). */
   (void)sab_space_sema_release(sp, id, off, token & ~SAB_SEMA_RECOVERED, NULL);
 }
 
 uint32_t sab_space_sema_waiting(sab_space_t *sp, uint32_t off) {
-  return off < sp->size ? sab_space_waiters(sp, off | 1u) : 0;
+  if (off >= sp->size) return 0;
+  sab__deaths_t dead = {{0}, 0};
+  uint32_t n = sab__sema_in_waiting(sp, off, &dead);
+  bury_all(sp, &dead);
+  return n;
 }
 
 int sab_space_sema_available(sab_space_t *sp, uint32_t off) {

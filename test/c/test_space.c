@@ -574,13 +574,123 @@ static void test_sema(void) {
   sab_space_close(sp);
 }
 
+/* The Sema's bounded fairness in a space: the rules of src/core/sema.c
+ * (F1-F5), which src/core/sema_fair.h writes once for both memories, row by
+ * row as test_sema.c plays them in one process, with async records (nothing
+ * runs on their wake) of several ids of this thread. Built with a bound of
+ * 200 ms (the Makefile): a young waiter's rows act well within it, and a
+ * waiter that must have waited the bound has its record's since dated back. */
+static int f_ask(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t flags, uint32_t *rec,
+                 uint32_t *tok) {
+  return sab_space_sema_acquire(sp, id, off, SAB_SPACE_ASYNC | flags, tok, rec);
+}
+static int f_woken(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off) {
+  return sab_space_peek(sp, id, rec, off) == SAB_OK;
+}
+/* The token a woken record was handed (SAB_SEMA_NO_TOKEN: try again). */
+static uint32_t f_token(sab_space_t *sp, uint32_t id, uint32_t rec, uint32_t off) {
+  uint32_t tok = 7;
+  CHECK(sab_space_settle(sp, id, rec, off, SAB_CANCELLED, &tok) == SAB_OK);
+  return tok;
+}
+static void f_age(sab_space_t *sp, uint32_t rec, uint64_t ns) {
+  uint64_t since = sab_now() - ns;
+  sab__st(&sab__record(sp, rec)->since_lo, (uint32_t)since);
+  sab__st(&sab__record(sp, rec)->since_hi, (uint32_t)(since >> 32));
+}
+
+static void test_sema_fairness(void) {
+  sab_space_t *sp = open_new("fair");
+  uint32_t off = sema_in(sp, "f", 1), a, n, q1, q2, d, r1, r2, r3, tok, info;
+  CHECK(sab_space_register(sp, &a) == 0 && sab_space_register(sp, &n) == 0);
+  CHECK(sab_space_register(sp, &q1) == 0 && sab_space_register(sp, &q2) == 0);
+
+  /* F2: a release whose oldest waiter has not waited the bound pools the
+   * slot and wakes that waiter to try again; a running thread takes the
+   * slot meanwhile (the barge); the waiter asks again and queues in its
+   * old place, ahead of a later waiter. */
+  CHECK(sab_space_sema_acquire(sp, a, off, 0, &tok, NULL) == SAB_OK && tok == 0);
+  CHECK(f_ask(sp, q1, off, 0, &r1, &tok) == SAB_PENDING);
+  CHECK(sab_space_sema_release(sp, a, off, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  CHECK(f_woken(sp, q1, r1, off) && f_token(sp, q1, r1, off) == SAB_SEMA_NO_TOKEN);
+  CHECK(sab_space_sema_waiting(sp, off) == 1); /* off the queue, still waiting (F5) */
+  CHECK(sab_space_sema_acquire(sp, n, off, 0, &tok, NULL) == SAB_OK && tok == 0); /* the barge */
+  CHECK(f_ask(sp, q2, off, 0, &r2, &tok) == SAB_PENDING); /* later than q1 */
+  CHECK(f_ask(sp, q1, off, 0, &r1, &tok) == SAB_PENDING); /* back, in its place */
+  CHECK(sab_space_sema_waiting(sp, off) == 2);
+  CHECK(sab_space_sema_release(sp, n, off, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  CHECK(f_woken(sp, q1, r1, off) && !f_woken(sp, q2, r2, off)); /* q1 first */
+  CHECK(f_token(sp, q1, r1, off) == SAB_SEMA_NO_TOKEN);
+  /* F3: the woken waiter, older than every queued one, is first in line. */
+  CHECK(f_ask(sp, q1, off, 0, &r1, &tok) == SAB_OK && tok == 0);
+  CHECK(sab_space_sema_waiting(sp, off) == 1);
+  /* F4: a wake to try again that will not be used is passed on: the slot
+   * goes to the next waiter directly. */
+  CHECK(f_ask(sp, n, off, 0, &r3, &tok) == SAB_PENDING); /* behind q2 */
+  CHECK(sab_space_sema_release(sp, q1, off, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+  CHECK(f_woken(sp, q2, r2, off) && f_token(sp, q2, r2, off) == SAB_SEMA_NO_TOKEN);
+  CHECK(!f_woken(sp, n, r3, off) && sab_space_sema_waiting(sp, off) == 2);
+  sab_space_sema_give_back(sp, q2, off, SAB_SEMA_NO_TOKEN); /* q2 gives up */
+  CHECK(f_woken(sp, n, r3, off) && f_token(sp, n, r3, off) == 0);
+  CHECK(sab_space_sema_waiting(sp, off) == 0);
+  CHECK(sab_space_sema_release(sp, n, off, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+
+  /* F1: a waiter that asked the bound ago is handed the released slot
+   * directly, and no newcomer takes a slot past it. */
+  CHECK(sab_space_sema_acquire(sp, a, off, 0, &tok, NULL) == SAB_OK);
+  CHECK(f_ask(sp, q1, off, 0, &r1, &tok) == SAB_PENDING);
+  f_age(sp, r1, 400 * MS);
+  CHECK(sab_space_sema_release(sp, a, off, 0, &info) == 0 && info == 0); /* handed */
+  CHECK(f_woken(sp, q1, r1, off) && f_token(sp, q1, r1, off) == 0);
+  CHECK(f_ask(sp, q2, off, 0, &r2, &tok) == SAB_PENDING);
+  f_age(sp, r2, 400 * MS);
+  CHECK(sab_space_sema_acquire(sp, n, off, 0, &tok, NULL) == SAB_TIMED_OUT);
+  CHECK(sab_space_sema_release(sp, q1, off, 0, &info) == 0 && info == 0); /* to q2 */
+  CHECK(f_woken(sp, q2, r2, off) && f_token(sp, q2, r2, off) == 0);
+  CHECK(sab_space_sema_release(sp, q2, off, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+
+  /* F5: a record woken to try again keeps its place while it is off the
+   * queue: a death meanwhile (which hands free slots to queued records)
+   * does not hand its slot to a younger queued record; a give-up passes
+   * its place on. */
+  for (int round = 0; round < 2; round++) {
+    CHECK(sab_space_sema_acquire(sp, a, off, 0, &tok, NULL) == SAB_OK && tok == 0);
+    CHECK(f_ask(sp, q1, off, 0, &r1, &tok) == SAB_PENDING);
+    CHECK(f_ask(sp, q2, off, 0, &r2, &tok) == SAB_PENDING);
+    CHECK(sab_space_sema_release(sp, a, off, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+    CHECK(f_woken(sp, q1, r1, off) && f_token(sp, q1, r1, off) == SAB_SEMA_NO_TOKEN);
+    CHECK(sab_space_sema_waiting(sp, off) == 2); /* q2 queued, q1 on its way back */
+    if (round == 0) {
+      CHECK(sab_space_register(sp, &d) == 0);
+      sab_space_unregister(sp, d);      /* a death elsewhere visits the queues */
+      CHECK(!f_woken(sp, q2, r2, off)); /* not past q1 */
+      CHECK(f_ask(sp, q1, off, 0, &r1, &tok) == SAB_OK && tok == 0);
+      CHECK(sab_space_sema_release(sp, q1, off, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+      CHECK(f_woken(sp, q2, r2, off) && f_token(sp, q2, r2, off) == SAB_SEMA_NO_TOKEN);
+      CHECK(f_ask(sp, q2, off, 0, &r2, &tok) == SAB_OK && tok == 0);
+      CHECK(sab_space_sema_release(sp, q2, off, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+    } else {
+      sab_space_sema_give_back(sp, q1, off, SAB_SEMA_NO_TOKEN); /* the slot to q2 */
+      CHECK(f_woken(sp, q2, r2, off) && f_token(sp, q2, r2, off) == 0);
+      CHECK(sab_space_sema_release(sp, q2, off, 0, &info) == 0 && info == SAB_SEMA_POOLED);
+    }
+    CHECK(sab_space_sema_waiting(sp, off) == 0 && sab_space_sema_available(sp, off) == 1);
+  }
+  sab_space_unregister(sp, q2);
+  sab_space_unregister(sp, q1);
+  sab_space_unregister(sp, n);
+  sab_space_unregister(sp, a);
+  CHECK(sab_space_records_used(sp) == 0);
+  sab_space_close(sp);
+}
+
 /* A RateLimit in a space: its grants under its turn's bucket lock, and a
  * caller without the turn granted only while the turn is free with nobody
  * queued for it (sab_space_rate_take's turn_free_only). */
 static void test_rate(void) {
   sab_space_t *sp = open_new("rate");
   size_t rbytes = sab_rate_bytes(2), bytes = rbytes + sab_sema_bytes(1);
-  uint32_t params[SAB_SPACE_NPARAMS] = {2, 0, 0, 0}, off, me, tok;
+  uint32_t params[SAB_SPACE_NPARAMS] = {2, 0, 0, 0}, off, me, tok, info;
   CHECK(sab_space_lookup(sp, sab__lock_id(sp), "limit", 5, 11, params, (uint32_t)bytes, &off) ==
         SAB_SPACE_CREATE);
   sab_rate_t r;
@@ -611,7 +721,9 @@ static void test_rate(void) {
     for (;;) pause();
   }
   while (sab_space_sema_waiting(sp, turn) == 0) sleep_ms(1);
-  CHECK(sab_space_sema_release(sp, me, turn, (int64_t)tok, NULL) == (int)tok);
+  /* A turn's hand-off is strict, as in one process (its first rate take
+   * marked it): handed to the waiter however young, never pooled (F2). */
+  CHECK(sab_space_sema_release(sp, me, turn, (int64_t)tok, &info) == (int)tok && info == 0);
   while (__atomic_load_n(flag, __ATOMIC_SEQ_CST) == 0) sleep_ms(1);
   CHECK(sab_space_rate_take(sp, turn, off, 1, &when, &wait) == SAB_TIMED_OUT);
   kill_and_reap(kid);
@@ -650,6 +762,7 @@ int main(int argc, char **argv) {
   test_owners();
   test_notify_races_timeout();
   test_sema();
+  test_sema_fairness();
   test_rate();
   test_scribbler();
   for (int i = 0; i < nnames; i++) sab_space_unlink(names[i]);
