@@ -283,12 +283,25 @@ function backendOfSpace (opened) {
           const r = native.spaceSemaSettle(h, rec, why)
           return r === C.OK ? OUT[0] : r === C.SEMA_NO_TOKEN ? r : C.SEMA_TIMED_OUT
         }
+        // A wake to try again (SEMA_NO_TOKEN) that will not be acquired on,
+        // its caller aborted, goes on to the next waiter (F4, as the
+        // in-process loop does): else that waiter could wait for the next
+        // call on this Sema, or its timeout.
         const p = LOCAL.parkAsync(proxy, 0, 0, timeout, signal, ref)
         if (typeof p === 'number') return Promise.resolve(settle(C.CANCELLED))
-        return p.then(v => settle(v === 'ok' ? C.CANCELLED : C.TIMED_OUT), err => {
+        return p.then(v => {
+          const t = settle(v === 'ok' ? C.CANCELLED : C.TIMED_OUT)
+          if (t === C.SEMA_NO_TOKEN && signal !== undefined && signal.aborted) {
+            native.spaceSemaPassWake(h, off)
+            throw signal.reason
+          }
+          return t
+        }, err => {
           // Aborted, unless a release handed it a slot first: then the slot
           // is this caller's (as in-process).
-          if (native.spaceSemaSettle(h, rec, C.CANCELLED) === C.OK) return OUT[0]
+          const r = native.spaceSemaSettle(h, rec, C.CANCELLED)
+          if (r === C.OK) return OUT[0]
+          if (r === C.SEMA_NO_TOKEN) native.spaceSemaPassWake(h, off)
           throw err
         })
       },

@@ -815,7 +815,11 @@ static napi_value space_sema_acquire_in(napi_env env, napi_callback_info info) {
       }
     }
     if (r != SAB_OK || token != SAB_SEMA_NO_TOKEN) break;
-    if (sab_napi_env_terminating(e)) return NULL; /* woken without a slot: again */
+    if (sab_napi_env_terminating(e)) {
+      /* Woken to try again, and it will not: the wake goes on (F4). */
+      sab_space_sema_give_back(reg->sp, reg->id, off, SAB_SEMA_NO_TOKEN);
+      return NULL;
+    }
   }
   if (r == SAB_E_CORRUPT) return sema_corrupt(env);
   if (r == SAB_E_SPACE_FULL) {
@@ -883,6 +887,18 @@ static napi_value space_sema_settle(napi_env env, napi_callback_info info) {
   if (r != SAB_OK) return number(env, SAB_TIMED_OUT);
   if (token == SAB_SEMA_NO_TOKEN) return number(env, SAB_NAPI_SEMA_NO_TOKEN);
   return sab_napi_result1(env, SAB_OK, token);
+}
+
+/* spaceSemaPassWake(handle, off): an async acquire woken to try again
+ * (spaceSemaSettle answered SEMA_NO_TOKEN) that will not, because it was
+ * aborted, passes its wake on to the next waiter (F4). */
+static napi_value space_sema_pass_wake(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  uint32_t off;
+  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  if (reg == NULL) return NULL;
+  sab_space_sema_give_back(reg->sp, reg->id, off, SAB_SEMA_NO_TOKEN);
+  return NULL;
 }
 
 /* spaceSemaRelease(handle, off, slot) -> as semaRelease: OK with the info
@@ -960,6 +976,7 @@ static const sab_napi_fn_t fns[] = {
     {"spaceSemaAcquire", space_sema_acquire},
     {"spaceSemaAcquireAsync", space_sema_acquire_async},
     {"spaceSemaSettle", space_sema_settle},
+    {"spaceSemaPassWake", space_sema_pass_wake},
     {"spaceSemaRelease", space_sema_release},
     {"spaceSemaWaiting", space_sema_waiting},
     {"spaceSemaAvailable", space_sema_available},
