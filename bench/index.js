@@ -15,6 +15,12 @@
 //                                 them those cases are skipped, with a note
 //   npm run bench -- redis        only bench/redis.js (run after the
 //                                 cases when a Redis server can be had)
+//   npm run bench -- --before DIR another checkout of sabsync, built (or
+//                                 SABSYNC_BENCH_BEFORE=DIR): each case that
+//                                 both have runs its sabsync subject from
+//                                 DIR too, as the row "sabsync before",
+//                                 interleaved with this tree's, and a table
+//                                 of after against before follows
 //
 // A case: { name, unit: 'ns/op' | 'us/op' | 'ops/s', compare, goal,
 //   taskset?, node?, tallyNote?, subjects: { sabsync: async ({ quick }) =>
@@ -45,11 +51,12 @@ const repeats = repeatsArg > 0 ? repeatsArg : quick ? 3 : 5
 const DEFAULT_CASES = path.join(__dirname, 'cases')
 const casesDir = path.resolve(valueOf('--cases') || DEFAULT_CASES)
 const resultsDir = path.resolve(valueOf('--results') || __dirname)
-const VALUED = ['--child', '--repeats', '--cases', '--results']
+const VALUED = ['--child', '--repeats', '--cases', '--results', '--before']
+const beforeDir = valueOf('--before') || process.env.SABSYNC_BENCH_BEFORE || null
+const BEFORE = 'sabsync before'
 const filters = args.filter((a, i) => !a.startsWith('--') && !VALUED.includes(args[i - 1]))
 
-function loadCases () {
-  const dir = casesDir
+function loadCases (dir = casesDir) {
   const cases = []
   for (const f of fs.readdirSync(dir).filter(f => f.endsWith('.js')).sort()) {
     for (const c of require(path.join(dir, f))) cases.push(c)
@@ -119,10 +126,10 @@ function setup (cases) {
 
 // Run a case in a child process: pinned to CPUs (taskset) and/or under
 // another Node major (node).
-function runInChild (c) {
+function runInChild (c, dir = casesDir) {
   const node = c.node ? nodeBinary(c.node) : process.execPath
   let cmd = node
-  let childArgs = ['--expose-gc', __filename, '--child', c.name, '--repeats', String(repeats), '--cases', casesDir]
+  let childArgs = ['--expose-gc', __filename, '--child', c.name, '--repeats', String(repeats), '--cases', dir]
   if (quick) childArgs.push('--quick')
   if (c.taskset) {
     childArgs = ['-c', c.taskset, node, ...childArgs]
@@ -217,6 +224,25 @@ function table (results) {
   return lines.join('\n')
 }
 
+// After against before: each case's sabsync median over the earlier
+// tree's (times: before / after, so above 1 means faster now).
+function beforeTable (results) {
+  const lines = [
+    `Before: ${beforeDir}. Ratio: the earlier tree's median over this tree's (for times; the inverse for ops/s): above 1 means faster now.`,
+    '',
+    '| case | unit | before (median) | after (median) | after vs before |',
+    '|---|---|---:|---:|---:|'
+  ]
+  for (const r of results) {
+    const now = r.rows && r.rows.find(x => x.name === 'sabsync')
+    const then = r.rows && r.rows.find(x => x.name === BEFORE)
+    if (!now || !then) continue
+    const ratio = lowerIsBetter(r.unit) ? then.median / now.median : now.median / then.median
+    lines.push(`| ${r.name} | ${r.unit} | ${fmtUnit(then.median, r.unit)} | ${fmtUnit(now.median, r.unit)} | ${ratio.toFixed(2)}× |`)
+  }
+  return lines.join('\n')
+}
+
 async function main () {
   const cases = loadCases()
   if (args.includes('--setup')) return setup(cases)
@@ -231,6 +257,15 @@ async function main () {
     return
   }
   const chosen = cases.filter(c => filters.length === 0 || filters.some(f => c.name.toLowerCase().includes(f.toLowerCase())))
+  // The earlier tree's cases that this tree has too, by name, with a
+  // sabsync subject.
+  const beforeCases = new Map()
+  if (beforeDir) {
+    for (const c of loadCases(path.join(path.resolve(beforeDir), 'bench', 'cases'))) {
+      if (c.subjects.sabsync && cases.some(x => x.name === c.name)) beforeCases.set(c.name, c)
+    }
+    console.error(`bench: ${beforeCases.size} cases also run from ${beforeDir}`)
+  }
   const results = []
   const ncpu = os.cpus().length
   const cpuPace = [calibrateEach(ncpu)]
@@ -249,7 +284,17 @@ async function main () {
     }
     process.stderr.write(`bench: ${c.name} ...\n`)
     const before = sample()
-    const runs = c.taskset || c.node ? runInChild(c) : await runCase(c)
+    const old = beforeCases.get(c.name)
+    let runs
+    if (c.taskset || c.node) {
+      runs = runInChild(c)
+      // The earlier tree's case in a child of its own (its cases, this
+      // harness): its sabsync row, after this tree's runs.
+      if (old) runs[BEFORE] = runInChild(old, path.join(beforeDir, 'bench', 'cases')).sabsync
+    } else {
+      // One more subject, run in turn with the others.
+      runs = await runCase(old ? { ...c, subjects: { ...c.subjects, [BEFORE]: old.subjects.sabsync } } : c)
+    }
     const summary = summarize(c, runs)
     summary.other = otherCpus(before, sample())
     const slowAfter = slowest()
@@ -271,7 +316,7 @@ async function main () {
       : []),
     'Ratio: the comparison\'s median over sabsync\'s (for times; the inverse for ops/s): above 1 means sabsync is faster.'
   ].join('\n')
-  const md = table(results)
+  const md = table(results) + (beforeDir ? '\n\n' + beforeTable(results) : '')
   console.log(header + '\n\n' + md)
   // Only sabsync's own failed check fails the run; a peer's is reported.
   const failed = results.some(r => r.rows.some(row => row.name === 'sabsync' && !row.check))

@@ -12,7 +12,7 @@
 const { isSharedArrayBuffer, isProxy } = require('util').types
 const native = require('./native')
 const errors = require('./errors')
-const { addressOf, seen } = require('./lot')
+const { addressOf, seen, counts, bucketOf } = require('./lot')
 const { isAbortSignal, ownSignal } = require('./abort')
 const { LOCAL, backendOf, isMemory, RESULTS } = require('./backend')
 
@@ -312,6 +312,12 @@ const api = {
       addr0 = remember(typedArray, buffer, size)
     }
     const addr = addr0 + i * size
+    // This process's memory, inline (LOCAL.notifyAt): nobody waiting in the
+    // cell's bucket, no native call.
+    if (lastBackend === LOCAL) {
+      if (counts !== null && Atomics.add(counts, bucketOf(addr), 0) === 0) return 0
+      return native.notify(addr, c)
+    }
     return lastBackend.notifyAt(addr, c)
   },
 
