@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-/* log2 of the number of buckets. JS mirrors the hash (lib/lot.js). */
+/* log2 of the number of buckets. JS asks the addon for a bucket (lib/lot.js). */
 #define SAB_BUCKET_BITS 10
 #define SAB_BUCKETS     (1u << SAB_BUCKET_BITS)
 /* The per-bucket waiter counters are this many int32 apart, one cache line. */

@@ -193,8 +193,9 @@ static inline int sab__id_parts(uint32_t id, uint32_t *slot, uint32_t *gen) {
   return 1;
 }
 
-/* Bucket of a cell offset (Fibonacci hashing of the 4-byte word index; JS
- * computes the same, lib/space.js). */
+/* Bucket of a cell offset (Fibonacci hashing of the 4-byte word index: the
+ * top bits of sab_bucket_of's hash, which the binding's spaceBucket relies
+ * on; JS asks it, never computes one). */
 static inline uint32_t sab__sbucket_of(uint32_t off) {
   return ((off >> 2) * 0x9E3779B1u) >> (32 - BUCKET_BITS);
 }
