@@ -4,8 +4,9 @@
  * the GCRA rules on a table laid out as JS lays it out. The slot a key
  * gets is made here as a JS claim makes it (F, then W).
  */
-#include "check.h"
+#define _POSIX_C_SOURCE 200809L
 #include "sabsync.h"
+#include "check.h"
 
 #include <stdint.h>
 #include <string.h>
