@@ -123,6 +123,24 @@ redisSuite(t, async s => {
     t.equal(await mb.unlock(), true)
   })
 
+  s.test('a call that gives up on the eviction check does not pass its short bound to a call that shares it', async (t, { opts }) => {
+    // The check (INFO memory) is one per client, shared by the calls made
+    // while it runs. Its first asker here gives up after 20 ms while the
+    // server is paused; the calls with no timeout that joined it must wait
+    // out the pause and be served, not fail with the first call's 20 ms.
+    const c = client()
+    await until(() => c.status === 'ready', 'the client to connect')
+    const [sema, limit] = [new Sema(c, 'evict-bound', 2, opts()), new RateLimit(c, 'evict-bound', 10, opts())]
+    await admin.client('PAUSE', 300, 'ALL')
+    const short = sema.acquire({ timeout: 20 })
+    const long = [sema.acquire(), limit()]
+    t.equal(await short, undefined, 'a timeout while the check is unanswered')
+    const [token, at] = await Promise.all(long)
+    t.equal(token, 0, 'the Sema call with no timeout is served once the pause ends')
+    t.type(at, 'number', 'and so is the RateLimit\'s')
+    await sema.release(token)
+  })
+
   s.test('DEBUG SLEEP: a timeout answers in time; without one, commandTimeout bounds the call', async t => {
     const [a, b] = [client(), client()]
     const ma = new Mutex(a, 'sleep', { lease: 5000 })

@@ -26,8 +26,11 @@ const KEY_SUFFIXES = ['m', 'q', 'b', 'l'] // the KEYS of lib/redis/scripts.js
 
 // Resolves once the hub's eviction check passed (skipped with
 // unsafeAllowEviction), rejects with its error, with ERR_SABSYNC_REDIS when
-// it is not answered within `ms`, or with signal.reason on an abort.
-function evictionCheck (hub, allowed, ms, signal) {
+// it is not answered within `ms` (this call's bound), or with signal.reason
+// on an abort. The check itself is shared by every call on the client and
+// bounded by `commandTimeout` alone: a call with a short timeout gives up
+// on it without making the next call, with a longer one, inherit its bound.
+function evictionCheck (hub, allowed, ms, signal, commandTimeout = ms) {
   if (allowed) return Promise.resolve()
   return new Promise((resolve, reject) => {
     const done = () => {
@@ -37,7 +40,7 @@ function evictionCheck (hub, allowed, ms, signal) {
     const aborted = () => { done(); reject(signal.reason) }
     const timer = setTimeout(() => { done(); reject(noReply(ms, 'INFO memory', hub.redis)) }, Math.min(Math.max(ms, 1), 0x7FFFFFFF))
     if (signal !== undefined) signal.addEventListener('abort', aborted, { once: true })
-    hub.checkEviction(ms).then(v => { done(); resolve(v) }, e => { done(); reject(e) })
+    hub.checkEviction(Math.max(ms, commandTimeout)).then(v => { done(); resolve(v) }, e => { done(); reject(e) })
   })
 }
 
@@ -66,7 +69,7 @@ class LeaseQueue {
     // The check counts against the call's own bound, as the take does.
     const bound = queue && timeout !== Infinity && timeout !== 0 ? timeout : this.commandTimeout
     const started = performance.now()
-    return evictionCheck(this.hub, this.allowEviction, bound, signal).then(() => {
+    return evictionCheck(this.hub, this.allowEviction, bound, signal, this.commandTimeout).then(() => {
       this.evictionChecked = true
       if (timeout === Infinity || timeout === 0) return this.#take(queue, options)
       const left = Math.max(1, timeout - (performance.now() - started))

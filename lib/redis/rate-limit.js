@@ -85,7 +85,7 @@ function RateLimit (redis, key, rps, options) {
     let bound = ownDeadline ? timeout : commandTimeout
     if (!evictionChecked) {
       try {
-        await evictionCheck(hub, false, bound, signal)
+        await evictionCheck(hub, false, bound, signal, commandTimeout)
       } catch (err) {
         if (ownDeadline && err.cause && err.cause.noReply && connected(redis)) return undefined
         throw err
