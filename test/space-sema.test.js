@@ -182,3 +182,49 @@ t.test('a RateLimit in a space: timeout 0 and try() grant when the limit has roo
   t.equal(await limit({ timeout: 30 }), undefined, 'and a timeout shorter than the window')
   t.equal(limit.nrWaiting(), 0, 'nobody queued')
 })
+
+t.test('a worker terminated while blocked in a space leaves the queue, and a slot or wake it was handed goes on', async t => {
+  // The blocking calls of a space park in the binding's one park loop, as
+  // in-process ones do: terminate() ends them within a slice, and a slot
+  // handed to the dying thread (a release just before the terminate) is
+  // not lost with it.
+  const { Worker } = require('worker_threads')
+  const sabsync = require('..')
+  const name = spaceName(t)
+  const space = openShared(name)
+  t.teardown(() => space.close())
+  const pool = space.sema('pool', 1)
+  const cells = space.int32Array('cells', 4)
+  const root = require('path').join(__dirname, '..')
+  const blocked = code => new Worker(`
+    const { workerData: { root, name } } = require('worker_threads')
+    const sabsync = require(root)
+    const space = sabsync.openShared(name)
+    const pool = space.sema('pool', 1)
+    const cells = space.int32Array('cells', 4)
+    ${code}`, { eval: true, workerData: { root, name } }).on('error', err => t.error(err))
+  for (let round = 0; round < 6; round++) {
+    const mine = pool.acquireSync()
+    t.type(mine, 'number')
+    const doomed = blocked('pool.acquireSync(); Atomics.add(cells, 1, 1)')
+    await until(() => pool.nrWaiting() === 1, 60000, 'the first worker to queue')
+    const next = blocked('const tok = pool.acquireSync(); Atomics.add(cells, 2, 1); pool.release(tok)')
+    const served = new Promise(resolve => next.once('exit', resolve))
+    await until(() => pool.nrWaiting() === 2, 60000, 'the second worker to queue')
+    const sleeper = blocked('sabsync.wait(cells, 0, 0)')
+    await until(() => sabsync.waiters(cells, 0) === 1, 60000, 'a worker to wait on a cell')
+    // Round 0 and even ones: terminated before the release; odd ones: just
+    // after it, when the slot may already be the dying worker's.
+    if (round % 2 === 1) pool.release(mine)
+    const gone = Promise.all([doomed.terminate(), sleeper.terminate()])
+    if (round % 2 === 0) pool.release(mine)
+    await gone
+    await served
+    t.equal(Atomics.load(cells, 2), round + 1, `round ${round}: the second worker was served`)
+    t.equal(sabsync.waiters(cells, 0), 0, 'the terminated waiter left the cell\'s queue')
+    t.equal(pool.nrWaiting(), 0, 'nobody left queued')
+  }
+  const again = pool.tryAcquire()
+  t.type(again, 'number', 'the slot is free again')
+  pool.release(again)
+})

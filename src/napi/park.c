@@ -1,5 +1,8 @@
 /*
- * The binding's blocking park (park.h), used by every blocking call.
+ * The binding's blocking park (park.h), used by every blocking call, in
+ * either memory: a shared space's records (space.c) park through the same
+ * loop as the in-process lot's, with a parker that says how to sleep on,
+ * and leave, a record of that memory.
  *
  * A thread blocked in native code is not interrupted by worker.terminate()
  * or process.exit(): V8 interrupts only its own Atomics.wait. So a parked
@@ -31,7 +34,8 @@
  * program whose main thread never loads sabsync, only its workers): the
  * watchdog is joined before that, in the last env's teardown, and started
  * again by the next park. Where it cannot be started, and while it is
- * being joined, parks fall back to timed slices.
+ * being joined, parks fall back to timed slices, as a space's records
+ * always do (sab_nudge_all reaches only the in-process lot).
  */
 #include "park.h"
 
@@ -172,30 +176,54 @@ void sab_napi_park_exiting(void) {
   }
 }
 
-int sab_napi_park(sab_env_t *e, sab_waiter_t *w, uint64_t deadline, int *woken) {
+/* The in-process lot's record, as a parker. */
+typedef struct {
+  sab_napi_parker_t base;
+  sab_waiter_t *w;
+} local_parker_t;
+
+static int local_park(sab_napi_parker_t *self, uint64_t until) {
+  return sab_wait_park(((local_parker_t *)self)->w, until);
+}
+
+static int local_leave(sab_napi_parker_t *self, int why) {
+  return sab_wait_cancel(((local_parker_t *)self)->w, why);
+}
+
+/*
+ * The one blocking park loop. `nudged`: the watchdog ends this record's
+ * slices (the in-process lot's records, which sab_nudge_all reaches), so it
+ * sleeps with no timer of its own; else it sleeps in timed slices.
+ */
+static inline __attribute__((always_inline)) int park_loop(
+    sab_env_t *e, sab_napi_parker_t *p, int (*park)(sab_napi_parker_t *, uint64_t),
+    int (*leave)(sab_napi_parker_t *, int), int (*between)(sab_napi_parker_t *), int nudged,
+    uint64_t deadline, int *woken) {
   *woken = 0;
   for (;;) {
-    int watched = __atomic_load_n(&wd_running, __ATOMIC_ACQUIRE) || wd_start();
+    int watched = nudged && (__atomic_load_n(&wd_running, __ATOMIC_ACQUIRE) || wd_start());
     int r;
     uint64_t now = deadline == UINT64_MAX ? 0 : sab_now();
     if (now >= deadline) {
       /* SAB_OK here: a notify took the record first. */
-      r = sab_wait_cancel(w, SAB_TIMED_OUT);
+      r = leave(p, SAB_TIMED_OUT);
     } else {
       uint64_t until = deadline;
       if (watched) {
-        wd_wake(); /* after the caller queued w: see the top */
+        wd_wake(); /* after the caller queued the record: see the top */
       } else {
         uint64_t slice = slice_ns();
         if (now == 0) now = sab_now();
         if (deadline - now > slice) until = now + slice;
       }
-      r = sab_wait_park(w, until);
+      r = park(p, until);
       if (r == SAB_PENDING) {
-        if (!sab_napi_env_terminating(e)) continue;
-        /* Leave the queue; a notify may have taken us meanwhile. */
-        *woken = sab_wait_cancel(w, SAB_CANCELLED) == SAB_OK;
-        return SAB_NAPI_TERMINATED;
+        if (sab_napi_env_terminating(e)) {
+          /* Leave the queue; a notify may have taken us meanwhile. */
+          *woken = leave(p, SAB_CANCELLED) == SAB_OK;
+          return SAB_NAPI_TERMINATED;
+        }
+        if (between == NULL || (r = between(p)) == SAB_PENDING) continue;
       }
     }
     if (r == SAB_OK && sab_napi_env_stopping(e)) {
@@ -206,4 +234,14 @@ int sab_napi_park(sab_env_t *e, sab_waiter_t *w, uint64_t deadline, int *woken) 
     }
     return r;
   }
+}
+
+int sab_napi_park(sab_env_t *e, sab_waiter_t *w, uint64_t deadline, int *woken) {
+  local_parker_t p = {{local_park, local_leave, NULL}, w};
+  /* The functions passed as constants: direct calls, inlined. */
+  return park_loop(e, &p.base, local_park, local_leave, NULL, 1, deadline, woken);
+}
+
+int sab_napi_park_on(sab_env_t *e, sab_napi_parker_t *p, uint64_t deadline, int *woken) {
+  return park_loop(e, p, p->park, p->leave, p->between, 0, deadline, woken);
 }

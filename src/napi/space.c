@@ -20,8 +20,9 @@
  * that a notify took is "ok" whatever the proxy said, so counts and results
  * agree across processes as they do within one.
  *
- * Blocking waits park on their record's futex directly, in slices, looking
- * for their thread's termination between slices (as wait.c does). A process
+ * Blocking waits park on their record's futex through the binding's one
+ * park loop (park.c), in timed slices, looking for their thread's
+ * termination between slices as the in-process waits do. A process
  * killed with SIGKILL runs no teardown: the space's death watcher
  * (space_watch.c, started with the first registration of this process)
  * reaps the space when it exits, and waiters that watch owners also reap
@@ -35,6 +36,7 @@
  */
 #define _GNU_SOURCE
 #include "env.h"
+#include "park.h"
 #include "register.h"
 #include "results.h"
 #include "values.h"
@@ -53,7 +55,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SLICE_NS (50ull * 1000000ull)  /* termination checks of a blocking wait */
 #define WATCH_NS (200ull * 1000000ull) /* lifeline probes while watching owners */
 
 static int set_num(napi_env env, napi_value obj, const char *name, double v) {
@@ -523,6 +524,59 @@ static void set_lock_deadline(uint64_t deadline) {
   sab_space_deadline(deadline < bound - LOCK_SLACK_NS ? deadline + LOCK_SLACK_NS : bound);
 }
 
+/* A queued record of a space, parked by the binding's one park loop
+ * (park.c): each end is decided by sab_space_settle, under its bucket lock;
+ * `token` (NULL for a plain wait) receives a Sema's handed-over slot. A
+ * record that watches owners (watch != 0, or any Sema's: its holders'
+ * slots come back when found dead) reaps the space every WATCH_NS, for
+ * deaths the watcher cannot see; a plain wait whose epoch then moved ends
+ * with SAB_OWNER_DEAD (the caller looks again). */
+typedef struct {
+  sab_napi_parker_t base;
+  reg_t *reg;
+  uint32_t rec, off, watch, epoch;
+  int reaps; /* between slices: reap every WATCH_NS */
+  uint64_t last_reap;
+  uint32_t *token;
+} space_parker_t;
+
+static int sp_park(sab_napi_parker_t *self, uint64_t until) {
+  space_parker_t *p = (space_parker_t *)self;
+  int r = sab_space_park(p->reg->sp, p->rec, until);
+  if (r == SAB_PENDING) return r;
+  return sab_space_settle(p->reg->sp, p->reg->id, p->rec, p->off, SAB_TIMED_OUT, p->token);
+}
+
+static int sp_leave(sab_napi_parker_t *self, int why) {
+  space_parker_t *p = (space_parker_t *)self;
+  return sab_space_settle(p->reg->sp, p->reg->id, p->rec, p->off, why, p->token);
+}
+
+static int sp_between(sab_napi_parker_t *self) {
+  space_parker_t *p = (space_parker_t *)self;
+  if (!p->reaps || sab_now() - p->last_reap < WATCH_NS) return SAB_PENDING;
+  p->last_reap = sab_now();
+  sab_space_reap(p->reg->sp);
+  if (p->watch == 0 || sab_space_epoch(p->reg->sp) == p->epoch) return SAB_PENDING;
+  /* An owner died since the caller looked: it looks again. */
+  return sp_leave(self, SAB_CANCELLED) == SAB_OK ? SAB_OK : SAB_OWNER_DEAD;
+}
+
+static void space_parker_init(space_parker_t *p, reg_t *reg, uint32_t rec, uint32_t off,
+                              uint32_t watch, uint32_t epoch, uint32_t *token) {
+  p->base.park = sp_park;
+  p->base.leave = sp_leave;
+  p->base.between = sp_between;
+  p->reg = reg;
+  p->rec = rec;
+  p->off = off;
+  p->watch = watch;
+  p->epoch = epoch;
+  p->reaps = watch != 0 || token != NULL;
+  p->last_reap = sab_now();
+  p->token = token;
+}
+
 static napi_value space_wait_in(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 7, NULL);
   reg_t *reg = unwrap(env, argv[0]);
@@ -538,41 +592,22 @@ static napi_value space_wait_in(napi_env env, napi_callback_info info) {
       get_u32(env, argv[6], &epoch) != 0) {
     return NULL;
   }
-  uint64_t deadline = sab_napi_deadline(ms), last_reap = sab_now();
+  uint64_t deadline = sab_napi_deadline(ms);
   set_lock_deadline(deadline);
   int r = sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch, 0, &rec);
   if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT) {
     throw_space(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "wait");
     return NULL;
   }
-  while (r == SAB_PENDING) {
-    uint64_t now = sab_now();
-    if (now >= deadline) {
-      r = sab_space_settle(reg->sp, reg->id, rec, off, SAB_TIMED_OUT, NULL);
-      break;
-    }
-    uint64_t until = deadline - now > SLICE_NS ? now + SLICE_NS : deadline;
-    r = sab_space_park(reg->sp, rec, until);
-    if (r != SAB_PENDING) {
-      r = sab_space_settle(reg->sp, reg->id, rec, off, SAB_TIMED_OUT, NULL);
-      break;
-    }
-    if (sab_napi_env_terminating(e)) {
-      /* Torn down: leave the queue; a wake that counted us goes on. */
-      if (sab_space_settle(reg->sp, reg->id, rec, off, SAB_CANCELLED, NULL) == SAB_OK) {
-        sab_space_notify(reg->sp, off, 1);
-      }
+  if (r == SAB_PENDING) {
+    space_parker_t p;
+    int woken = 0;
+    space_parker_init(&p, reg, rec, off, watch, epoch, NULL);
+    r = sab_napi_park_on(e, &p.base, deadline, &woken);
+    if (r == SAB_NAPI_TERMINATED) {
+      /* Torn down: a wake that counted this thread goes on. */
+      if (woken) sab_space_notify(reg->sp, off, 1);
       return NULL;
-    }
-    if (watch != 0 && sab_now() - last_reap >= WATCH_NS) {
-      last_reap = sab_now();
-      sab_space_reap(reg->sp);
-      if (sab_space_epoch(reg->sp) != epoch) {
-        /* An owner died since the caller looked: it looks again. */
-        r = sab_space_settle(reg->sp, reg->id, rec, off, SAB_CANCELLED, NULL);
-        if (r != SAB_OK) r = SAB_OWNER_DEAD;
-        break;
-      }
     }
   }
   return number(env, code(r));
@@ -787,39 +822,26 @@ static napi_value space_sema_acquire_in(napi_env env, napi_callback_info info) {
   reg_t *reg = sema_args(env, argv[0], argv[1], &off);
   sab_env_t *e = reg != NULL ? env_of(env) : NULL;
   if (e == NULL || get_double(env, argv[2], &ms) != 0) return NULL;
-  uint64_t deadline = sab_napi_deadline(ms), last_reap = sab_now();
+  uint64_t deadline = sab_napi_deadline(ms);
   set_lock_deadline(deadline);
   int r;
   for (;;) {
     r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, &rec);
-    while (r == SAB_PENDING) {
-      uint64_t now = sab_now();
-      if (now >= deadline) {
-        r = sab_space_settle(reg->sp, reg->id, rec, off, SAB_TIMED_OUT, &token);
-        break;
-      }
-      r = sab_space_park(reg->sp, rec, deadline - now > SLICE_NS ? now + SLICE_NS : deadline);
-      if (r != SAB_PENDING) {
-        r = sab_space_settle(reg->sp, reg->id, rec, off, SAB_TIMED_OUT, &token);
-        break;
-      }
-      if (sab_napi_env_terminating(e)) {
-        if (sab_space_settle(reg->sp, reg->id, rec, off, SAB_CANCELLED, &token) == SAB_OK) {
-          sab_space_sema_give_back(reg->sp, reg->id, off, token);
-        }
+    if (r == SAB_PENDING) {
+      space_parker_t p;
+      int woken = 0;
+      space_parker_init(&p, reg, rec, off, 0, 0, &token);
+      r = sab_napi_park_on(e, &p.base, deadline, &woken);
+      if (r == SAB_NAPI_TERMINATED) {
+        /* A slot handed over goes back; a wake to try again is passed on
+         * (F4). */
+        if (woken) sab_space_sema_give_back(reg->sp, reg->id, off, token);
         return NULL;
       }
-      if (sab_now() - last_reap >= WATCH_NS) {
-        last_reap = sab_now();
-        sab_space_reap(reg->sp);
-      }
     }
+    /* Woken without a slot, to try again (F2; the park has looked for
+     * termination after the wake): ask again. */
     if (r != SAB_OK || token != SAB_SEMA_NO_TOKEN) break;
-    if (sab_napi_env_terminating(e)) {
-      /* Woken to try again, and it will not: the wake goes on (F4). */
-      sab_space_sema_give_back(reg->sp, reg->id, off, SAB_SEMA_NO_TOKEN);
-      return NULL;
-    }
   }
   if (r == SAB_E_CORRUPT) return sema_corrupt(env);
   if (r == SAB_E_SPACE_FULL) {
@@ -828,6 +850,7 @@ static napi_value space_sema_acquire_in(napi_env env, napi_callback_info info) {
   }
   if (r != SAB_OK) return number(env, SAB_TIMED_OUT);
   if (sab_napi_env_terminating(e)) {
+    /* Taken as the thread is torn down: JS would never see it. */
     sab_space_sema_give_back(reg->sp, reg->id, off, token);
     return NULL;
   }
