@@ -17,8 +17,8 @@
  * `closed` under mu, so no notifier sends to the async handle again; then
  * cancel every live record. One that a notify already took (cancel answers
  * SAB_OK) was counted as woken but will never run JS here: its wake is
- * handed on to the next waiter of its address (a semaphore's record gives
- * its slot back instead), once it has reached the delivery queue (the
+ * handed on to the next waiter of its address (a hooked record's hook
+ * hands it on its own way), once it has reached the delivery queue (the
  * notifier may still be between its unlock and its append, so we count
  * those records and wait on env->cv until as many have arrived). Then the
  * references, the pools and the handles go.
@@ -36,6 +36,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A JS handle: ((serial << 2 | kind) << 24) | pool id, below 2^53. */
 #define HANDLE_ID_BITS 24
@@ -47,15 +48,20 @@ static sab_async_full_t *full_of(sab_async_t *a) {
   return kind_of(a) != SAB_ASYNC_PLAIN ? (sab_async_full_t *)a : NULL;
 }
 
+static sab_async_hooked_t *hooked_of(sab_async_t *a) {
+  return kind_of(a) == SAB_ASYNC_HOOKED ? (sab_async_hooked_t *)a : NULL;
+}
+
 /* Where the record's promise's deferred is (async.h). */
-static napi_deferred deferred_of(const sab_async_t *a) {
-  if (kind_of(a) == SAB_ASYNC_SEMA) return ((const sab_async_sema_t *)a)->deferred;
-  return (napi_deferred)(uintptr_t)a->w.ctx;
+static napi_deferred deferred_of(sab_async_t *a) {
+  sab_async_hooked_t *h = hooked_of(a);
+  return h != NULL ? h->deferred : (napi_deferred)(uintptr_t)a->w.ctx;
 }
 
 static void set_deferred(sab_async_t *a, napi_deferred d) {
-  if (kind_of(a) == SAB_ASYNC_SEMA)
-    ((sab_async_sema_t *)a)->deferred = d;
+  sab_async_hooked_t *h = hooked_of(a);
+  if (h != NULL)
+    h->deferred = d;
   else
     a->w.ctx = d;
 }
@@ -110,11 +116,12 @@ static void loop_failure(sab_env_t *e, napi_status st) {
 }
 
 /* A wake this record was counted for but will never deliver: to the next
- * waiter of its address, or (a semaphore's) its slot back. The record's
- * address is still kept, so a semaphore's memory is there. */
+ * waiter of its address, or as its hooks say (a Sema's: its slot back).
+ * The record's address is still kept, so the memory is there. */
 static void hand_on(sab_async_t *a) {
-  if (kind_of(a) == SAB_ASYNC_SEMA)
-    sab_sema_give_back(&((sab_async_sema_t *)a)->ask, a->w.owner, a->w.token);
+  sab_async_hooked_t *h = hooked_of(a);
+  if (h != NULL)
+    h->hooks->hand_on(a);
   else
     sab_notify(a->w.addr, 1);
 }
@@ -124,15 +131,12 @@ static void hand_on(sab_async_t *a) {
 static void async_free(sab_env_t *e, sab_async_t *a) {
   sab_async_full_t *f = full_of(a);
   if (f != NULL) heap_remove(e, f);
-  if (kind_of(a) == SAB_ASYNC_SEMA) {
-    sab_async_sema_t *r = (sab_async_sema_t *)a;
-    /* Woken to try again and settled otherwise (its env closed): its ask
-     * leaves the semaphore's list of retries (sema.c F5) before the record
-     * is freed, and the wake goes on. */
-    sab_sema_ask_done(&r->ask);
-    if (r->abort_reason != NULL)
-      sab_napi_note_failure(napi_delete_reference(e->env, r->abort_reason));
-    r->abort_reason = NULL;
+  sab_async_hooked_t *h = hooked_of(a);
+  if (h != NULL) {
+    h->hooks->done(a);
+    if (h->abort_reason != NULL)
+      sab_napi_note_failure(napi_delete_reference(e->env, h->abort_reason));
+    h->abort_reason = NULL;
   }
   sab_napi_unkeep(e->env, &e->keep, a->w.addr);
   sab_waiter_destroy(&a->w);
@@ -165,65 +169,54 @@ void sab_napi_async_track(sab_env_t *e, sab_async_t *a) {
  * and a callback scope. */
 static void async_wake(sab_waiter_t *w);
 
-/* A semaphore's record woken without a token, to try again (sema.c F2):
- * ask again, on its env's loop, in the place its first ask gave it (its
- * ask's `since`), with the same record; past its deadline it tries once without
- * queuing (F4). Answers SAB_PENDING (queued again: the record stays
- * pending), or the result to settle with (SAB_OK with w.token, which is
- * SAB_SEMA_NO_TOKEN on a broken state: the JS acquire then asks anew and
- * throws; or SAB_TIMED_OUT). */
-static int sema_retry(sab_env_t *e, sab_async_sema_t *r) {
-  sab_async_t *a = &r->full.a;
-  int timed_out = r->deadline != UINT64_MAX && sab_now() >= r->deadline;
-  uint32_t token = SAB_SEMA_NO_TOKEN;
+/* A hooked record woken with nothing to deliver: it asks again (its
+ * hooks' retry), on its env's loop, with the same record; past its
+ * deadline without queuing. Answers SAB_PENDING (queued again: the record
+ * stays pending), or the result to settle with. */
+static int retry(sab_env_t *e, sab_async_hooked_t *h) {
+  sab_async_t *a = &h->full.a;
+  int timed_out = h->deadline != UINT64_MAX && sab_now() >= h->deadline;
   sab_waiter_init_async(&a->w, async_wake); /* user8/user16 stay (sabsync.h) */
-  int res = sab_sema_ask(&r->ask, e->id, timed_out ? NULL : &a->w, &token);
-  if (res == SAB_PENDING) return SAB_PENDING;
-  a->w.token = res == SAB_OK ? token : SAB_SEMA_NO_TOKEN;
-  return res == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_OK;
+  return h->hooks->retry(e, a, timed_out ? NULL : &a->w);
 }
 
 /* Settle a record that left the lot with `result` (SAB_OK or
- * SAB_TIMED_OUT): resolve its promise, free it; a semaphore's record woken
- * to try again asks again first. Runs inside a handle scope and a callback
- * scope. */
+ * SAB_TIMED_OUT): resolve its promise, free it; a hooked record woken with
+ * nothing to deliver asks again first. Runs inside a handle scope and a
+ * callback scope. */
 static void settle(sab_env_t *e, sab_async_t *a, int result) {
   napi_value v;
   napi_status st;
-  if (result == SAB_OK && kind_of(a) == SAB_ASYNC_SEMA && a->w.token == SAB_SEMA_NO_TOKEN &&
-      !e->closed) {
-    sab_async_sema_t *r = (sab_async_sema_t *)a;
-    if (r->abort_reason != NULL) {
+  sab_async_hooked_t *h = hooked_of(a);
+  if (result == SAB_OK && h != NULL && h->hooks->again(a) && !e->closed) {
+    if (h->abort_reason != NULL) {
       /* Aborted while woken to try again: pass the wake on, reject. */
       napi_value reason;
       hand_on(a);
       untrack(e, a);
-      st = napi_get_reference_value(e->env, r->abort_reason, &reason);
-      if (st == napi_ok) st = napi_reject_deferred(e->env, r->deferred, reason);
+      st = napi_get_reference_value(e->env, h->abort_reason, &reason);
+      if (st == napi_ok) st = napi_reject_deferred(e->env, h->deferred, reason);
       if (st != napi_ok) loop_failure(e, st);
       async_free(e, a);
       return;
     }
     /* Off the lot and off the delivery queue: it can be queued again as
      * it is. */
-    result = sema_retry(e, r);
+    result = retry(e, h);
     if (result == SAB_PENDING) {
       /* The timer may have taken it off the heap when the wake won. */
-      if (r->deadline != UINT64_MAX && r->full.heap_index == UINT32_MAX) {
-        if (heap_push(e, &r->full, r->deadline) != 0)
-          r->deadline = UINT64_MAX;
-        else if (r->full.heap_index == 0)
+      if (h->deadline != UINT64_MAX && h->full.heap_index == UINT32_MAX) {
+        if (heap_push(e, &h->full, h->deadline) != 0)
+          h->deadline = UINT64_MAX;
+        else if (h->full.heap_index == 0)
           timer_arm(e);
       }
       return;
     }
   }
   untrack(e, a);
-  if (kind_of(a) == SAB_ASYNC_SEMA) {
-    double token = result != SAB_OK                  ? SAB_NAPI_SEMA_TIMED_OUT
-                   : a->w.token == SAB_SEMA_NO_TOKEN ? SAB_NAPI_SEMA_NO_TOKEN
-                                                     : (double)a->w.token;
-    st = napi_create_double(e->env, token, &v);
+  if (h != NULL) {
+    st = napi_create_double(e->env, h->hooks->value(a, result), &v);
   } else {
     st = napi_create_string_utf8(e->env, sab_napi_result_name(result), NAPI_AUTO_LENGTH, &v);
   }
@@ -269,20 +262,20 @@ int sab_napi_async_cancel(napi_env env, sab_env_t *e, napi_value handle, napi_va
   uint32_t id = (uint32_t)(h & (SAB_POOL_MAX_ID - 1));
   int kind = (int)((h >> HANDLE_ID_BITS) & SAB_ASYNC_KIND_MASK);
   uint32_t serial = (uint32_t)(h >> (HANDLE_ID_BITS + 2));
-  if (kind != SAB_ASYNC_FULL && kind != SAB_ASYNC_SEMA) return not_a_handle(env);
+  if (kind != SAB_ASYNC_FULL && kind != SAB_ASYNC_HOOKED) return not_a_handle(env);
   /* A handle whose record settled names a free slot, or another record
    * (another serial): nothing to cancel. */
   sab_async_full_t *f = (sab_async_full_t *)sab_pool_find(&e->pools[kind], id);
   if (f == NULL || f->serial != serial) return 0;
   sab_async_t *a = &f->a;
   int c = sab_wait_cancel(&a->w, SAB_CANCELLED);
-  if (c == SAB_OK && kind == SAB_ASYNC_SEMA && a->w.token == SAB_SEMA_NO_TOKEN) {
-    /* Woken to try again, its delivery on the way (the token was written
-     * under the bucket lock that the cancel took after): its retry will
+  sab_async_hooked_t *hk = hooked_of(a);
+  if (c == SAB_OK && hk != NULL && hk->hooks->again(a)) {
+    /* Woken to ask again, its delivery on the way (what it was handed was
+     * written under the bucket lock that the cancel took after): it will
      * reject with this reason instead of asking again. */
-    sab_async_sema_t *r = (sab_async_sema_t *)a;
-    if (r->abort_reason != NULL) return 0;
-    SAB_CALL(env, napi_create_reference(env, reason, 1, &r->abort_reason), -1);
+    if (hk->abort_reason != NULL) return 0;
+    SAB_CALL(env, napi_create_reference(env, reason, 1, &hk->abort_reason), -1);
     return 1;
   }
   if (c != SAB_CANCELLED) return 0;
@@ -296,13 +289,14 @@ int sab_napi_async_cancel(napi_env env, sab_env_t *e, napi_value handle, napi_va
   return 1;
 }
 
-sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, int kind, napi_value buffer,
-                                uintptr_t key, uint32_t flags, double ms, const char *what,
-                                napi_value *out) {
+sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, const sab_async_hooks_t *hooks,
+                                napi_value buffer, uintptr_t key, uint32_t flags, double ms,
+                                const char *what, napi_value *out) {
   napi_value promise, handle, pair;
   uint64_t deadline = sab_napi_deadline(ms);
-  if (kind == SAB_ASYNC_PLAIN && (deadline != UINT64_MAX || (flags & SAB_ASYNC_HANDLE)))
-    kind = SAB_ASYNC_FULL;
+  int kind = hooks != NULL                                          ? SAB_ASYNC_HOOKED
+             : deadline != UINT64_MAX || (flags & SAB_ASYNC_HANDLE) ? SAB_ASYNC_FULL
+                                                                    : SAB_ASYNC_PLAIN;
   sab_async_t *a = (sab_async_t *)sab_pool_alloc(&e->pools[kind]);
   if (a == NULL) {
     sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
@@ -316,9 +310,14 @@ sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, int kind, napi_value
     f->heap_index = UINT32_MAX;
     f->serial = e->serial++ & SERIAL_MASK;
   }
-  if (kind == SAB_ASYNC_SEMA) {
-    ((sab_async_sema_t *)a)->deadline = deadline;
-    ((sab_async_sema_t *)a)->abort_reason = NULL;
+  sab_async_hooked_t *h = hooked_of(a);
+  if (h != NULL) {
+    h->hooks = hooks;
+    h->deadline = deadline;
+    h->abort_reason = NULL;
+    /* The caller's bytes start as zeros: `done` may see them before the
+     * caller wrote them (a record discarded below). */
+    memset(h->ext, 0, sizeof h->ext);
   }
   /* Everything that can fail happens before the record can be queued. */
   if (sab_napi_keep(env, &e->keep, key, buffer, what) != 0) {
@@ -342,8 +341,9 @@ sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, int kind, napi_value
     *out = promise;
     return a;
   }
-  uint64_t h = ((uint64_t)(f->serial << 2 | (uint32_t)kind) << HANDLE_ID_BITS) | sab_pool_id(&a->w);
-  if (napi_create_double(env, (double)h, &handle) != napi_ok ||
+  uint64_t id =
+      ((uint64_t)(f->serial << 2 | (uint32_t)kind) << HANDLE_ID_BITS) | sab_pool_id(&a->w);
+  if (napi_create_double(env, (double)id, &handle) != napi_ok ||
       napi_create_array_with_length(env, 2, &pair) != napi_ok ||
       napi_set_element(env, pair, 0, promise) != napi_ok ||
       napi_set_element(env, pair, 1, handle) != napi_ok) {
@@ -482,7 +482,7 @@ int sab_napi_async_open(sab_env_t *e) {
   uv_unref((uv_handle_t *)&e->prepare);
   sab_pool_init(&e->pools[SAB_ASYNC_PLAIN], sizeof(sab_async_t), e);
   sab_pool_init(&e->pools[SAB_ASYNC_FULL], sizeof(sab_async_full_t), e);
-  sab_pool_init(&e->pools[SAB_ASYNC_SEMA], sizeof(sab_async_sema_t), e);
+  sab_pool_init(&e->pools[SAB_ASYNC_HOOKED], sizeof(sab_async_hooked_t), e);
   return 0;
 }
 

@@ -1,7 +1,8 @@
 /*
  * Async waiters: records queued in the lot whose wake is delivered on their
  * env's own loop (a uv_async_t), with deadlines on one uv_timer_t per env.
- * Shared by waitAsync (wait.c) and the semaphore's acquire (sema.c).
+ * Shared by waitAsync (wait.c) and, through hooks, the semaphore's acquire
+ * (sema.c).
  *
  * A pending waitAsync costs its promise, its napi_deferred and its record,
  * and little else: records come from the env's pools (pool.h), three kinds
@@ -20,7 +21,7 @@
 enum {
   SAB_ASYNC_PLAIN = 0, /* a waitAsync without deadline or handle */
   SAB_ASYNC_FULL = 1,  /* a waitAsync with a deadline or a handle */
-  SAB_ASYNC_SEMA = 2   /* a token semaphore's acquire */
+  SAB_ASYNC_HOOKED = 2 /* a record whose caller supplies hooks (a Sema's acquire, sema.c) */
 };
 
 /*
@@ -30,8 +31,8 @@ enum {
  * kind (SAB_ASYNC_KIND_MASK) and flags; w.user16 is the pool's. Once
  * NOTIFIED, w.next links the env's delivery queue (guarded by env->mu).
  * A wait's promise's deferred is in w.ctx, which the lot leaves to records
- * without a death hook (sabsync.h); a semaphore's needs its ctx, and keeps
- * its deferred in its own field.
+ * without a death hook (sabsync.h); a hooked record's ctx is its caller's,
+ * and it keeps its deferred in its own field.
  */
 struct sab_async_s {
   sab_waiter_t w; /* first: the core hands us &w */
@@ -39,29 +40,55 @@ struct sab_async_s {
 #define SAB_ASYNC_KIND_MASK  3
 #define SAB_ASYNC_KEEPS_LOOP 4 /* counted in env->nref */
 
-/* A record with a deadline or a JS handle (SAB_ASYNC_FULL, and all of a
- * semaphore's). */
+/* A record with a deadline or a JS handle (SAB_ASYNC_FULL, and every
+ * hooked one). */
 typedef struct {
   sab_async_t a;
   uint32_t heap_index; /* in the deadline heap, or UINT32_MAX */
   uint32_t serial;     /* names it in its JS handle, with its pool id */
 } sab_async_full_t;
 
-/* A semaphore's record: it resolves with its token (a number;
- * SAB_NAPI_SEMA_TIMED_OUT or SAB_NAPI_SEMA_NO_TOKEN without one), and a
- * token it was handed but will never deliver (its env is torn down) goes
- * back to the semaphore. `ask` (the view and when the acquire first asked)
- * is what its w.ctx points to. */
+/*
+ * What a hooked record's caller adds to a wait: async.c calls these and
+ * knows nothing else of what the record is for. A hooked record may be
+ * woken with nothing to deliver, to ask again (a Sema's wake to try again,
+ * sema.c F2): `again` says so, and async.c then has it ask on the env's
+ * loop (`retry`), with the same record and deadline, or rejects it if an
+ * abort came meanwhile (after `hand_on`, which passes that wake on).
+ */
+typedef struct {
+  /* Woken by a notify (result SAB_OK) with nothing to deliver: ask again. */
+  int (*again)(const sab_async_t *a);
+  /* Ask again with a->w (ready to queue), or without queuing (NULL) past
+   * the deadline: SAB_PENDING (queued again), or the result to settle with
+   * (SAB_OK or SAB_TIMED_OUT). */
+  int (*retry)(sab_env_t *e, sab_async_t *a, sab_waiter_t *w);
+  /* A wake the record was counted for and will never deliver (its env is
+   * torn down, its promise could not settle, an abort after the wake). */
+  void (*hand_on)(sab_async_t *a);
+  /* The record is about to be freed, however it settled. */
+  void (*done)(sab_async_t *a);
+  /* The promise's value when it settles with `result`. */
+  double (*value)(const sab_async_t *a, int result);
+} sab_async_hooks_t;
+
+/* The bytes a hooked record keeps for its caller (sab_async_ext). */
+#define SAB_ASYNC_EXT_BYTES 64
+
 typedef struct {
   sab_async_full_t full;
+  const sab_async_hooks_t *hooks;
   napi_deferred deferred;
-  sab_sema_ask_t ask;
   uint64_t deadline; /* sab_now() scale, UINT64_MAX: none */
-  /* An abort that came while the record was woken to try again (off the
-   * lot, its delivery on the way): the retry rejects with it instead of
-   * asking again (sema.c F2). Env thread only. */
+  /* An abort that came while the record was woken to ask again (off the
+   * lot, its delivery on the way): it rejects with it instead of asking.
+   * Env thread only. */
   napi_ref abort_reason;
-} sab_async_sema_t;
+  _Alignas(8) unsigned char ext[SAB_ASYNC_EXT_BYTES];
+} sab_async_hooked_t;
+
+/* The caller's bytes of a hooked record. */
+static inline void *sab_async_ext(sab_async_t *a) { return ((sab_async_hooked_t *)a)->ext; }
 
 /* flags of the async calls (waitAsync, semaAcquireAsync) */
 #define SAB_ASYNC_REF    1 /* the pending wait keeps the loop alive */
@@ -69,16 +96,16 @@ typedef struct {
 
 /*
  * A record ready to queue on `key` (the address it will be queued on; the
- * core's enqueue sets w.addr to the same): from the env's pool of `kind`
- * (SAB_ASYNC_PLAIN or SAB_ASYNC_FULL are chosen here from `flags` and `ms`;
- * pass SAB_ASYNC_PLAIN for a wait, SAB_ASYNC_SEMA for a semaphore), with
+ * core's enqueue sets w.addr to the same): hooked with `hooks`, or, NULL,
+ * a wait's (SAB_ASYNC_PLAIN or SAB_ASYNC_FULL, chosen from `flags` and
+ * `ms`), from the env's pool of its kind, with
  * its wake callback, `buffer` kept alive, a promise, a deadline `ms` from
  * now, and in *out the promise, or [promise, handle] with SAB_ASYNC_HANDLE.
  * NULL with an exception pending (naming `what`) and nothing left over.
  */
-sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, int kind, napi_value buffer,
-                                uintptr_t key, uint32_t flags, double ms, const char *what,
-                                napi_value *out);
+sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, const sab_async_hooks_t *hooks,
+                                napi_value buffer, uintptr_t key, uint32_t flags, double ms,
+                                const char *what, napi_value *out);
 /* A new record that the lot did not queue (the call answered at once):
  * settle its unseen promise and free it. */
 void sab_napi_async_discard(sab_env_t *e, sab_async_t *a);

@@ -201,6 +201,48 @@ static napi_value sema_acquire(napi_env env, napi_callback_info info) {
 }
 
 /*
+ * An async acquire's record (async.h, hooked): its ask, in the record's
+ * own bytes (w.ctx points there while queued). Woken without a slot, to
+ * try again (F2), it asks again on its env's loop in the place its first
+ * ask gave it (the ask's `since`); past its deadline once without queuing
+ * (F4). A slot it was handed and will never deliver goes back.
+ */
+_Static_assert(sizeof(sab_sema_ask_t) <= SAB_ASYNC_EXT_BYTES, "a Sema's ask fits a hooked record");
+
+static sab_sema_ask_t *ask_of(const sab_async_t *a) {
+  return (sab_sema_ask_t *)sab_async_ext((sab_async_t *)a);
+}
+
+static int acquire_again(const sab_async_t *a) { return a->w.token == SAB_SEMA_NO_TOKEN; }
+
+static int acquire_retry(sab_env_t *e, sab_async_t *a, sab_waiter_t *w) {
+  uint32_t token = SAB_SEMA_NO_TOKEN;
+  int r = sab_sema_ask(ask_of(a), e->id, w, &token);
+  if (r == SAB_PENDING) return r;
+  /* SAB_SEMA_NO_TOKEN on a broken state: the JS acquire asks anew and
+   * throws. */
+  a->w.token = r == SAB_OK ? token : SAB_SEMA_NO_TOKEN;
+  return r == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_OK;
+}
+
+static void acquire_hand_on(sab_async_t *a) {
+  sab_sema_give_back(ask_of(a), a->w.owner, a->w.token);
+}
+
+/* Woken to try again and settled otherwise (its env closed, an abort):
+ * its ask leaves the Sema's list of retries (F5), and the wake goes on. */
+static void acquire_done(sab_async_t *a) { sab_sema_ask_done(ask_of(a)); }
+
+static double acquire_value(const sab_async_t *a, int result) {
+  return result != SAB_OK                  ? SAB_NAPI_SEMA_TIMED_OUT
+         : a->w.token == SAB_SEMA_NO_TOKEN ? SAB_NAPI_SEMA_NO_TOKEN
+                                           : (double)a->w.token;
+}
+
+static const sab_async_hooks_t acquire_hooks = {acquire_again, acquire_retry, acquire_hand_on,
+                                                acquire_done, acquire_value};
+
+/*
  * semaAcquireAsync(i32, timeoutMs, flags, fairMs?) -> a token (a slot was
  * free), or the promise, or [promise, handle] with SAB_ASYNC_HANDLE;
  * SAB_ASYNC_REF: keep the loop alive. fairMs: as semaView's. timeoutMs > 0
@@ -222,14 +264,13 @@ static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
   if (get_sema(env, argv[0], &s, &buffer) != 0) return NULL;
   if (fair_ns_of(env, argv[3], "semaAcquireAsync", &s.fair_ns) != 0) return NULL;
   /* Queued, the record's key is the Sema's (sabsync.h); a token it cannot
-   * deliver goes back (async.c, hand_on). */
+   * deliver goes back (acquire_hand_on). */
   sab_async_t *a =
-      sab_napi_async_new(env, e, SAB_ASYNC_SEMA, buffer, (uintptr_t)s.base + SAB_SEMA_KEY_OFFSET,
+      sab_napi_async_new(env, e, &acquire_hooks, buffer, (uintptr_t)s.base + SAB_SEMA_KEY_OFFSET,
                          flags, ms, "semaAcquireAsync", &result);
   if (a == NULL) return NULL;
-  sab_async_sema_t *rec = (sab_async_sema_t *)a;
-  sab_sema_ask_init(&rec->ask, &s); /* w.ctx points here while queued */
-  int r = sab_sema_ask(&rec->ask, e->id, &a->w, &token);
+  sab_sema_ask_init(ask_of(a), &s); /* w.ctx points here while queued */
+  int r = sab_sema_ask(ask_of(a), e->id, &a->w, &token);
   if (r != SAB_PENDING) {
     /* Not queued: the promise is never handed out. */
     sab_napi_async_discard(e, a);

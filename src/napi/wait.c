@@ -109,8 +109,8 @@ static napi_value wait_async(napi_env env, napi_callback_info info) {
   SAB_CALL(env, napi_get_value_uint32(env, argv[4], &flags), NULL);
   if (get_watch(env, argv[5], argv[6], &watch, &epoch) != 0) return NULL;
 
-  sab_async_t *a = sab_napi_async_new(env, e, SAB_ASYNC_PLAIN, buffer, (uintptr_t)c.cell, flags, ms,
-                                      "waitAsync", &result);
+  sab_async_t *a =
+      sab_napi_async_new(env, e, NULL, buffer, (uintptr_t)c.cell, flags, ms, "waitAsync", &result);
   if (a == NULL) return NULL;
   int r = sab_wait_enqueue_watch(&a->w, c.cell, c.size, expected, watch, epoch);
   if (r != SAB_PENDING) {
