@@ -7,6 +7,7 @@
  */
 #include "register.h"
 #include "results.h"
+#include "space.h"
 #include "values.h"
 
 #include <math.h>
@@ -88,10 +89,50 @@ static napi_value now_ms(napi_env env, napi_callback_info info) {
   return sab_napi_number(env, (double)sab_now() / 1e6);
 }
 
+#if defined(__linux__)
+
+/* ---- a RateLimit in a shared space (space.h) ---- */
+
+/* spaceRateTake(handle, turnOff, rateOff, turnFreeOnly) -> a RateLimit's
+ * grant in a space, as rateTake answers (OK with the grant's time in ms in
+ * out[0], or TIMED_OUT with the ms to wait in out[0]); PENDING when
+ * turnFreeOnly and the turn is taken or waited for (the caller takes the
+ * turn). */
+static napi_value space_rate_take(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 4, NULL);
+  uint32_t turn_off, rate_off;
+  bool free_only;
+  uint64_t at = 0, wait = 0;
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
+  if (reg == NULL || sab_napi_get_u32(env, argv[1], &turn_off) != 0 ||
+      sab_napi_get_u32(env, argv[2], &rate_off) != 0) {
+    return NULL;
+  }
+  SAB_CALL(env, napi_get_value_bool(env, argv[3], &free_only), NULL);
+  int r = sab_space_rate_take(reg->sp, turn_off, rate_off, free_only, &at, &wait);
+  if (r == SAB_E_CORRUPT) {
+    sab_napi_throw_core(env, SAB_E_CORRUPT, "RateLimit");
+    return NULL;
+  }
+  if (r == SAB_TIMED_OUT) return sab_napi_number(env, SAB_PENDING);
+  return sab_napi_rate_result(env, r == SAB_OK, at, wait);
+}
+
+static int space_register(napi_env env, napi_value exports) {
+  static const sab_napi_fn_t fns[] = {{"spaceRateTake", space_rate_take}};
+  return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
+}
+
+#endif /* __linux__ */
+
 int sab_napi_rate_register(napi_env env, napi_value exports) {
   static const sab_napi_fn_t fns[] = {
       {"rateBytes", rate_bytes}, {"rateInit", rate_init}, {"rateOpen", rate_open},
       {"rateTake", rate_take},   {"now", now_ms},
   };
-  return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
+  if (sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]) != 0) return -1;
+#if defined(__linux__)
+  if (space_register(env, exports) != 0) return -1; /* a space's twins */
+#endif
+  return 0;
 }

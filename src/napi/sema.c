@@ -14,6 +14,7 @@
 #include "park.h"
 #include "register.h"
 #include "results.h"
+#include "space.h"
 #include "values.h"
 
 #include <stdio.h>
@@ -328,6 +329,197 @@ static napi_value sema_kick(napi_env env, napi_callback_info info) {
   return sab_napi_number(env, sab_sema_kick(&s));
 }
 
+#if defined(__linux__)
+
+/* ---- a Sema in a shared space (src/core/space_sema.c, space.h) ---- */
+
+static napi_value sema_corrupt(napi_env env) {
+  sab_napi_throw_core(env, SAB_E_CORRUPT, "Sema");
+  return NULL;
+}
+
+/* (handle, off) of a Sema in a space. */
+static sab_napi_reg_t *sema_args(napi_env env, napi_value h, napi_value voff, uint32_t *off) {
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, h);
+  if (reg == NULL || sab_napi_get_u32(env, voff, off) != 0) return NULL;
+  return reg;
+}
+
+/* spaceSemaTry(handle, off) -> OK with the token in out[0], or TIMED_OUT
+ * when none is free (or others wait) */
+static napi_value space_sema_try(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  uint32_t off, token;
+  sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  if (reg == NULL) return NULL;
+  int r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, NULL);
+  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  return sab_napi_token_result(env, r == SAB_OK, token);
+}
+
+/* spaceSemaAcquire(handle, off, timeoutMs) -> OK with the token in out[0],
+ * or TIMED_OUT. Blocks
+ * in slices as spaceWait does, probing lifelines meanwhile (a holder killed
+ * with SIGKILL gives its slot back when found). */
+static napi_value space_sema_acquire_in(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  uint32_t off, token = SAB_SEMA_NO_TOKEN, rec;
+  double ms;
+  sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  sab_env_t *e = reg != NULL ? sab_napi_space_env(env) : NULL;
+  if (e == NULL || sab_napi_get_double(env, argv[2], &ms) != 0) return NULL;
+  uint64_t deadline = sab_napi_deadline(ms);
+  sab_napi_space_lock_deadline(deadline);
+  int r;
+  for (;;) {
+    r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, &rec);
+    if (r == SAB_PENDING) {
+      sab_napi_space_parker_t p;
+      int woken = 0;
+      sab_napi_space_parker_init(&p, reg, rec, off, 0, 0, &token);
+      r = sab_napi_park_on(e, &p.base, deadline, &woken);
+      if (r == SAB_NAPI_TERMINATED) {
+        /* A slot handed over goes back; a wake to try again is passed on
+         * (F4). */
+        if (woken) sab_space_sema_give_back(reg->sp, reg->id, off, token);
+        return NULL;
+      }
+    }
+    /* Woken without a slot, to try again (F2; the park has looked for
+     * termination after the wake): ask again. */
+    if (r != SAB_OK || token != SAB_SEMA_NO_TOKEN) break;
+  }
+  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  if (r == SAB_E_SPACE_FULL) {
+    sab_napi_throw_core(env, r, "Sema acquire");
+    return NULL;
+  }
+  if (r != SAB_OK) return sab_napi_number(env, SAB_TIMED_OUT);
+  if (sab_napi_env_terminating(e)) {
+    /* Taken as the thread is torn down: JS would never see it. */
+    sab_space_sema_give_back(reg->sp, reg->id, off, token);
+    return NULL;
+  }
+  return sab_napi_token_result(env, 1, token);
+}
+
+static napi_value space_sema_acquire(napi_env env, napi_callback_info info) {
+  uint64_t old = sab_space_deadline(UINT64_MAX);
+  napi_value r = space_sema_acquire_in(env, info);
+  sab_space_deadline(old);
+  return r;
+}
+
+/* spaceSemaAcquireAsync(handle, off, proxy) -> OK with a token in out[0]
+ * (one was free), or PENDING with the record in out[0]: queued, its slot
+ * delivered through `proxy` (as spaceWaitAsync), then taken with
+ * spaceSemaSettle. */
+static napi_value space_sema_acquire_async(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  uint32_t off, token, rec;
+  sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  if (reg == NULL) return NULL;
+  sab_napi_pending_t *p = sab_napi_space_pending_new(env, reg, argv[2]);
+  if (p == NULL) return NULL;
+  p->off = off;
+  p->flags = SAB_SPACE_SEMA;
+  pthread_mutex_lock(&reg->mu);
+  int r = sab_space_sema_acquire(reg->sp, reg->id, off, SAB_SPACE_ASYNC, &token, &rec);
+  int wake = r == SAB_PENDING && sab_napi_space_pending_add(reg, p, rec);
+  pthread_mutex_unlock(&reg->mu);
+  if (wake) sab_napi_space_ring(reg);
+  if (r == SAB_PENDING) return sab_napi_result1(env, SAB_PENDING, rec);
+  sab_napi_space_pending_free(reg, p);
+  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  if (r != SAB_OK) {
+    sab_napi_throw_core(env, r, "Sema acquire");
+    return NULL;
+  }
+  return sab_napi_result1(env, SAB_OK, token);
+}
+
+/* spaceSemaSettle(handle, rec, why) -> OK with the token the record was
+ * handed in out[0], TIMED_OUT (it left the queue by its deadline or an
+ * abort), or SEMA_NO_TOKEN (woken without a slot: acquire again). */
+static napi_value space_sema_settle(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
+  uint32_t rec, why, token = SAB_SEMA_NO_TOKEN;
+  if (reg == NULL || sab_napi_get_u32(env, argv[1], &rec) != 0 ||
+      sab_napi_get_u32(env, argv[2], &why) != 0) {
+    return NULL;
+  }
+  sab_napi_pending_t *p = sab_napi_space_pending_take(env, reg, rec);
+  if (p == NULL) return NULL;
+  int r = sab_space_settle(reg->sp, reg->id, rec, p->off,
+                           why == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_CANCELLED, &token);
+  sab_napi_space_pending_free(reg, p);
+  if (r != SAB_OK) return sab_napi_number(env, SAB_TIMED_OUT);
+  if (token == SAB_SEMA_NO_TOKEN) return sab_napi_number(env, SAB_NAPI_SEMA_NO_TOKEN);
+  return sab_napi_result1(env, SAB_OK, token);
+}
+
+/* spaceSemaPassWake(handle, off): an async acquire woken to try again
+ * (spaceSemaSettle answered SEMA_NO_TOKEN) that will not, because it was
+ * aborted, passes its wake on to the next waiter (F4). */
+static napi_value space_sema_pass_wake(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  uint32_t off;
+  sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  if (reg == NULL) return NULL;
+  sab_space_sema_give_back(reg->sp, reg->id, off, SAB_SEMA_NO_TOKEN);
+  return NULL;
+}
+
+/* spaceSemaRelease(handle, off, slot) -> as semaRelease: OK with the info
+ * bits in out[0] and the slot in out[1], or BAD_TOKEN (not a slot this
+ * thread holds); slot -1: the one it got most recently. */
+static napi_value space_sema_release(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  uint32_t off, bits = 0;
+  int64_t slot;
+  sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  if (reg == NULL) return NULL;
+  SAB_CALL(env, napi_get_value_int64(env, argv[2], &slot), NULL);
+  int r = sab_space_sema_release(reg->sp, reg->id, off, slot < 0 ? -1 : slot, &bits);
+  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  return sab_napi_release_result(env, r, bits);
+}
+
+/* spaceSemaWaiting(handle, off) -> queued acquires, every process */
+static napi_value space_sema_waiting(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  uint32_t off;
+  sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  return reg != NULL ? sab_napi_number(env, sab_space_sema_waiting(reg->sp, off)) : NULL;
+}
+
+/* spaceSemaAvailable(handle, off) -> pooled slots, after reclaiming the dead's */
+static napi_value space_sema_available(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  uint32_t off;
+  sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
+  if (reg == NULL) return NULL;
+  int r = sab_space_sema_available(reg->sp, off);
+  return r < 0 ? sema_corrupt(env) : sab_napi_number(env, r);
+}
+
+static int space_register(napi_env env, napi_value exports) {
+  static const sab_napi_fn_t fns[] = {
+      {"spaceSemaTry", space_sema_try},
+      {"spaceSemaAcquire", space_sema_acquire},
+      {"spaceSemaAcquireAsync", space_sema_acquire_async},
+      {"spaceSemaSettle", space_sema_settle},
+      {"spaceSemaPassWake", space_sema_pass_wake},
+      {"spaceSemaRelease", space_sema_release},
+      {"spaceSemaWaiting", space_sema_waiting},
+      {"spaceSemaAvailable", space_sema_available},
+  };
+  return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
+}
+
+#endif /* __linux__ */
+
 int sab_napi_sema_register(napi_env env, napi_value exports) {
   static const sab_napi_fn_t fns[] = {
       {"semaBytes", sema_bytes},         {"semaInit", sema_init},
@@ -336,5 +528,9 @@ int sab_napi_sema_register(napi_env env, napi_value exports) {
       {"semaRelease", sema_release},     {"semaWaiting", sema_waiting},
       {"semaAvailable", sema_available}, {"semaKick", sema_kick},
   };
-  return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
+  if (sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]) != 0) return -1;
+#if defined(__linux__)
+  if (space_register(env, exports) != 0) return -1; /* a space's twins */
+#endif
+  return 0;
 }

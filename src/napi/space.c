@@ -1,6 +1,8 @@
 /*
  * The binding of shared spaces (src/core/space*.c, lifeline.c): open, close,
- * the directory, owners, and waiting on cells of a space.
+ * the directory, owners, the waker of async waits, and the parker of a
+ * space's records. The calls on a space's cells, Semas and RateLimits are
+ * in wait.c, sema.c and rate.c, beside their in-process twins (space.h).
  *
  * A registration ("reg") is one JS thread's use of one space: its owner id
  * (a slot of the space, whose lifeline this thread holds), its JS buffer
@@ -38,6 +40,7 @@
 #include "env.h"
 #include "park.h"
 #include "register.h"
+#include "space.h"
 #include "results.h"
 #include "values.h"
 #include "sabsync.h"
@@ -64,44 +67,10 @@ static int set_num(napi_env env, napi_value obj, const char *name, double v) {
   return 0;
 }
 
-/* A pending async wait of this registration. */
-typedef struct pending_s {
-  struct pending_s *next;
-  uint32_t rec, off, watch, epoch;
-  int32_t *proxy; /* the in-process cell its JS promise parks on */
-  napi_ref keep;  /* the proxy's SharedArrayBuffer; env thread only */
-  int delivered;  /* the proxy was rung */
-  uint32_t flags; /* SAB_SPACE_SEMA: hand a slot back, not a wake */
-} pending_t;
-
-typedef struct reg_s {
-  sab_space_t *sp;
-  sab_space_info_t info;
-  uint32_t id;
-  napi_env env;
-  napi_ref buffer; /* weak: to detach it at close */
-  int closed;      /* env thread only */
-  int orphaned;    /* the JS handle was collected; env thread only */
-  pthread_mutex_t mu;
-  pending_t *pending; /* guarded by mu */
-  int stop;           /* guarded by mu */
-  int idle;           /* guarded by mu: the waker sleeps with no deadline */
-  int waker_started;  /* env thread only */
-  pthread_t waker;
-} reg_t;
-
 static const napi_type_tag space_tag = {0x2c9b5e7d41f6a803ull, 0x93e1c47a5b08d26full};
 
-/* Result codes handed to JS (lib/space.js maps them). */
-static double code(int r) { return (double)r; }
-
-#define number sab_napi_number
-
-/* Throw the error of a core code (errors.c's table). */
-#define throw_space sab_napi_throw_core
-
-static reg_t *unwrap(napi_env env, napi_value v) {
-  reg_t *reg = sab_napi_unwrap(env, v, &space_tag, "a shared space's handle");
+sab_napi_reg_t *sab_napi_space_unwrap(napi_env env, napi_value v) {
+  sab_napi_reg_t *reg = sab_napi_unwrap(env, v, &space_tag, "a shared space's handle");
   if (reg != NULL && reg->closed) {
     sab_napi_throw(env, SAB_ERR_SHARED_CLOSED, "the shared space was closed");
     return NULL;
@@ -109,26 +78,16 @@ static reg_t *unwrap(napi_env env, napi_value v) {
   return reg;
 }
 
-static int get_u32(napi_env env, napi_value v, uint32_t *out) {
-  SAB_CALL(env, napi_get_value_uint32(env, v, out), -1);
-  return 0;
-}
-
-static int get_double(napi_env env, napi_value v, double *out) {
-  SAB_CALL(env, napi_get_value_double(env, v, out), -1);
-  return 0;
-}
-
 /* ---- the waker thread ---- */
 
-static void ring_proxy(pending_t *p) {
+static void ring_proxy(sab_napi_pending_t *p) {
   __atomic_store_n(p->proxy, 1, __ATOMIC_SEQ_CST);
   sab_notify((uintptr_t)p->proxy, 1);
   p->delivered = 1;
 }
 
 static void *waker_main(void *arg) {
-  reg_t *reg = arg;
+  sab_napi_reg_t *reg = arg;
   uint32_t *bell = sab_space_doorbell(reg->sp, reg->id);
   uint64_t last_reap = sab_now();
   for (;;) {
@@ -140,7 +99,7 @@ static void *waker_main(void *arg) {
       pthread_mutex_unlock(&reg->mu);
       return NULL;
     }
-    for (pending_t *p = reg->pending; p != NULL; p = p->next) {
+    for (sab_napi_pending_t *p = reg->pending; p != NULL; p = p->next) {
       if (p->delivered) continue;
       int s = sab_space_peek(reg->sp, reg->id, p->rec, p->off);
       /* Left the queue, or watches owners and a death happened since it
@@ -162,7 +121,7 @@ static void *waker_main(void *arg) {
   }
 }
 
-static int waker_start(napi_env env, reg_t *reg) {
+static int waker_start(napi_env env, sab_napi_reg_t *reg) {
   if (reg->waker_started) return 0;
   if (pthread_create(&reg->waker, NULL, waker_main, reg) != 0) {
     sab_napi_throw(env, SAB_ERR_SHARED_SYSTEM, "could not start a thread for async waits");
@@ -173,14 +132,14 @@ static int waker_start(napi_env env, reg_t *reg) {
 }
 
 /* Wake the waker: it looks at its pending waits again. */
-static void ring(reg_t *reg) { sab_space_doorbell_ring(reg->sp, reg->id); }
+void sab_napi_space_ring(sab_napi_reg_t *reg) { sab_space_doorbell_ring(reg->sp, reg->id); }
 
-static void waker_stop(reg_t *reg) {
+static void waker_stop(sab_napi_reg_t *reg) {
   if (!reg->waker_started) return;
   pthread_mutex_lock(&reg->mu);
   reg->stop = 1;
   pthread_mutex_unlock(&reg->mu);
-  ring(reg);
+  sab_napi_space_ring(reg);
   pthread_join(reg->waker, NULL);
   reg->waker_started = 0;
   reg->stop = 0;
@@ -191,7 +150,7 @@ static void waker_stop(reg_t *reg) {
 /* A wait whose JS will never look at it again (its thread ends, or its
  * space is closed): take it out of the space; a wake it was counted for is
  * handed to the next waiter, a slot it was handed goes back. */
-static void drop_pending(reg_t *reg, pending_t *p) {
+static void drop_pending(sab_napi_reg_t *reg, sab_napi_pending_t *p) {
   uint32_t token = SAB_SEMA_NO_TOKEN;
   int r = sab_space_settle(reg->sp, reg->id, p->rec, p->off, SAB_CANCELLED, &token);
   if (r == SAB_OK && (p->flags & SAB_SPACE_SEMA)) {
@@ -206,12 +165,12 @@ static void drop_pending(reg_t *reg, pending_t *p) {
 static void env_cleanup(void *arg);
 
 /* Release everything of a registration, on its thread. */
-static void reg_close(reg_t *reg, int in_cleanup) {
+static void reg_close(sab_napi_reg_t *reg, int in_cleanup) {
   if (reg->closed) return;
   reg->closed = 1;
   waker_stop(reg);
   while (reg->pending != NULL) {
-    pending_t *p = reg->pending;
+    sab_napi_pending_t *p = reg->pending;
     reg->pending = p->next;
     drop_pending(reg, p);
   }
@@ -231,7 +190,7 @@ static void reg_close(reg_t *reg, int in_cleanup) {
 }
 
 static void env_cleanup(void *arg) {
-  reg_t *reg = arg;
+  sab_napi_reg_t *reg = arg;
   reg_close(reg, 1);
   if (reg->orphaned) {
     pthread_mutex_destroy(&reg->mu);
@@ -242,7 +201,7 @@ static void env_cleanup(void *arg) {
 static void handle_finalize(napi_env env, void *data, void *hint) {
   (void)env;
   (void)hint;
-  reg_t *reg = data;
+  sab_napi_reg_t *reg = data;
   /* Nothing in JS reaches the space through this handle any more. */
   if (!reg->closed) reg_close(reg, 0);
   pthread_mutex_destroy(&reg->mu);
@@ -270,7 +229,7 @@ typedef napi_status (*create_external_sab_t)(napi_env, void *, size_t, void (*)(
  * is experimental and missing before Node 24.16 / 26.1), else an external
  * ArrayBuffer (Atomics' read-modify-write operations work on it). The
  * buffer holds a reference to the mapping until it is collected. */
-static int make_buffer(napi_env env, reg_t *reg, napi_value *out, bool *shared) {
+static int make_buffer(napi_env env, sab_napi_reg_t *reg, napi_value *out, bool *shared) {
   static create_external_sab_t create_sab;
   static int looked;
   void *data = reg->info.base + reg->info.pub_off;
@@ -305,11 +264,12 @@ static napi_value space_open(napi_env env, napi_callback_info info) {
   uint32_t size, mode;
   SAB_CALL(env, napi_get_value_string_utf8(env, argv[0], name, sizeof name, &len), NULL);
   if (len > SAB_SPACE_NAME_MAX || strlen(name) != len) {
-    throw_space(env, SAB_E_SPACE_NAME, "openShared");
+    sab_napi_throw_core(env, SAB_E_SPACE_NAME, "openShared");
     return NULL;
   }
-  if (get_u32(env, argv[1], &size) != 0 || get_u32(env, argv[2], &mode) != 0) return NULL;
-  reg_t *reg = calloc(1, sizeof *reg);
+  if (sab_napi_get_u32(env, argv[1], &size) != 0 || sab_napi_get_u32(env, argv[2], &mode) != 0)
+    return NULL;
+  sab_napi_reg_t *reg = calloc(1, sizeof *reg);
   if (reg == NULL) {
     sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
     return NULL;
@@ -320,7 +280,7 @@ static napi_value space_open(napi_env env, napi_callback_info info) {
     char what[SAB_SPACE_NAME_MAX + 64];
     snprintf(what, sizeof what, "openShared: /dev/shm/sabsync.%s", name);
     free(reg);
-    throw_space(env, r, what);
+    sab_napi_throw_core(env, r, what);
     return NULL;
   }
   r = sab_space_register(reg->sp, &reg->id);
@@ -329,7 +289,7 @@ static napi_value space_open(napi_env env, napi_callback_info info) {
     free(reg);
     char what[SAB_SPACE_NAME_MAX + 64];
     snprintf(what, sizeof what, "openShared: /dev/shm/sabsync.%s (no free thread slot)", name);
-    throw_space(env, r, what);
+    sab_napi_throw_core(env, r, what);
     return NULL;
   }
   sab_space_info(reg->sp, &reg->info);
@@ -384,7 +344,7 @@ fail:
 /* spaceClose(handle) */
 static napi_value space_close(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
   if (reg != NULL) reg_close(reg, 0);
   return NULL;
 }
@@ -399,7 +359,7 @@ static napi_value space_unlink(napi_env env, napi_callback_info info) {
   int r =
       len > SAB_SPACE_NAME_MAX || strlen(name) != len ? SAB_E_SPACE_NAME : sab_space_unlink(name);
   if (r != 0 && !(r == SAB_E_SPACE_SYS && errno == ENOENT)) {
-    throw_space(env, r, "unlink");
+    sab_napi_throw_core(env, r, "unlink");
     return NULL;
   }
   SAB_CALL(env, napi_get_boolean(env, r == 0, &result), NULL);
@@ -411,21 +371,22 @@ static napi_value space_unlink(napi_env env, napi_callback_info info) {
  * object's offset in out[0]. */
 static napi_value space_lookup(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 8, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
   char key[SAB_SPACE_KEY_MAX + 2];
   size_t len = 0;
   uint32_t kind, bytes, params[SAB_SPACE_NPARAMS], off = 0;
   if (reg == NULL) return NULL;
   SAB_CALL(env, napi_get_value_string_utf8(env, argv[1], key, sizeof key, &len), NULL);
-  if (get_u32(env, argv[2], &kind) != 0 || get_u32(env, argv[3], &bytes) != 0) return NULL;
+  if (sab_napi_get_u32(env, argv[2], &kind) != 0 || sab_napi_get_u32(env, argv[3], &bytes) != 0)
+    return NULL;
   for (int i = 0; i < SAB_SPACE_NPARAMS; i++) {
-    if (get_u32(env, argv[4 + i], &params[i]) != 0) return NULL;
+    if (sab_napi_get_u32(env, argv[4 + i], &params[i]) != 0) return NULL;
   }
   int r = len > SAB_SPACE_KEY_MAX || strlen(key) != len
               ? SAB_E_SPACE_KEY
               : sab_space_lookup(reg->sp, reg->id, key, len, kind, params, bytes, &off);
   if (r != SAB_SPACE_ATTACH && r != SAB_SPACE_CREATE) {
-    throw_space(env, r, key);
+    sab_napi_throw_core(env, r, key);
     return NULL;
   }
   return sab_napi_result1(env, r, off);
@@ -435,7 +396,7 @@ static napi_value space_lookup(napi_env env, napi_callback_info info) {
  * in out[0..5], or SPACE_CREATE: the key names nothing now. */
 static napi_value space_entry(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 2, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
   char key[SAB_SPACE_KEY_MAX + 2];
   size_t len = 0;
   sab_space_entry_t e;
@@ -445,31 +406,31 @@ static napi_value space_entry(napi_env env, napi_callback_info info) {
               ? SAB_E_SPACE_KEY
               : sab_space_entry(reg->sp, reg->id, key, len, &e);
   if (r < 0) {
-    throw_space(env, r, key);
+    sab_napi_throw_core(env, r, key);
     return NULL;
   }
-  if (r == 0) return number(env, SAB_SPACE_CREATE);
+  if (r == 0) return sab_napi_number(env, SAB_SPACE_CREATE);
   double *out = sab_napi_out(env);
   if (out == NULL) return NULL;
   out[0] = e.kind;
   out[1] = e.bytes;
   for (int i = 0; i < SAB_SPACE_NPARAMS && 2 + i < SAB_NAPI_OUT; i++) out[2 + i] = e.params[i];
-  return number(env, SAB_SPACE_ATTACH);
+  return sab_napi_number(env, SAB_SPACE_ATTACH);
 }
 
 /* spacePublish(handle, off) / spaceAbandon(handle): end a creation. */
 static napi_value space_publish(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 2, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
   uint32_t off;
-  if (reg == NULL || get_u32(env, argv[1], &off) != 0) return NULL;
+  if (reg == NULL || sab_napi_get_u32(env, argv[1], &off) != 0) return NULL;
   sab_space_publish(reg->sp, off);
   return NULL;
 }
 
 static napi_value space_abandon(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
   if (reg != NULL) sab_space_abandon(reg->sp);
   return NULL;
 }
@@ -477,10 +438,10 @@ static napi_value space_abandon(napi_env env, napi_callback_info info) {
 /* spaceAlive(handle, id) -> boolean (probes the owner's lifeline) */
 static napi_value space_alive(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 2, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
   uint32_t id;
   napi_value r;
-  if (reg == NULL || get_u32(env, argv[1], &id) != 0) return NULL;
+  if (reg == NULL || sab_napi_get_u32(env, argv[1], &id) != 0) return NULL;
   SAB_CALL(env, napi_get_boolean(env, id == reg->id || sab_space_alive(reg->sp, id), &r), NULL);
   return r;
 }
@@ -488,23 +449,12 @@ static napi_value space_alive(napi_env env, napi_callback_info info) {
 /* spaceReap(handle) -> deaths found */
 static napi_value space_reap(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 1, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
-  return reg != NULL ? number(env, sab_space_reap(reg->sp)) : NULL;
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
+  return reg != NULL ? sab_napi_number(env, sab_space_reap(reg->sp)) : NULL;
 }
 
 /* (handle, off, size) of a cell; the offset is checked by the core. */
-static int get_cell(napi_env env, napi_value voff, napi_value vsize, uint32_t *off, int *size) {
-  uint32_t s;
-  if (get_u32(env, voff, off) != 0 || get_u32(env, vsize, &s) != 0) return -1;
-  if (s != 4 && s != 8) {
-    napi_throw_range_error(env, NULL, "size must be 4 or 8");
-    return -1;
-  }
-  *size = (int)s;
-  return 0;
-}
-
-static sab_env_t *env_of(napi_env env) {
+sab_env_t *sab_napi_space_env(napi_env env) {
   sab_env_t *e = sab_napi_env_get(env);
   bool pending = false;
   if (e == NULL && napi_is_exception_pending(env, &pending) == napi_ok && !pending) {
@@ -513,47 +463,32 @@ static sab_env_t *env_of(napi_env env) {
   return e;
 }
 
-/* spaceWait(handle, off, size, value, timeoutMs, watch, epoch) -> result */
-/* The lock deadline of a blocking call with this deadline (space_sys.c):
- * its own, plus slack for a holder that was preempted, within the bound
- * every bookkeeping lock has anyway. The blocking calls set it once their
- * deadline is known; their wrappers put the thread's previous one back. */
+/* ---- what wait.c and sema.c need of a registration (space.h) ---- */
+
 #define LOCK_SLACK_NS (50ull * 1000000ull)
-static void set_lock_deadline(uint64_t deadline) {
+void sab_napi_space_lock_deadline(uint64_t deadline) {
   uint64_t bound = sab_now() + SAB_SLOCK_BOUND_NS;
   sab_space_deadline(deadline < bound - LOCK_SLACK_NS ? deadline + LOCK_SLACK_NS : bound);
 }
 
-/* A queued record of a space, parked by the binding's one park loop
- * (park.c): each end is decided by sab_space_settle, under its bucket lock;
- * `token` (NULL for a plain wait) receives a Sema's handed-over slot. A
- * record that watches owners (watch != 0, or any Sema's: its holders'
+/* A record that watches owners (watch != 0, or any Sema's: its holders'
  * slots come back when found dead) reaps the space every WATCH_NS, for
  * deaths the watcher cannot see; a plain wait whose epoch then moved ends
  * with SAB_OWNER_DEAD (the caller looks again). */
-typedef struct {
-  sab_napi_parker_t base;
-  reg_t *reg;
-  uint32_t rec, off, watch, epoch;
-  int reaps; /* between slices: reap every WATCH_NS */
-  uint64_t last_reap;
-  uint32_t *token;
-} space_parker_t;
-
 static int sp_park(sab_napi_parker_t *self, uint64_t until) {
-  space_parker_t *p = (space_parker_t *)self;
+  sab_napi_space_parker_t *p = (sab_napi_space_parker_t *)self;
   int r = sab_space_park(p->reg->sp, p->rec, until);
   if (r == SAB_PENDING) return r;
   return sab_space_settle(p->reg->sp, p->reg->id, p->rec, p->off, SAB_TIMED_OUT, p->token);
 }
 
 static int sp_leave(sab_napi_parker_t *self, int why) {
-  space_parker_t *p = (space_parker_t *)self;
+  sab_napi_space_parker_t *p = (sab_napi_space_parker_t *)self;
   return sab_space_settle(p->reg->sp, p->reg->id, p->rec, p->off, why, p->token);
 }
 
 static int sp_between(sab_napi_parker_t *self) {
-  space_parker_t *p = (space_parker_t *)self;
+  sab_napi_space_parker_t *p = (sab_napi_space_parker_t *)self;
   if (!p->reaps || sab_now() - p->last_reap < WATCH_NS) return SAB_PENDING;
   p->last_reap = sab_now();
   sab_space_reap(p->reg->sp);
@@ -562,8 +497,8 @@ static int sp_between(sab_napi_parker_t *self) {
   return sp_leave(self, SAB_CANCELLED) == SAB_OK ? SAB_OK : SAB_OWNER_DEAD;
 }
 
-static void space_parker_init(space_parker_t *p, reg_t *reg, uint32_t rec, uint32_t off,
-                              uint32_t watch, uint32_t epoch, uint32_t *token) {
+void sab_napi_space_parker_init(sab_napi_space_parker_t *p, sab_napi_reg_t *reg, uint32_t rec,
+                                uint32_t off, uint32_t watch, uint32_t epoch, uint32_t *token) {
   p->base.park = sp_park;
   p->base.leave = sp_leave;
   p->base.between = sp_between;
@@ -577,53 +512,11 @@ static void space_parker_init(space_parker_t *p, reg_t *reg, uint32_t rec, uint3
   p->token = token;
 }
 
-static napi_value space_wait_in(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 7, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
-  sab_env_t *e = reg != NULL ? env_of(env) : NULL;
-  uint32_t off, watch, epoch, rec;
-  int size;
-  int64_t expected;
-  double ms;
-  if (reg == NULL || e == NULL) return NULL;
-  if (get_cell(env, argv[1], argv[2], &off, &size) != 0 ||
-      sab_napi_cell_value(env, argv[3], size, &expected) != 0 ||
-      get_double(env, argv[4], &ms) != 0 || get_u32(env, argv[5], &watch) != 0 ||
-      get_u32(env, argv[6], &epoch) != 0) {
-    return NULL;
-  }
-  uint64_t deadline = sab_napi_deadline(ms);
-  set_lock_deadline(deadline);
-  int r = sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch, 0, &rec);
-  if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT) {
-    throw_space(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "wait");
-    return NULL;
-  }
-  if (r == SAB_PENDING) {
-    space_parker_t p;
-    int woken = 0;
-    space_parker_init(&p, reg, rec, off, watch, epoch, NULL);
-    r = sab_napi_park_on(e, &p.base, deadline, &woken);
-    if (r == SAB_NAPI_TERMINATED) {
-      /* Torn down: a wake that counted this thread goes on. */
-      if (woken) sab_space_notify(reg->sp, off, 1);
-      return NULL;
-    }
-  }
-  return number(env, code(r));
-}
-
-static napi_value space_wait(napi_env env, napi_callback_info info) {
-  uint64_t old = sab_space_deadline(UINT64_MAX);
-  napi_value r = space_wait_in(env, info);
-  sab_space_deadline(old);
-  return r;
-}
-
 /* A pending entry for an async wait whose wake goes through `proxy` (an
  * Int32Array of one element over a SharedArrayBuffer, holding 0). NULL
  * with an exception pending. */
-static pending_t *pending_new(napi_env env, reg_t *reg, napi_value proxy) {
+sab_napi_pending_t *sab_napi_space_pending_new(napi_env env, sab_napi_reg_t *reg,
+                                               napi_value proxy) {
   napi_typedarray_type type;
   size_t length = 0, boff;
   void *data = NULL;
@@ -641,7 +534,7 @@ static pending_t *pending_new(napi_env env, reg_t *reg, napi_value proxy) {
     napi_throw_type_error(env, NULL, "proxy must be an Int32Array over a SharedArrayBuffer");
     return NULL;
   }
-  pending_t *p = calloc(1, sizeof *p);
+  sab_napi_pending_t *p = calloc(1, sizeof *p);
   if (p == NULL) {
     sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
     return NULL;
@@ -655,7 +548,7 @@ static pending_t *pending_new(napi_env env, reg_t *reg, napi_value proxy) {
   return p;
 }
 
-static void pending_free(reg_t *reg, pending_t *p) {
+void sab_napi_space_pending_free(sab_napi_reg_t *reg, sab_napi_pending_t *p) {
   napi_delete_reference(reg->env, p->keep);
   free(p);
 }
@@ -663,7 +556,7 @@ static void pending_free(reg_t *reg, pending_t *p) {
 /* Under reg->mu: list a queued record (see waker_main). Answers whether the
  * waker must be rung after unlocking: it sleeps without a deadline, and
  * this record needs lifeline probes while it waits. */
-static int pending_add(reg_t *reg, pending_t *p, uint32_t rec) {
+int sab_napi_space_pending_add(sab_napi_reg_t *reg, sab_napi_pending_t *p, uint32_t rec) {
   p->rec = rec;
   p->next = reg->pending;
   reg->pending = p;
@@ -673,10 +566,10 @@ static int pending_add(reg_t *reg, pending_t *p, uint32_t rec) {
 }
 
 /* The pending entry of `rec`, unlisted; NULL with an exception pending. */
-static pending_t *pending_take(napi_env env, reg_t *reg, uint32_t rec) {
-  pending_t *p = NULL;
+sab_napi_pending_t *sab_napi_space_pending_take(napi_env env, sab_napi_reg_t *reg, uint32_t rec) {
+  sab_napi_pending_t *p = NULL;
   pthread_mutex_lock(&reg->mu);
-  for (pending_t **pp = &reg->pending; *pp != NULL; pp = &(*pp)->next) {
+  for (sab_napi_pending_t **pp = &reg->pending; *pp != NULL; pp = &(*pp)->next) {
     if ((*pp)->rec == rec) {
       p = *pp;
       *pp = p->next;
@@ -688,322 +581,10 @@ static pending_t *pending_take(napi_env env, reg_t *reg, uint32_t rec) {
   return p;
 }
 
-/* spaceWaitAsync(handle, off, size, value, watch, epoch, proxy)
- * -> PENDING with the record in out[0], queued, its wake delivered through
- * `proxy`; or the result (NOT_EQUAL, OWNER_DEAD, TIMED_OUT). */
-static napi_value space_wait_async(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 7, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
-  uint32_t off, watch, epoch, rec;
-  int size;
-  int64_t expected;
-  if (reg == NULL) return NULL;
-  if (get_cell(env, argv[1], argv[2], &off, &size) != 0 ||
-      sab_napi_cell_value(env, argv[3], size, &expected) != 0 ||
-      get_u32(env, argv[4], &watch) != 0 || get_u32(env, argv[5], &epoch) != 0) {
-    return NULL;
-  }
-  pending_t *p = pending_new(env, reg, argv[6]);
-  if (p == NULL) return NULL;
-  p->off = off;
-  p->watch = watch;
-  p->epoch = epoch;
-  /* Queued and listed under reg->mu: the waker sees the record listed
-   * whenever it looks after a notify rang the doorbell (see waker_main). */
-  pthread_mutex_lock(&reg->mu);
-  int r =
-      sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch, SAB_SPACE_ASYNC, &rec);
-  int wake = r == SAB_PENDING && pending_add(reg, p, rec);
-  pthread_mutex_unlock(&reg->mu);
-  if (wake) ring(reg);
-  if (r == SAB_PENDING) return sab_napi_result1(env, SAB_PENDING, rec);
-  pending_free(reg, p);
-  if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT) {
-    throw_space(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "waitAsync");
-    return NULL;
-  }
-  return number(env, code(r));
-}
-
-/* spaceSettle(handle, rec, why) -> result: the record's end, decided under
- * its bucket lock (see the top of this file). why: SAB_TIMED_OUT or
- * SAB_CANCELLED (the proxy woke or was aborted). */
-static napi_value space_settle(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 3, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
-  uint32_t rec, why;
-  if (reg == NULL || get_u32(env, argv[1], &rec) != 0 || get_u32(env, argv[2], &why) != 0) {
-    return NULL;
-  }
-  pending_t *p = pending_take(env, reg, rec);
-  if (p == NULL) return NULL;
-  int r = sab_space_settle(reg->sp, reg->id, rec, p->off,
-                           why == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_CANCELLED, NULL);
-  pending_free(reg, p);
-  return number(env, code(r));
-}
-
-/* spaceNotify(handle, off, count) -> woken */
-static napi_value space_notify(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 3, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
-  uint32_t off;
-  double count;
-  if (reg == NULL || get_u32(env, argv[1], &off) != 0 || get_double(env, argv[2], &count) != 0) {
-    return NULL;
-  }
-  uint64_t n = !(count < 1.8e19) ? UINT64_MAX : count > 0 ? (uint64_t)count : 0;
-  return number(env, (double)sab_space_notify(reg->sp, off, n));
-}
-
-/* spaceBucket(handle, off) -> the index, in an Int32Array over the space's
- * public part, of the waiter counter of the bucket of the cell at `off`.
- * The space's buckets are the top info.bucket_bits bits of the in-process
- * lot's Fibonacci product (sab_bucket_of, SAB_BUCKET_BITS of them) of the
- * same word index, so the hash is the core's, stated once (a core with
- * more space buckets than lot buckets would break that: refused here). */
-static napi_value space_bucket(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 2, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
-  uint32_t off;
-  if (reg == NULL || get_u32(env, argv[1], &off) != 0) return NULL;
-  if (reg->info.bucket_bits == 0 || reg->info.bucket_bits > SAB_BUCKET_BITS) {
-    sab_napi_throw(env, SAB_ERR_NAPI, "spaceBucket: the space has more buckets than the lot");
-    return NULL;
-  }
-  uint32_t b = sab_bucket_of((uintptr_t)off) >> (SAB_BUCKET_BITS - reg->info.bucket_bits);
-  return number(env, (double)((reg->info.counts_off - reg->info.pub_off) / 4 +
-                              b * (reg->info.count_stride / 4)));
-}
-
-/* spaceWaiters(handle, off) -> queued waiters of that cell, every process */
-static napi_value space_waiters(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 2, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
-  uint32_t off;
-  if (reg == NULL || get_u32(env, argv[1], &off) != 0) return NULL;
-  return number(env, sab_space_waiters(reg->sp, off));
-}
-
-/* ---- the token semaphore in a space (src/core/space_sema.c) ---- */
-
-static napi_value sema_corrupt(napi_env env) {
-  throw_space(env, SAB_E_CORRUPT, "Sema");
-  return NULL;
-}
-
-/* (handle, off) of a Sema in a space. */
-static reg_t *sema_args(napi_env env, napi_value h, napi_value voff, uint32_t *off) {
-  reg_t *reg = unwrap(env, h);
-  if (reg == NULL || get_u32(env, voff, off) != 0) return NULL;
-  return reg;
-}
-
-/* spaceSemaTry(handle, off) -> OK with the token in out[0], or TIMED_OUT
- * when none is free (or others wait) */
-static napi_value space_sema_try(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 2, NULL);
-  uint32_t off, token;
-  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  if (reg == NULL) return NULL;
-  int r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, NULL);
-  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
-  return sab_napi_token_result(env, r == SAB_OK, token);
-}
-
-/* spaceSemaAcquire(handle, off, timeoutMs) -> OK with the token in out[0],
- * or TIMED_OUT. Blocks
- * in slices as spaceWait does, probing lifelines meanwhile (a holder killed
- * with SIGKILL gives its slot back when found). */
-static napi_value space_sema_acquire_in(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 3, NULL);
-  uint32_t off, token = SAB_SEMA_NO_TOKEN, rec;
-  double ms;
-  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  sab_env_t *e = reg != NULL ? env_of(env) : NULL;
-  if (e == NULL || get_double(env, argv[2], &ms) != 0) return NULL;
-  uint64_t deadline = sab_napi_deadline(ms);
-  set_lock_deadline(deadline);
-  int r;
-  for (;;) {
-    r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, &rec);
-    if (r == SAB_PENDING) {
-      space_parker_t p;
-      int woken = 0;
-      space_parker_init(&p, reg, rec, off, 0, 0, &token);
-      r = sab_napi_park_on(e, &p.base, deadline, &woken);
-      if (r == SAB_NAPI_TERMINATED) {
-        /* A slot handed over goes back; a wake to try again is passed on
-         * (F4). */
-        if (woken) sab_space_sema_give_back(reg->sp, reg->id, off, token);
-        return NULL;
-      }
-    }
-    /* Woken without a slot, to try again (F2; the park has looked for
-     * termination after the wake): ask again. */
-    if (r != SAB_OK || token != SAB_SEMA_NO_TOKEN) break;
-  }
-  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
-  if (r == SAB_E_SPACE_FULL) {
-    throw_space(env, r, "Sema acquire");
-    return NULL;
-  }
-  if (r != SAB_OK) return number(env, SAB_TIMED_OUT);
-  if (sab_napi_env_terminating(e)) {
-    /* Taken as the thread is torn down: JS would never see it. */
-    sab_space_sema_give_back(reg->sp, reg->id, off, token);
-    return NULL;
-  }
-  return sab_napi_token_result(env, 1, token);
-}
-
-static napi_value space_sema_acquire(napi_env env, napi_callback_info info) {
-  uint64_t old = sab_space_deadline(UINT64_MAX);
-  napi_value r = space_sema_acquire_in(env, info);
-  sab_space_deadline(old);
-  return r;
-}
-
-/* spaceSemaAcquireAsync(handle, off, proxy) -> OK with a token in out[0]
- * (one was free), or PENDING with the record in out[0]: queued, its slot
- * delivered through `proxy` (as spaceWaitAsync), then taken with
- * spaceSemaSettle. */
-static napi_value space_sema_acquire_async(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 3, NULL);
-  uint32_t off, token, rec;
-  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  if (reg == NULL) return NULL;
-  pending_t *p = pending_new(env, reg, argv[2]);
-  if (p == NULL) return NULL;
-  p->off = off;
-  p->flags = SAB_SPACE_SEMA;
-  pthread_mutex_lock(&reg->mu);
-  int r = sab_space_sema_acquire(reg->sp, reg->id, off, SAB_SPACE_ASYNC, &token, &rec);
-  int wake = r == SAB_PENDING && pending_add(reg, p, rec);
-  pthread_mutex_unlock(&reg->mu);
-  if (wake) ring(reg);
-  if (r == SAB_PENDING) return sab_napi_result1(env, SAB_PENDING, rec);
-  pending_free(reg, p);
-  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
-  if (r != SAB_OK) {
-    throw_space(env, r, "Sema acquire");
-    return NULL;
-  }
-  return sab_napi_result1(env, SAB_OK, token);
-}
-
-/* spaceSemaSettle(handle, rec, why) -> OK with the token the record was
- * handed in out[0], TIMED_OUT (it left the queue by its deadline or an
- * abort), or SEMA_NO_TOKEN (woken without a slot: acquire again). */
-static napi_value space_sema_settle(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 3, NULL);
-  reg_t *reg = unwrap(env, argv[0]);
-  uint32_t rec, why, token = SAB_SEMA_NO_TOKEN;
-  if (reg == NULL || get_u32(env, argv[1], &rec) != 0 || get_u32(env, argv[2], &why) != 0) {
-    return NULL;
-  }
-  pending_t *p = pending_take(env, reg, rec);
-  if (p == NULL) return NULL;
-  int r = sab_space_settle(reg->sp, reg->id, rec, p->off,
-                           why == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_CANCELLED, &token);
-  pending_free(reg, p);
-  if (r != SAB_OK) return number(env, SAB_TIMED_OUT);
-  if (token == SAB_SEMA_NO_TOKEN) return number(env, SAB_NAPI_SEMA_NO_TOKEN);
-  return sab_napi_result1(env, SAB_OK, token);
-}
-
-/* spaceSemaPassWake(handle, off): an async acquire woken to try again
- * (spaceSemaSettle answered SEMA_NO_TOKEN) that will not, because it was
- * aborted, passes its wake on to the next waiter (F4). */
-static napi_value space_sema_pass_wake(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 2, NULL);
-  uint32_t off;
-  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  if (reg == NULL) return NULL;
-  sab_space_sema_give_back(reg->sp, reg->id, off, SAB_SEMA_NO_TOKEN);
-  return NULL;
-}
-
-/* spaceSemaRelease(handle, off, slot) -> as semaRelease: OK with the info
- * bits in out[0] and the slot in out[1], or BAD_TOKEN (not a slot this
- * thread holds); slot -1: the one it got most recently. */
-static napi_value space_sema_release(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 3, NULL);
-  uint32_t off, bits = 0;
-  int64_t slot;
-  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  if (reg == NULL) return NULL;
-  SAB_CALL(env, napi_get_value_int64(env, argv[2], &slot), NULL);
-  int r = sab_space_sema_release(reg->sp, reg->id, off, slot < 0 ? -1 : slot, &bits);
-  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
-  return sab_napi_release_result(env, r, bits);
-}
-
-/* spaceSemaWaiting(handle, off) -> queued acquires, every process */
-static napi_value space_sema_waiting(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 2, NULL);
-  uint32_t off;
-  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  return reg != NULL ? number(env, sab_space_sema_waiting(reg->sp, off)) : NULL;
-}
-
-/* spaceSemaAvailable(handle, off) -> pooled slots, after reclaiming the dead's */
-static napi_value space_sema_available(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 2, NULL);
-  uint32_t off;
-  reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  if (reg == NULL) return NULL;
-  int r = sab_space_sema_available(reg->sp, off);
-  return r < 0 ? sema_corrupt(env) : number(env, r);
-}
-
-/* spaceRateTake(handle, turnOff, rateOff, turnFreeOnly) -> a RateLimit's
- * grant in a space, as rateTake answers (OK with the grant's time in ms in
- * out[0], or TIMED_OUT with the ms to wait in out[0]); PENDING when
- * turnFreeOnly and the turn is taken or waited for (the caller takes the
- * turn). */
-static napi_value space_rate_take(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 4, NULL);
-  uint32_t turn_off, rate_off;
-  bool free_only;
-  uint64_t at = 0, wait = 0;
-  reg_t *reg = sema_args(env, argv[0], argv[1], &turn_off);
-  if (reg == NULL || get_u32(env, argv[2], &rate_off) != 0) return NULL;
-  SAB_CALL(env, napi_get_value_bool(env, argv[3], &free_only), NULL);
-  int r = sab_space_rate_take(reg->sp, turn_off, rate_off, free_only, &at, &wait);
-  if (r == SAB_E_CORRUPT) {
-    throw_space(env, SAB_E_CORRUPT, "RateLimit");
-    return NULL;
-  }
-  if (r == SAB_TIMED_OUT) return number(env, SAB_PENDING);
-  return sab_napi_rate_result(env, r == SAB_OK, at, wait);
-}
-
 static const sab_napi_fn_t fns[] = {
-    {"spaceOpen", space_open},
-    {"spaceClose", space_close},
-    {"spaceUnlink", space_unlink},
-    {"spaceLookup", space_lookup},
-    {"spaceEntry", space_entry},
-    {"spacePublish", space_publish},
-    {"spaceAbandon", space_abandon},
-    {"spaceAlive", space_alive},
-    {"spaceReap", space_reap},
-    {"spaceWait", space_wait},
-    {"spaceWaitAsync", space_wait_async},
-    {"spaceSettle", space_settle},
-    {"spaceNotify", space_notify},
-    {"spaceWaiters", space_waiters},
-    {"spaceBucket", space_bucket},
-    {"spaceSemaTry", space_sema_try},
-    {"spaceSemaAcquire", space_sema_acquire},
-    {"spaceSemaAcquireAsync", space_sema_acquire_async},
-    {"spaceSemaSettle", space_sema_settle},
-    {"spaceSemaPassWake", space_sema_pass_wake},
-    {"spaceSemaRelease", space_sema_release},
-    {"spaceSemaWaiting", space_sema_waiting},
-    {"spaceSemaAvailable", space_sema_available},
-    {"spaceRateTake", space_rate_take},
+    {"spaceOpen", space_open},       {"spaceClose", space_close}, {"spaceUnlink", space_unlink},
+    {"spaceLookup", space_lookup},   {"spaceEntry", space_entry}, {"spacePublish", space_publish},
+    {"spaceAbandon", space_abandon}, {"spaceAlive", space_alive}, {"spaceReap", space_reap},
 };
 
 #else /* !__linux__ */
@@ -1022,6 +603,8 @@ static const sab_napi_fn_t fns[] = {{"spaceOpen", unsupported}, {"spaceUnlink", 
 
 #endif /* __linux__ */
 
+/* The calls on a space's cells, Semas and RateLimits are registered by
+ * wait.c, sema.c and rate.c, beside their in-process twins. */
 int sab_napi_space_register(napi_env env, napi_value exports) {
   return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
 }

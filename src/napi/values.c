@@ -29,6 +29,16 @@ napi_value sab_napi_number(napi_env env, double v) {
   return r;
 }
 
+int sab_napi_get_u32(napi_env env, napi_value v, uint32_t *out) {
+  SAB_CALL(env, napi_get_value_uint32(env, v, out), -1);
+  return 0;
+}
+
+int sab_napi_get_double(napi_env env, napi_value v, double *out) {
+  SAB_CALL(env, napi_get_value_double(env, v, out), -1);
+  return 0;
+}
+
 int sab_napi_int32_memory(napi_env env, napi_value ta, const char *name, void **data, size_t *bytes,
                           napi_value *buffer) {
   bool is_ta = false;

@@ -16,6 +16,11 @@
 /* A JS number, or NULL with an exception pending. */
 napi_value sab_napi_number(napi_env env, double v);
 
+/* A number argument that JS has checked (lib/): 0, or -1 with an
+ * exception pending. */
+int sab_napi_get_u32(napi_env env, napi_value v, uint32_t *out);
+int sab_napi_get_double(napi_env env, napi_value v, double *out);
+
 /* The bytes of the Int32Array `ta` (TypeError naming `name` otherwise);
  * its ArrayBuffer in *buffer when wanted. 0, or -1 with an exception. */
 int sab_napi_int32_memory(napi_env env, napi_value ta, const char *name, void **data, size_t *bytes,

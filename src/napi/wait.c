@@ -10,6 +10,7 @@
 #include "async.h"
 #include "park.h"
 #include "register.h"
+#include "space.h"
 #include "values.h"
 
 #include <math.h>
@@ -193,11 +194,185 @@ static napi_value base_of(napi_env env, napi_callback_info info) {
   return sab_napi_number(env, (double)((uintptr_t)data - offset));
 }
 
+#if defined(__linux__)
+
+/* ---- a shared space's cells (space.h): the same calls, by offset ---- */
+
+/* (off, size) of a cell of a space. */
+static int space_cell(napi_env env, napi_value voff, napi_value vsize, uint32_t *off, int *size) {
+  uint32_t s;
+  if (sab_napi_get_u32(env, voff, off) != 0 || sab_napi_get_u32(env, vsize, &s) != 0) return -1;
+  if (s != 4 && s != 8) {
+    napi_throw_range_error(env, NULL, "size must be 4 or 8");
+    return -1;
+  }
+  *size = (int)s;
+  return 0;
+}
+
+/* spaceWait(handle, off, size, value, timeoutMs, watch, epoch) -> result */
+static napi_value space_wait_in(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 7, NULL);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
+  sab_env_t *e = reg != NULL ? sab_napi_space_env(env) : NULL;
+  uint32_t off, watch, epoch, rec;
+  int size;
+  int64_t expected;
+  double ms;
+  if (reg == NULL || e == NULL) return NULL;
+  if (space_cell(env, argv[1], argv[2], &off, &size) != 0 ||
+      sab_napi_cell_value(env, argv[3], size, &expected) != 0 ||
+      sab_napi_get_double(env, argv[4], &ms) != 0 || sab_napi_get_u32(env, argv[5], &watch) != 0 ||
+      sab_napi_get_u32(env, argv[6], &epoch) != 0) {
+    return NULL;
+  }
+  uint64_t deadline = sab_napi_deadline(ms);
+  sab_napi_space_lock_deadline(deadline);
+  int r = sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch, 0, &rec);
+  if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT) {
+    sab_napi_throw_core(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "wait");
+    return NULL;
+  }
+  if (r == SAB_PENDING) {
+    sab_napi_space_parker_t p;
+    int woken = 0;
+    sab_napi_space_parker_init(&p, reg, rec, off, watch, epoch, NULL);
+    r = sab_napi_park_on(e, &p.base, deadline, &woken);
+    if (r == SAB_NAPI_TERMINATED) {
+      /* Torn down: a wake that counted this thread goes on. */
+      if (woken) sab_space_notify(reg->sp, off, 1);
+      return NULL;
+    }
+  }
+  return sab_napi_number(env, r);
+}
+
+static napi_value space_wait(napi_env env, napi_callback_info info) {
+  uint64_t old = sab_space_deadline(UINT64_MAX);
+  napi_value r = space_wait_in(env, info);
+  sab_space_deadline(old);
+  return r;
+}
+
+/* spaceWaitAsync(handle, off, size, value, watch, epoch, proxy)
+ * -> PENDING with the record in out[0], queued, its wake delivered through
+ * `proxy`; or the result (NOT_EQUAL, OWNER_DEAD, TIMED_OUT). */
+static napi_value space_wait_async(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 7, NULL);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
+  uint32_t off, watch, epoch, rec;
+  int size;
+  int64_t expected;
+  if (reg == NULL) return NULL;
+  if (space_cell(env, argv[1], argv[2], &off, &size) != 0 ||
+      sab_napi_cell_value(env, argv[3], size, &expected) != 0 ||
+      sab_napi_get_u32(env, argv[4], &watch) != 0 || sab_napi_get_u32(env, argv[5], &epoch) != 0) {
+    return NULL;
+  }
+  sab_napi_pending_t *p = sab_napi_space_pending_new(env, reg, argv[6]);
+  if (p == NULL) return NULL;
+  p->off = off;
+  p->watch = watch;
+  p->epoch = epoch;
+  /* Queued and listed under reg->mu: the waker sees the record listed
+   * whenever it looks after a notify rang the doorbell (see waker_main). */
+  pthread_mutex_lock(&reg->mu);
+  int r =
+      sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch, SAB_SPACE_ASYNC, &rec);
+  int wake = r == SAB_PENDING && sab_napi_space_pending_add(reg, p, rec);
+  pthread_mutex_unlock(&reg->mu);
+  if (wake) sab_napi_space_ring(reg);
+  if (r == SAB_PENDING) return sab_napi_result1(env, SAB_PENDING, rec);
+  sab_napi_space_pending_free(reg, p);
+  if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT) {
+    sab_napi_throw_core(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "waitAsync");
+    return NULL;
+  }
+  return sab_napi_number(env, r);
+}
+
+/* spaceSettle(handle, rec, why) -> result: the record's end, decided under
+ * its bucket lock (see the top of this file). why: SAB_TIMED_OUT or
+ * SAB_CANCELLED (the proxy woke or was aborted). */
+static napi_value space_settle(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
+  uint32_t rec, why;
+  if (reg == NULL || sab_napi_get_u32(env, argv[1], &rec) != 0 ||
+      sab_napi_get_u32(env, argv[2], &why) != 0) {
+    return NULL;
+  }
+  sab_napi_pending_t *p = sab_napi_space_pending_take(env, reg, rec);
+  if (p == NULL) return NULL;
+  int r = sab_space_settle(reg->sp, reg->id, rec, p->off,
+                           why == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_CANCELLED, NULL);
+  sab_napi_space_pending_free(reg, p);
+  return sab_napi_number(env, r);
+}
+
+/* spaceNotify(handle, off, count) -> woken */
+static napi_value space_notify(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 3, NULL);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
+  uint32_t off;
+  double count;
+  if (reg == NULL || sab_napi_get_u32(env, argv[1], &off) != 0 ||
+      sab_napi_get_double(env, argv[2], &count) != 0) {
+    return NULL;
+  }
+  uint64_t n = !(count < 1.8e19) ? UINT64_MAX : count > 0 ? (uint64_t)count : 0;
+  return sab_napi_number(env, (double)sab_space_notify(reg->sp, off, n));
+}
+
+/* spaceBucket(handle, off) -> the index, in an Int32Array over the space's
+ * public part, of the waiter counter of the bucket of the cell at `off`.
+ * The space's buckets are the top info.bucket_bits bits of the in-process
+ * lot's Fibonacci product (sab_bucket_of, SAB_BUCKET_BITS of them) of the
+ * same word index, so the hash is the core's, stated once (a core with
+ * more space buckets than lot buckets would break that: refused here). */
+static napi_value space_bucket(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
+  uint32_t off;
+  if (reg == NULL || sab_napi_get_u32(env, argv[1], &off) != 0) return NULL;
+  if (reg->info.bucket_bits == 0 || reg->info.bucket_bits > SAB_BUCKET_BITS) {
+    sab_napi_throw(env, SAB_ERR_NAPI, "spaceBucket: the space has more buckets than the lot");
+    return NULL;
+  }
+  uint32_t b = sab_bucket_of((uintptr_t)off) >> (SAB_BUCKET_BITS - reg->info.bucket_bits);
+  return sab_napi_number(env, (double)((reg->info.counts_off - reg->info.pub_off) / 4 +
+                                       b * (reg->info.count_stride / 4)));
+}
+
+/* spaceWaiters(handle, off) -> queued waiters of that cell, every process */
+static napi_value space_waiters(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
+  uint32_t off;
+  if (reg == NULL || sab_napi_get_u32(env, argv[1], &off) != 0) return NULL;
+  return sab_napi_number(env, sab_space_waiters(reg->sp, off));
+}
+
+static int space_register(napi_env env, napi_value exports) {
+  static const sab_napi_fn_t fns[] = {
+      {"spaceWait", space_wait},       {"spaceWaitAsync", space_wait_async},
+      {"spaceSettle", space_settle},   {"spaceNotify", space_notify},
+      {"spaceWaiters", space_waiters}, {"spaceBucket", space_bucket},
+  };
+  return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
+}
+
+#endif /* __linux__ */
+
 int sab_napi_wait_register(napi_env env, napi_value exports) {
   static const sab_napi_fn_t fns[] = {
       {"wait", wait_sync},     {"waitAsync", wait_async}, {"cancel", cancel_wait},
       {"notify", notify_addr}, {"waiters", waiters_on},   {"base", base_of},
       {"bucketOf", bucket_of},
   };
-  return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
+  if (sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]) != 0) return -1;
+#if defined(__linux__)
+  if (space_register(env, exports) != 0) return -1; /* a space's twins */
+#endif
+  return 0;
 }
