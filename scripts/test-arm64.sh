@@ -29,7 +29,7 @@ export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
 # Shared spaces are not run under emulation (no space-* file is): lot runs
 # its table in one process's memory only (LOT_MEMORIES).
 default_files="wait-atomics wait-cells lot wait-timeout wait-abort wait-teardown wait-loop
-  atomic-flag mutex once latch condvar rwlock barrier sema sema-fast"
+  atomic-flag mutex once latch condvar rwlock barrier sema sema-fast sema-fair"
 
 fail_early () { echo "arm64: $1"; echo "arm64 node: 0 passed, 1 failed"; exit 1; }
 for tool in aarch64-linux-gnu-gcc qemu-aarch64; do
@@ -79,7 +79,7 @@ clog="$cache/ctest.log"
 # liveness rests go through qemu-user's syscall translation, not what an
 # arm64 kernel does.
 QEMU_LD_PREFIX=$QEMU_LD_PREFIX make -s -C "$root/test/c" plain CC=aarch64-linux-gnu-gcc \
-  BUILD="$cache/ctest" RUN=qemu-aarch64 TESTS="test_lot test_sema test_reads test_nudge" >"$clog" 2>&1
+  BUILD="$cache/ctest" RUN=qemu-aarch64 TESTS="test_lot test_sema test_reads test_nudge test_limiter" >"$clog" 2>&1
 crc=$?
 cpass=$(grep -c 'all checks passed' "$clog"); cfail=$(grep -c 'check(s) failed' "$clog")
 pass=$((pass + cpass)); fail=$((fail + cfail))
