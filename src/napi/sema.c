@@ -404,10 +404,7 @@ static napi_value space_sema_acquire_in(napi_env env, napi_callback_info info) {
 }
 
 static napi_value space_sema_acquire(napi_env env, napi_callback_info info) {
-  uint64_t old = sab_space_deadline(UINT64_MAX);
-  napi_value r = space_sema_acquire_in(env, info);
-  sab_space_deadline(old);
-  return r;
+  return sab_napi_space_blocking(env, info, space_sema_acquire_in);
 }
 
 /* spaceSemaAcquireAsync(handle, off, proxy) -> OK with a token in out[0]
@@ -442,18 +439,9 @@ static napi_value space_sema_acquire_async(napi_env env, napi_callback_info info
  * handed in out[0], TIMED_OUT (it left the queue by its deadline or an
  * abort), or SEMA_NO_TOKEN (woken without a slot: acquire again). */
 static napi_value space_sema_settle(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 3, NULL);
-  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
-  uint32_t rec, why, token = SAB_SEMA_NO_TOKEN;
-  if (reg == NULL || sab_napi_get_u32(env, argv[1], &rec) != 0 ||
-      sab_napi_get_u32(env, argv[2], &why) != 0) {
-    return NULL;
-  }
-  sab_napi_pending_t *p = sab_napi_space_pending_take(env, reg, rec);
-  if (p == NULL) return NULL;
-  int r = sab_space_settle(reg->sp, reg->id, rec, p->off,
-                           why == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_CANCELLED, &token);
-  sab_napi_space_pending_free(reg, p);
+  uint32_t token = SAB_SEMA_NO_TOKEN;
+  int r;
+  if (sab_napi_space_settle(env, info, &token, &r) != 0) return NULL;
   if (r != SAB_OK) return sab_napi_number(env, SAB_TIMED_OUT);
   if (token == SAB_SEMA_NO_TOKEN) return sab_napi_number(env, SAB_NAPI_SEMA_NO_TOKEN);
   return sab_napi_result1(env, SAB_OK, token);

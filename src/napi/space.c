@@ -471,6 +471,13 @@ void sab_napi_space_lock_deadline(uint64_t deadline) {
   sab_space_deadline(deadline < bound - LOCK_SLACK_NS ? deadline + LOCK_SLACK_NS : bound);
 }
 
+napi_value sab_napi_space_blocking(napi_env env, napi_callback_info info, napi_callback in) {
+  uint64_t old = sab_space_deadline(UINT64_MAX);
+  napi_value r = in(env, info);
+  sab_space_deadline(old);
+  return r;
+}
+
 /* A record that watches owners (watch != 0, or any Sema's: its holders'
  * slots come back when found dead) reaps the space every WATCH_NS, for
  * deaths the watcher cannot see; a plain wait whose epoch then moved ends
@@ -579,6 +586,22 @@ sab_napi_pending_t *sab_napi_space_pending_take(napi_env env, sab_napi_reg_t *re
   pthread_mutex_unlock(&reg->mu);
   if (p == NULL) sab_napi_throw(env, SAB_ERR_NAPI, "no such pending wait");
   return p;
+}
+
+int sab_napi_space_settle(napi_env env, napi_callback_info info, uint32_t *token, int *result) {
+  SAB_ARGS(env, info, 3, -1);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
+  uint32_t rec, why;
+  if (reg == NULL || sab_napi_get_u32(env, argv[1], &rec) != 0 ||
+      sab_napi_get_u32(env, argv[2], &why) != 0) {
+    return -1;
+  }
+  sab_napi_pending_t *p = sab_napi_space_pending_take(env, reg, rec);
+  if (p == NULL) return -1;
+  *result = sab_space_settle(reg->sp, reg->id, rec, p->off,
+                             why == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_CANCELLED, token);
+  sab_napi_space_pending_free(reg, p);
+  return 0;
 }
 
 static const sab_napi_fn_t fns[] = {

@@ -55,6 +55,9 @@ sab_env_t *sab_napi_space_env(napi_env env);
  * has anyway. The call's wrapper puts the thread's previous bound back
  * (sab_space_deadline). */
 void sab_napi_space_lock_deadline(uint64_t deadline);
+/* Run the blocking call `in` (which sets its bound with the above) and
+ * put the thread's previous bound back. */
+napi_value sab_napi_space_blocking(napi_env env, napi_callback_info info, napi_callback in);
 
 /* A queued record of a space, parked by the binding's one park loop
  * (park.c): each end is decided by sab_space_settle under its bucket lock;
@@ -81,6 +84,11 @@ sab_napi_pending_t *sab_napi_space_pending_new(napi_env env, sab_napi_reg_t *reg
 void sab_napi_space_pending_free(sab_napi_reg_t *reg, sab_napi_pending_t *p);
 int sab_napi_space_pending_add(sab_napi_reg_t *reg, sab_napi_pending_t *p, uint32_t rec);
 sab_napi_pending_t *sab_napi_space_pending_take(napi_env env, sab_napi_reg_t *reg, uint32_t rec);
+/* The end of an async wait's record, from JS's (handle, rec, why) (why:
+ * SAB_TIMED_OUT, or SAB_CANCELLED: the proxy woke or was aborted),
+ * decided by sab_space_settle under its bucket lock into *result (`token`
+ * as there); its entry is freed. 0, or -1 with an exception pending. */
+int sab_napi_space_settle(napi_env env, napi_callback_info info, uint32_t *token, int *result);
 /* Wake the registration's waker: it looks at its pending waits again. */
 void sab_napi_space_ring(sab_napi_reg_t *reg);
 

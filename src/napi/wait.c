@@ -248,10 +248,7 @@ static napi_value space_wait_in(napi_env env, napi_callback_info info) {
 }
 
 static napi_value space_wait(napi_env env, napi_callback_info info) {
-  uint64_t old = sab_space_deadline(UINT64_MAX);
-  napi_value r = space_wait_in(env, info);
-  sab_space_deadline(old);
-  return r;
+  return sab_napi_space_blocking(env, info, space_wait_in);
 }
 
 /* spaceWaitAsync(handle, off, size, value, watch, epoch, proxy)
@@ -295,18 +292,8 @@ static napi_value space_wait_async(napi_env env, napi_callback_info info) {
  * its bucket lock (see the top of this file). why: SAB_TIMED_OUT or
  * SAB_CANCELLED (the proxy woke or was aborted). */
 static napi_value space_settle(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 3, NULL);
-  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
-  uint32_t rec, why;
-  if (reg == NULL || sab_napi_get_u32(env, argv[1], &rec) != 0 ||
-      sab_napi_get_u32(env, argv[2], &why) != 0) {
-    return NULL;
-  }
-  sab_napi_pending_t *p = sab_napi_space_pending_take(env, reg, rec);
-  if (p == NULL) return NULL;
-  int r = sab_space_settle(reg->sp, reg->id, rec, p->off,
-                           why == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_CANCELLED, NULL);
-  sab_napi_space_pending_free(reg, p);
+  int r;
+  if (sab_napi_space_settle(env, info, NULL, &r) != 0) return NULL;
   return sab_napi_number(env, r);
 }
 
