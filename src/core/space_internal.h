@@ -307,6 +307,10 @@ struct flock;
 int sab__fcntl_lock(int fd, int cmd, struct flock *fl);
 /* A pidfd of `pid` (close-on-exec), or -1 (gone, or no pidfds here). */
 int sab__pidfd_open(int pid);
+/* Add pidfd `fd` to epoll set `epfd` (EPOLL_CTL_ADD), close a pidfd. */
+struct epoll_event;
+int sab__pidfd_watch(int epfd, int fd, struct epoll_event *ev);
+void sab__pidfd_close(int fd);
 int sab__slock(sab_space_t *sp, uint32_t *w, uint32_t me);
 void sab__sunlock(uint32_t *w);
 /* The deadline of this thread's bookkeeping locks (sab_space_deadline). */

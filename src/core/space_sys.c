@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,5 +55,16 @@ int sab__fcntl_lock(int fd, int cmd, struct flock *fl) {
 #endif
 
 int sab__pidfd_open(int pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
+/* A pidfd is added to an epoll set and closed by raw syscalls too, as it
+ * was made: a sanitizer that intercepts libc's epoll_ctl and close but not
+ * pidfd_open would take the new fd for whatever last had its number (a
+ * pipe another thread closed) and report a race that the kernel ordered
+ * (ThreadSanitizer did, over the tap suite). */
+int sab__pidfd_watch(int epfd, int fd, struct epoll_event *ev) {
+  return (int)syscall(SYS_epoll_ctl, epfd, EPOLL_CTL_ADD, fd, ev);
+}
+
+void sab__pidfd_close(int fd) { (void)syscall(SYS_close, fd); }
 
 #endif /* __linux__ */

@@ -46,22 +46,8 @@ struct sab__watch_s {
   int fds[MAX_PIDS];
 };
 
-/*
- * A pidfd comes from a raw syscall (pidfd_open has no libc wrapper before
- * glibc 2.36, and ThreadSanitizer intercepts none): TSan takes the fd for
- * whatever last had that number in another thread (a libuv pipe that Node
- * closed) and reports this thread's use of it as a race with that close.
- * The kernel orders the two; test/sanitize/tsan.supp names these two
- * functions, which touch nothing but the fd, for that reason alone.
- */
-__attribute__((noinline)) static int watch_pidfd_add(int epfd, int fd, struct epoll_event *ev) {
-  return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, ev);
-}
-
-__attribute__((noinline)) static void watch_pidfd_close(int fd) { close(fd); }
-
 static void forget(struct sab__watch_s *w, uint32_t k) {
-  watch_pidfd_close(w->fds[k]); /* leaves the epoll set with it */
+  sab__pidfd_close(w->fds[k]); /* leaves the epoll set with it */
   w->npids--;
   w->pids[k] = w->pids[w->npids];
   w->fds[k] = w->fds[w->npids];
@@ -83,8 +69,8 @@ static void rescan(sab_space_t *sp, struct sab__watch_s *w) {
     memset(&ev, 0, sizeof ev);
     ev.events = EPOLLIN;
     ev.data.u32 = (uint32_t)pid;
-    if (watch_pidfd_add(w->epfd, fd, &ev) != 0) {
-      watch_pidfd_close(fd);
+    if (sab__pidfd_watch(w->epfd, fd, &ev) != 0) {
+      sab__pidfd_close(fd);
       continue;
     }
     w->pids[w->npids] = pid;
