@@ -118,6 +118,7 @@ export type SabsyncErrorCode =
   | 'ERR_SABSYNC_SHARED_VERSION'
   | 'ERR_SABSYNC_SHARED_FOREIGN'
   | 'ERR_SABSYNC_SHARED_CLOSED'
+  | 'ERR_SABSYNC_SHARED_BUSY'
   | 'ERR_SABSYNC_SHARED_NAME'
   | 'ERR_SABSYNC_SHARED_KEY'
   | 'ERR_SABSYNC_SHARED_SYSTEM'
@@ -320,6 +321,12 @@ export interface RateLimiterAnswer {
   limit: number
   /** Present (true) when the table had no room for a new key: the answer is `whenFull`'s. */
   full?: true
+  /**
+   * Present (true) when a new key's claim lock stayed held for 10 ms (a claimant killed
+   * mid-claim, or a co-tenant writing the table): the answer is `whenFull`'s, and `consume`
+   * never blocks its thread longer than that.
+   */
+  busy?: true
 }
 
 /** An express-rate-limit `Store` over a RateLimiter (use `rateLimit({ limit: limiter.burst, store })`). */

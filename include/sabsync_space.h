@@ -68,8 +68,11 @@ enum {
   SAB_E_SPACE_SYS = -25,      /* a system call failed; errno says why */
   SAB_E_UNSUPPORTED = -26,    /* no shared spaces on this platform */
   SAB_E_SPACE_KEY = -27,      /* a key that cannot name an object */
-  SAB_E_SPACE_FOREIGN = -28   /* a file at the name that this call must not trust: another
+  SAB_E_SPACE_FOREIGN = -28,  /* a file at the name that this call must not trust: another
                                  user's, a mode wider than asked, not a regular file */
+  SAB_E_SPACE_BUSY = -29      /* a bookkeeping lock held past the thread's lock deadline by
+                                 a holder that lives (stopped, descheduled, a debugger): no
+                                 evidence of corruption; a timed call answers its timeout */
 };
 
 typedef struct sab_space_s sab_space_t;
@@ -99,9 +102,12 @@ int sab_space_open(const char *name, uint32_t size, unsigned mode, sab_space_t *
 /*
  * The deadline (sab_now() scale) by which this thread gives up waiting for
  * a bookkeeping lock of any space (a bucket, the directory): the call then
- * answers SAB_E_CORRUPT, since a lock held that long names a holder that
- * lives and never lets go. UINT64_MAX: SAB_SLOCK_BOUND_NS from the start
- * of each wait. Answers the previous one, for the caller to put back.
+ * answers SAB_E_SPACE_BUSY (a holder that lives and does not let go: a
+ * stopped process is not corruption). It bounds the whole call, not each
+ * lock: every lock the call takes after the deadline is tried once. UINT64_MAX:
+ * SAB_SLOCK_BOUND_NS from the start of each wait; calls that visit many
+ * buckets (a reap, a burial) take one deadline for the whole visit when the
+ * thread has none. Answers the previous one, for the caller to put back.
  */
 uint64_t sab_space_deadline(uint64_t deadline);
 #define SAB_SLOCK_BOUND_NS (250ull * 1000000ull)
@@ -124,7 +130,10 @@ void sab_space_unregister(sab_space_t *sp, uint32_t id);
 /* Whether the owner `id` is registered and its thread alive; probes its
  * lifeline, and records the death (waking its watchers) if it ended. */
 int sab_space_alive(sab_space_t *sp, uint32_t id);
-/* Probe every registered slot (as sab_space_alive); answers the deaths found. */
+/* Probe every registered slot (as sab_space_alive); answers the deaths
+ * found. One pass is bounded by the thread's lock deadline (or, with none,
+ * SAB_SLOCK_BOUND_NS from its start), however many deaths it finds: a
+ * burial past it marks the slot and tells what it can reach at once. */
 int sab_space_reap(sab_space_t *sp);
 /* The death watcher (src/core/space_watch.c): a thread that reaps the
  * space as soon as a process with slots in it exits (pidfds), so waiters

@@ -100,9 +100,13 @@
 // longer than LEASE_NS between that CAS and its F store (two adjacent
 // statements) could store F into a slot that has since been cleared and
 // claimed by someone else: LEASE_NS is 2 s, far beyond scheduler
-// preemption and GC pauses, while a holder killed mid-claim delays only
-// the new keys of its group, by at most that long. Waiting for a lease
-// naps (Atomics.wait on a private cell), so waiters do not spin a CPU.
+// preemption and GC pauses. Waiting for a lease naps (Atomics.wait on a
+// private cell), so waiters do not spin a CPU, and never longer than
+// CLAIM_WAIT_NS in one call: consume is synchronous on an event loop, and
+// a lease is a word anyone can write (a claimant killed mid-claim leaves
+// one running for LEASE_NS; a co-tenant can push it forward for ever). A
+// call that cannot have the lock within that answers as a full table does
+// (whenFull), flagged `busy`; the key's next call claims again.
 //
 // Untrusted memory. Any thread (in a space, any process) can write any word
 // at any time. The parameters are read once, when the limiter is made or
@@ -124,6 +128,7 @@ const SLOT_BYTES = 16
 const PROBE = 16
 const LOCK_SPAN = 16 // starting slots per claim lock
 const LEASE_NS = 2_000_000_000n // a claim lock's lease (see "What (U) assumes")
+const CLAIM_WAIT_NS = 10_000_000n // the longest one call waits for a claim lock
 const MAX_KEYS = 1 << 24 // 256 MiB of slots
 const MAX_LIMIT = 1e9
 const MAX_WINDOW = 0x7FFFFFFF // ms (~24.8 days)
@@ -473,6 +478,12 @@ class RateLimiter {
   #claim (start, lo, hi, cost) {
     const a = this.#lock(start, lo, hi)
     if (a === undefined) return undefined
+    if (a === null) {
+      const now = process.hrtime.bigint()
+      const r = this.#whenFull(cost, now + CLAIM_WAIT_NS, now)
+      r.busy = true
+      return r
+    }
     const g = (start / LOCK_SPAN) | 0
     try {
       return this.#claimHeld(start, lo, hi, cost, a, g)
@@ -481,15 +492,19 @@ class RateLimiter {
     }
   }
 
-  // Take the claim lock of `start`: its token, or undefined when the key
-  // appeared in the table while waiting.
+  // Take the claim lock of `start`: its token, undefined when the key
+  // appeared in the table while waiting, or null when a live lease kept the
+  // lock for CLAIM_WAIT_NS.
   #lock (start, lo, hi) {
     const locks = this.#locks
     const g = (start / LOCK_SPAN) | 0
     const out = { w: 0n }
+    let until = 0n
     for (let spins = 0; ; spins++) {
       const l = Atomics.load(locks, g)
       const now = process.hrtime.bigint()
+      if (until === 0n) until = now + CLAIM_WAIT_NS
+      else if (now >= until && l > now) return null
       const last = l < 0n ? -l : l
       // A token no participant could have taken (each takes at most
       // now + LEASE_NS after reading its clock) was written by someone else.
@@ -564,11 +579,17 @@ class RateLimiter {
       const ahead = Number(cost)
       return answer(true, Math.floor((this.#taun - ahead) / this.#Tn), 0, ahead, this.#p.limit)
     }
-    const allow = this.#p.whenFull === 'allow'
-    const r = answer(allow, allow ? this.#p.burst - Math.round(Number(cost) / this.#Tn) : 0,
-      allow || soonest < 0n ? 0 : Number(soonest - now), 0, this.#p.limit)
+    const r = this.#whenFull(cost, soonest, now)
     r.full = true
     return r
+  }
+
+  // The whenFull answer for a call that found no slot it could claim:
+  // retryAfter, when denied, until `soonest` (a slot's tat; < 0: unknown).
+  #whenFull (cost, soonest, now) {
+    const allow = this.#p.whenFull === 'allow'
+    return answer(allow, allow ? this.#p.burst - Math.round(Number(cost) / this.#Tn) : 0,
+      allow || soonest < 0n ? 0 : Number(soonest - now), 0, this.#p.limit)
   }
 
   /** How `key` stands, consuming nothing (allowed: whether 1 point would be). */

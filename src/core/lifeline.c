@@ -167,14 +167,20 @@ int sab__slot_claim_fd(sab_space_t *sp, int fd, uint32_t *id, uint32_t *unburied
     sab__slot_t *s = sab__slot(sp, i);
     uint32_t w = sab__ld(&s->word), gen = (w >> 2) & 0x3FFFFFFFu;
     if ((w & 3u) == SLOT_LIVE && gen >= 1 && gen <= GEN_MAX) {
-      /* A tenant that died unburied: the caller tells its watchers; a
-       * caller that cannot tell (unburied NULL) leaves it to another. */
+      /* O1: LIVE with its lifeline free is a tenant that died unburied (or
+       * a word a co-tenant forged): the slot is free, whatever its word
+       * says, so forged words cannot fill a space. The caller tells its
+       * watchers; a caller that cannot tell yet (unburied NULL: it has no
+       * lock id to visit the queues with) leaves it in sp->untold, which
+       * space_owners.c tells at the next call that can. */
       uint32_t old = gen << SLOT_BITS | i;
-      if (unburied == NULL) {
-        lifeline_unlock(fd, i);
-        continue;
+      if (sab__slot_mark_dead(sp, old)) {
+        if (unburied != NULL) {
+          *unburied = old;
+        } else {
+          __atomic_store_n(&sp->untold, old, __ATOMIC_RELEASE);
+        }
       }
-      if (sab__slot_mark_dead(sp, old)) *unburied = old;
     }
     gen = gen >= 1 && gen < GEN_MAX ? gen + 1 : 1;
     __atomic_store_n(&sp->slot_fd[i], fd, __ATOMIC_RELEASE);

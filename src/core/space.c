@@ -450,7 +450,7 @@ static int key_matches(const sab__dirent_t *e, const char *key, size_t n, uint32
 }
 
 static int dir_lock(sab_space_t *sp, uint32_t id) {
-  return sab__slock(sp, sab__dir_lock(sp), id) < 0 ? SAB_E_CORRUPT : 0;
+  return sab__slock(sp, sab__dir_lock(sp), id) < 0 ? SAB_E_SPACE_BUSY : 0;
 }
 
 static void dir_unlock(sab_space_t *sp) { sab__sunlock(sab__dir_lock(sp)); }
@@ -481,7 +481,7 @@ int sab_space_lookup(sab_space_t *sp, uint32_t id, const char *key, size_t keyle
   if (keylen == 0 || keylen > SAB_SPACE_KEY_MAX) return SAB_E_SPACE_KEY;
   hash = hash_key(key, keylen);
   if (bytes == 0 || bytes > sp->heap_bytes) return SAB_E_SPACE_FULL;
-  if (dir_lock(sp, id) != 0) return SAB_E_CORRUPT;
+  if (dir_lock(sp, id) != 0) return SAB_E_SPACE_BUSY;
   sab__dirent_t *e = dir_find(sp, key, keylen, hash, &count, &corrupt);
   if (corrupt) {
     dir_unlock(sp);
@@ -544,7 +544,7 @@ int sab_space_entry(sab_space_t *sp, uint32_t id, const char *key, size_t keylen
   int corrupt;
   if (keylen == 0 || keylen > SAB_SPACE_KEY_MAX) return SAB_E_SPACE_KEY;
   hash = hash_key(key, keylen);
-  if (dir_lock(sp, id) != 0) return SAB_E_CORRUPT;
+  if (dir_lock(sp, id) != 0) return SAB_E_SPACE_BUSY;
   sab__dirent_t *e = dir_find(sp, key, keylen, hash, &count, &corrupt);
   if (e != NULL) {
     out->kind = sab__ld(&e->kind);

@@ -138,6 +138,9 @@ struct sab_space_s {
    * this process is its tenant, else -1; written by that thread, read
    * atomically by any. */
   int slot_fd[NSLOTS];
+  /* A death marked by a claim that could not tell it yet (lifeline.c),
+   * told by the next call that can (space_owners.c); 0: none. Atomic. */
+  uint32_t untold;
   /* The death watcher (space_watch.c), or NULL, and how many
    * registrations asked for it; guarded by space_watch.c's lock. */
   struct sab__watch_s *watch;
@@ -213,10 +216,11 @@ typedef struct {
 } sab__wakes_t;
 void sab__wakes_run(sab__wakes_t *w);
 
-/* lifeline.c (slots): claim a slot whose lifeline `fd` takes (unburied
- * NULL: pass over slots whose dead tenant is not buried yet), for the
- * process's lock id at open (space.c); give it up at the last close, with
- * no burial (nothing but bookkeeping locks names a lock id); */
+/* lifeline.c (slots): claim a slot whose lifeline `fd` takes (a dead
+ * tenant found there is marked, and left in *unburied to tell, or with
+ * unburied NULL in sp->untold), for the process's lock id at open
+ * (space.c); give it up at the last close, with no burial (nothing but
+ * bookkeeping locks names a lock id); */
 int sab__slot_claim_fd(sab_space_t *sp, int fd, uint32_t *id, uint32_t *unburied);
 void sab__slot_free_quietly(sab_space_t *sp, uint32_t id);
 /* The process's lock id (made at the first lock of a forked child; 0: none

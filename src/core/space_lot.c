@@ -337,7 +337,7 @@ int sab_space_enqueue(sab_space_t *sp, uint32_t id, uint32_t off, int size, int6
   sab__sbucket_t *bk = lock_bucket(sp, b);
   if (bk == NULL) {
     sab__space_free(sp, i, id);
-    return SAB_E_CORRUPT;
+    return SAB_E_SPACE_BUSY;
   }
   /* L3: raise the counter before the load (both seq-cst): a notifier that
    * stored to the cell and then read the counter as 0 is ordered before this

@@ -33,22 +33,43 @@ static void tell_within(sab_space_t *sp, uint32_t id) {
   }
 }
 
-/* A telling visits every bucket: a caller with no lock deadline of its own
- * gets one for the whole visit, so that locks held by a co-tenant that
- * never lets go cost it one bound, not one per bucket. */
-static void tell(sab_space_t *sp, uint32_t id) {
+/* A visit of many buckets (a telling, a reap, the burials one call
+ * collected): a caller with no lock deadline of its own gets one for the
+ * whole visit, so that locks held by a co-tenant that never lets go cost
+ * it one bound, however many buckets and deaths the visit meets, never
+ * one per bucket or per death (forged deaths come by the hundred). Answers
+ * the thread's deadline to put back with pass_end. */
+static uint64_t pass_begin(void) {
   uint64_t old = sab_space_deadline(UINT64_MAX);
   sab_space_deadline(old != UINT64_MAX ? old : sab_now() + SAB_SLOCK_BOUND_NS);
+  return old;
+}
+
+static void pass_end(uint64_t old) { sab_space_deadline(old); }
+
+static void tell(sab_space_t *sp, uint32_t id) {
+  uint64_t old = pass_begin();
   tell_within(sp, id);
-  sab_space_deadline(old);
+  pass_end(old);
+}
+
+/* A death a claim marked without telling it (lifeline.c: sp->untold). */
+static void tell_untold(sab_space_t *sp) {
+  if (__atomic_load_n(&sp->untold, __ATOMIC_RELAXED) == 0) return;
+  uint32_t id = __atomic_exchange_n(&sp->untold, 0, __ATOMIC_ACQ_REL);
+  if (id != 0) tell_within(sp, id);
 }
 
 /* Bury the deaths a call collected. */
 static void bury_all(sab_space_t *sp, sab__deaths_t *dead) {
+  if (dead->n == 0 && __atomic_load_n(&sp->untold, __ATOMIC_RELAXED) == 0) return;
+  uint64_t old = pass_begin();
+  tell_untold(sp);
   for (unsigned k = 0; k < dead->n; k++) {
-    if (sab__slot_mark_dead(sp, dead->ids[k])) tell(sp, dead->ids[k]);
+    if (sab__slot_mark_dead(sp, dead->ids[k])) tell_within(sp, dead->ids[k]);
   }
   dead->n = 0;
+  pass_end(old);
 }
 
 int sab_space_alive(sab_space_t *sp, uint32_t id) {
@@ -59,17 +80,26 @@ int sab_space_alive(sab_space_t *sp, uint32_t id) {
 
 int sab_space_reap(sab_space_t *sp) {
   int deaths = 0;
+  uint64_t old = pass_begin();
+  tell_untold(sp);
   for (uint32_t i = 0; i < NSLOTS; i++) {
     uint32_t id = sab__slot_live_id(sp, i);
-    if (id != 0 && !sab_space_alive(sp, id)) deaths++;
+    if (id != 0 && sab__slot_alive(sp, id) < 0) {
+      deaths++;
+      if (sab__slot_mark_dead(sp, id)) tell_within(sp, id);
+    }
   }
+  pass_end(old);
   return deaths;
 }
 
 int sab_space_register(sab_space_t *sp, uint32_t *id) {
   uint32_t unburied;
   int r = sab__slot_claim(sp, id, &unburied);
-  if (unburied != 0) tell(sp, unburied);
+  uint64_t old = pass_begin();
+  tell_untold(sp);
+  if (unburied != 0) tell_within(sp, unburied);
+  pass_end(old);
   return r;
 }
 

@@ -221,7 +221,7 @@ int sab__sema_in_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t fl
   sab__sbucket_t *bk = sab__space_lock(sp, c.b);
   if (bk == NULL) {
     if (i != 0) sab__space_free(sp, i, id);
-    return SAB_E_CORRUPT;
+    return SAB_E_SPACE_BUSY;
   }
   /* sema.c R3: raise the counter before the epoch is read. */
   __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
@@ -264,7 +264,7 @@ int sab__sema_in_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t slo
   if (info != NULL) *info = 0;
   if (view_of(sp, off, &s) != 0) return SAB_E_CORRUPT;
   sab__sbucket_t *bk = sab__space_lock(sp, c.b);
-  if (bk == NULL) return SAB_E_CORRUPT;
+  if (bk == NULL) return SAB_E_SPACE_BUSY;
   uint64_t now = sab_now();
   if ((back = sync_deaths(c, &s, 0, 0, &w, now)) < 0) {
     r = SAB_E_CORRUPT;
@@ -288,7 +288,7 @@ int sab__sema_in_available(sab_space_t *sp, uint32_t off, sab__deaths_t *dead) {
   ssf_c c = bucket_at(sp, off, dead);
   if (view_of(sp, off, &s) != 0) return SAB_E_CORRUPT;
   sab__sbucket_t *bk = sab__space_lock(sp, c.b);
-  if (bk == NULL) return SAB_E_CORRUPT;
+  if (bk == NULL) return SAB_E_SPACE_BUSY;
   int before = avail_of(&s);
   int r = sync_deaths(c, &s, before == 0, 0, &w, sab_now()) < 0 ? SAB_E_CORRUPT : avail_of(&s);
   sab__space_unlock(bk);
@@ -348,7 +348,7 @@ int sab__space_rate_in_take(sab_space_t *sp, uint32_t turn_off, uint32_t rate_of
   if (sab_rate_open(&r, sp->base + rate_off, turn_off - rate_off) != 0) return SAB_E_CORRUPT;
   uint32_t b = sab__sbucket_of(turn_off);
   sab__sbucket_t *bk = sab__space_lock(sp, b);
-  if (bk == NULL) return SAB_E_CORRUPT;
+  if (bk == NULL) return SAB_E_SPACE_BUSY;
   int res;
   if (turn_free_only && (avail_of(&s) != 1 || sab__space_oldest(sp, b, KEY(turn_off), dead) != 0)) {
     res = SAB_TIMED_OUT;

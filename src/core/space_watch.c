@@ -10,11 +10,16 @@
  * Then the thread reaps the space (sab_space_reap: every live slot probed
  * through its lifeline, the dead buried, their watchers woken), so a
  * waiter for a lock that a killed process held is woken within about a
- * millisecond. The hint is never trusted: a pid written by a co-tenant
- * costs a pidfd and, when that process exits, one reap that finds nobody
- * dead; a pid reused by another process, or a kernel without pidfds, falls
- * back on the waiters' own periodic reaps (the binding's WATCH_NS). New
- * tenants are found by reading the slot words again every RESCAN_NS.
+ * millisecond. The hint is never trusted: only slots whose lifelines the
+ * kernel holds are watched (see rescan), so a pid written by a co-tenant
+ * into a free slot costs nothing, and one written into a held slot costs a
+ * pidfd and, when that process exits, one reap that finds nobody dead; a
+ * pid reused by another process, a pid overwritten by a co-tenant, or a
+ * kernel without pidfds, falls back on the waiters' own periodic reaps
+ * (the binding's WATCH_NS). New tenants are found, and gone ones
+ * forgotten, by reading the slots again every RESCAN_NS. A reap the
+ * watcher runs is bounded as every reap is (sab_space_reap: one lock
+ * deadline for the pass), so a stop waits for at most that.
  *
  * Started with the first registration of this process in the space and
  * stopped with the last (the binding: each start is paired with a stop); a
@@ -35,6 +40,7 @@
 #include <unistd.h>
 
 #define RESCAN_NS (100ull * 1000000ull)
+#define REAP_NS   (50ull * 1000000ull)
 #define MAX_PIDS  NSLOTS
 
 struct sab__watch_s {
@@ -53,27 +59,51 @@ static void forget(struct sab__watch_s *w, uint32_t k) {
   w->fds[k] = w->fds[w->npids];
 }
 
-/* Add a pidfd for each pid hinted by a live slot that is not watched yet. */
+/* Watch exactly the pids that slots whose lifelines the kernel holds
+ * hint at: a pid no such slot names any more is forgotten (its pidfd
+ * closed), and one a held slot names is added. A slot word is only a
+ * claim: one that reads LIVE with its lifeline free (a forged word, or a
+ * dead tenant a reap will bury) is not watched, so writing slot words
+ * cannot fill the table or hold pidfds of long-lived processes; only
+ * slots whose lifelines are held count, and there are NSLOTS of those at
+ * most, so the table (one entry per distinct pid) never overflows and a
+ * tenant that registers later is always watched. */
 static void rescan(sab_space_t *sp, struct sab__watch_s *w) {
-  int32_t self = (int32_t)getpid();
-  for (uint32_t i = 0; i < NSLOTS && w->npids < MAX_PIDS; i++) {
-    if (sab__slot_live_id(sp, i) == 0) continue;
+  int32_t self = (int32_t)getpid(), want[MAX_PIDS];
+  uint32_t nwant = 0;
+  for (uint32_t i = 0; i < NSLOTS; i++) {
+    uint32_t id = sab__slot_live_id(sp, i);
+    if (id == 0) continue;
     int32_t pid = (int32_t)__atomic_load_n(&sab__slot(sp, i)->pid, __ATOMIC_RELAXED);
-    if (pid <= 0 || pid == self) continue;
+    if (pid <= 0 || pid == self || sab__slot_alive(sp, id) <= 0) continue;
     uint32_t k = 0;
-    while (k < w->npids && w->pids[k] != pid) k++;
+    while (k < nwant && want[k] != pid) k++;
+    if (k == nwant) want[nwant++] = pid; /* nwant <= live slots <= NSLOTS */
+  }
+  for (uint32_t k = 0; k < w->npids;) {
+    uint32_t j = 0;
+    while (j < nwant && want[j] != w->pids[k]) j++;
+    if (j == nwant) {
+      forget(w, k); /* moves the last entry to k: look at k again */
+    } else {
+      k++;
+    }
+  }
+  for (uint32_t j = 0; j < nwant && w->npids < MAX_PIDS; j++) {
+    uint32_t k = 0;
+    while (k < w->npids && w->pids[k] != want[j]) k++;
     if (k < w->npids) continue;
-    int fd = sab__pidfd_open(pid);
+    int fd = sab__pidfd_open(want[j]);
     if (fd < 0) continue; /* gone already (a reap finds it), or no pidfds */
     struct epoll_event ev;
     memset(&ev, 0, sizeof ev);
     ev.events = EPOLLIN;
-    ev.data.u32 = (uint32_t)pid;
+    ev.data.u32 = (uint32_t)want[j];
     if (sab__pidfd_watch(w->epfd, fd, &ev) != 0) {
       sab__pidfd_close(fd);
       continue;
     }
-    w->pids[w->npids] = pid;
+    w->pids[w->npids] = want[j];
     w->fds[w->npids] = fd;
     w->npids++;
   }
@@ -103,7 +133,12 @@ static void *watch_main(void *arg) {
         }
       }
     }
-    if (exited) sab_space_reap(sp);
+    if (exited) {
+      /* A pass bounded well within a close's second: a stop waits for it. */
+      sab_space_deadline(sab_now() + REAP_NS);
+      sab_space_reap(sp);
+      sab_space_deadline(UINT64_MAX);
+    }
   }
 }
 

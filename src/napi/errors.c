@@ -23,6 +23,7 @@ static const char *const codes[SAB_ERR_COUNT_] = {
     [SAB_ERR_SHARED_VERSION] = "ERR_SABSYNC_SHARED_VERSION",
     [SAB_ERR_SHARED_FOREIGN] = "ERR_SABSYNC_SHARED_FOREIGN",
     [SAB_ERR_SHARED_CLOSED] = "ERR_SABSYNC_SHARED_CLOSED",
+    [SAB_ERR_SHARED_BUSY] = "ERR_SABSYNC_SHARED_BUSY",
     [SAB_ERR_SHARED_SYSTEM] = "ERR_SABSYNC_SHARED_SYSTEM",
     [SAB_ERR_UNSUPPORTED] = "ERR_SABSYNC_UNSUPPORTED",
 };
@@ -48,6 +49,9 @@ static const struct {
     {SAB_E_SPACE_FULL, SAB_ERR_SHARED_FULL, "the space is full"},
     {SAB_E_UNSUPPORTED, SAB_ERR_UNSUPPORTED, "shared spaces between processes need Linux"},
     {SAB_E_SPACE_KEY, SAB_ERR_SHARED_KEY, "not a valid key"},
+    {SAB_E_SPACE_BUSY, SAB_ERR_SHARED_BUSY,
+     "a bookkeeping lock of the space was held past this call's bound by a process that "
+     "lives (stopped, in a debugger, or a co-tenant writing the space); try again"},
 };
 
 void sab_napi_throw(napi_env env, sab_napi_err_t err, const char *msg) {

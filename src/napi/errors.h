@@ -21,6 +21,7 @@ typedef enum {
   SAB_ERR_SHARED_VERSION,  /* not a space of this layout version */
   SAB_ERR_SHARED_FOREIGN,  /* a file at the name that is not ours */
   SAB_ERR_SHARED_CLOSED,   /* a closed space's handle */
+  SAB_ERR_SHARED_BUSY,     /* a bookkeeping lock held too long by a live holder */
   SAB_ERR_SHARED_SYSTEM,   /* a system call failed */
   SAB_ERR_UNSUPPORTED,     /* no shared spaces on this platform */
   SAB_ERR_COUNT_

@@ -114,7 +114,9 @@ static napi_value space_rate_take(napi_env env, napi_callback_info info) {
     sab_napi_throw_core(env, SAB_E_CORRUPT, "RateLimit");
     return NULL;
   }
-  if (r == SAB_TIMED_OUT) return sab_napi_number(env, SAB_PENDING);
+  /* Busy (a live holder keeps the turn's bucket): the caller takes the
+   * turn, whose acquire answers by its timeout. */
+  if (r == SAB_TIMED_OUT || r == SAB_E_SPACE_BUSY) return sab_napi_number(env, SAB_PENDING);
   return sab_napi_rate_result(env, r == SAB_OK, at, wait);
 }
 

@@ -354,6 +354,7 @@ static napi_value space_sema_try(napi_env env, napi_callback_info info) {
   if (reg == NULL) return NULL;
   int r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, NULL);
   if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  /* SAB_E_SPACE_BUSY: a live holder keeps the lock; a try answers none. */
   return sab_napi_token_result(env, r == SAB_OK, token);
 }
 
@@ -370,9 +371,14 @@ static napi_value space_sema_acquire_in(napi_env env, napi_callback_info info) {
   if (e == NULL || sab_napi_get_double(env, argv[2], &ms) != 0) return NULL;
   uint64_t deadline = sab_napi_deadline(ms);
   sab_napi_space_lock_deadline(deadline);
-  int r;
+  int r, again;
   for (;;) {
     r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, &rec);
+    if (r == SAB_E_SPACE_BUSY) {
+      if ((again = sab_napi_space_busy_again(e, deadline)) < 0) return NULL;
+      if (again == 0) break; /* its timeout's answer */
+      continue;
+    }
     if (r == SAB_PENDING) {
       sab_napi_space_parker_t p;
       int woken = 0;
@@ -428,7 +434,7 @@ static napi_value space_sema_acquire_async(napi_env env, napi_callback_info info
   if (r == SAB_PENDING) return sab_napi_result1(env, SAB_PENDING, rec);
   sab_napi_space_pending_free(reg, p);
   if (r == SAB_E_CORRUPT) return sema_corrupt(env);
-  if (r != SAB_OK) {
+  if (r != SAB_OK) { /* SAB_E_SPACE_FULL, SAB_E_SPACE_BUSY */
     sab_napi_throw_core(env, r, "Sema acquire");
     return NULL;
   }
@@ -471,6 +477,10 @@ static napi_value space_sema_release(napi_env env, napi_callback_info info) {
   SAB_CALL(env, napi_get_value_int64(env, argv[2], &slot), NULL);
   int r = sab_space_sema_release(reg->sp, reg->id, off, slot < 0 ? -1 : slot, &bits);
   if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  if (r == SAB_E_SPACE_BUSY) {
+    sab_napi_throw_core(env, r, "Sema release");
+    return NULL;
+  }
   return sab_napi_release_result(env, r, bits);
 }
 
@@ -489,6 +499,10 @@ static napi_value space_sema_available(napi_env env, napi_callback_info info) {
   sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
   if (reg == NULL) return NULL;
   int r = sab_space_sema_available(reg->sp, off);
+  if (r == SAB_E_SPACE_BUSY) {
+    sab_napi_throw_core(env, r, "Sema");
+    return NULL;
+  }
   return r < 0 ? sema_corrupt(env) : sab_napi_number(env, r);
 }
 

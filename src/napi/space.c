@@ -59,6 +59,12 @@
 #include <unistd.h>
 
 #define WATCH_NS (200ull * 1000000ull) /* lifeline probes while watching owners */
+/* The bound of one reap by the waker: deliveries wait for it, and so does
+ * a close (which joins the waker), however many deaths a co-tenant forged. */
+#define WAKER_REAP_NS (20ull * 1000000ull)
+/* The bound of a whole close (or a thread's teardown): every bookkeeping
+ * lock it needs, for any number of pending waits, within it together. */
+#define CLOSE_NS (500ull * 1000000ull)
 
 static int set_num(napi_env env, napi_value obj, const char *name, double v) {
   napi_value n;
@@ -115,7 +121,10 @@ static void *waker_main(void *arg) {
     uint64_t now = sab_now();
     if (watching && now - last_reap >= WATCH_NS) {
       last_reap = now;
-      if (sab_space_reap(reg->sp) > 0) continue;
+      sab_space_deadline(now + WAKER_REAP_NS);
+      int deaths = sab_space_reap(reg->sp);
+      sab_space_deadline(UINT64_MAX);
+      if (deaths > 0) continue;
     }
     sab_space_doorbell_wait(reg->sp, reg->id, seen, watching ? last_reap + WATCH_NS : UINT64_MAX);
   }
@@ -149,8 +158,12 @@ static void waker_stop(sab_napi_reg_t *reg) {
 
 /* A wait whose JS will never look at it again (its thread ends, or its
  * space is closed): take it out of the space; a wake it was counted for is
- * handed to the next waiter, a slot it was handed goes back. */
-static void drop_pending(sab_napi_reg_t *reg, sab_napi_pending_t *p) {
+ * handed to the next waiter, a slot it was handed goes back. At a close
+ * (`ring`), its proxy is rung too: its JS looks, finds the space closed
+ * and rejects with ERR_SABSYNC_SHARED_CLOSED, instead of waiting for its
+ * timeout (or for ever). */
+static void drop_pending(sab_napi_reg_t *reg, sab_napi_pending_t *p, int ring) {
+  if (ring) ring_proxy(p);
   uint32_t token = SAB_SEMA_NO_TOKEN;
   int r = sab_space_settle(reg->sp, reg->id, p->rec, p->off, SAB_CANCELLED, &token);
   if (r == SAB_OK && (p->flags & SAB_SPACE_SEMA)) {
@@ -164,15 +177,22 @@ static void drop_pending(sab_napi_reg_t *reg, sab_napi_pending_t *p) {
 
 static void env_cleanup(void *arg);
 
-/* Release everything of a registration, on its thread. */
+/* Release everything of a registration, on its thread. The whole close
+ * has one deadline (CLOSE_NS): whatever the space's memory says (locks
+ * held by a stopped process or a co-tenant, forged deaths to bury), and
+ * however many waits are pending, every bookkeeping lock it needs is
+ * tried within it, and tried once after it; a record it could not take
+ * out of a queue then belongs to a dead owner (the id ends below), which
+ * every walk of that queue drops. */
 static void reg_close(sab_napi_reg_t *reg, int in_cleanup) {
   if (reg->closed) return;
   reg->closed = 1;
+  uint64_t old = sab_space_deadline(sab_now() + CLOSE_NS);
   waker_stop(reg);
   while (reg->pending != NULL) {
     sab_napi_pending_t *p = reg->pending;
     reg->pending = p->next;
-    drop_pending(reg, p);
+    drop_pending(reg, p, !in_cleanup);
   }
   if (!in_cleanup) {
     napi_value ab;
@@ -186,6 +206,7 @@ static void reg_close(sab_napi_reg_t *reg, int in_cleanup) {
   reg->buffer = NULL;
   sab_space_watch_stop(reg->sp);
   sab_space_unregister(reg->sp, reg->id);
+  sab_space_deadline(old);
   sab_space_close(reg->sp);
 }
 
@@ -465,10 +486,20 @@ sab_env_t *sab_napi_space_env(napi_env env) {
 
 /* ---- what wait.c and sema.c need of a registration (space.h) ---- */
 
-#define LOCK_SLACK_NS (50ull * 1000000ull)
+/* Slack past a call's deadline for a bookkeeping lock: a holder preempted
+ * at that moment, so that settling a record at its deadline rarely fails
+ * to take it out of its queue. What a timed call can overshoot by. */
+#define LOCK_SLACK_NS (10ull * 1000000ull)
 void sab_napi_space_lock_deadline(uint64_t deadline) {
   uint64_t bound = sab_now() + SAB_SLOCK_BOUND_NS;
   sab_space_deadline(deadline < bound - LOCK_SLACK_NS ? deadline + LOCK_SLACK_NS : bound);
+}
+
+int sab_napi_space_busy_again(sab_env_t *e, uint64_t deadline) {
+  if (sab_now() >= deadline) return 0;
+  if (sab_napi_env_terminating(e)) return -1;
+  sab_napi_space_lock_deadline(deadline);
+  return 1;
 }
 
 napi_value sab_napi_space_blocking(napi_env env, napi_callback_info info, napi_callback in) {

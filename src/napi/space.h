@@ -55,6 +55,14 @@ sab_env_t *sab_napi_space_env(napi_env env);
  * has anyway. The call's wrapper puts the thread's previous bound back
  * (sab_space_deadline). */
 void sab_napi_space_lock_deadline(uint64_t deadline);
+/* A blocking call with this deadline found a bookkeeping lock busy
+ * (SAB_E_SPACE_BUSY: a live holder that did not let go within the bound):
+ * 1 to ask again, with a fresh bound (the call's deadline has not passed:
+ * an untimed call waits for a stopped holder as for any live one, in
+ * bounds that look for its thread's end); 0 to answer its timeout (a
+ * stopped holder is not corruption); -1 when its thread is being torn
+ * down (an exception is pending). */
+int sab_napi_space_busy_again(sab_env_t *e, uint64_t deadline);
 /* Run the blocking call `in` (which sets its bound with the above) and
  * put the thread's previous bound back. */
 napi_value sab_napi_space_blocking(napi_env env, napi_callback_info info, napi_callback in);

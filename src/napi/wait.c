@@ -228,7 +228,12 @@ static napi_value space_wait_in(napi_env env, napi_callback_info info) {
   }
   uint64_t deadline = sab_napi_deadline(ms);
   sab_napi_space_lock_deadline(deadline);
-  int r = sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch, 0, &rec);
+  int r, again;
+  while ((r = sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch, 0, &rec)) ==
+         SAB_E_SPACE_BUSY) {
+    if ((again = sab_napi_space_busy_again(e, deadline)) < 0) return NULL;
+    if (again == 0) return sab_napi_number(env, SAB_TIMED_OUT);
+  }
   if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT) {
     sab_napi_throw_core(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "wait");
     return NULL;
@@ -281,7 +286,7 @@ static napi_value space_wait_async(napi_env env, napi_callback_info info) {
   if (wake) sab_napi_space_ring(reg);
   if (r == SAB_PENDING) return sab_napi_result1(env, SAB_PENDING, rec);
   sab_napi_space_pending_free(reg, p);
-  if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT) {
+  if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT || r == SAB_E_SPACE_BUSY) {
     sab_napi_throw_core(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "waitAsync");
     return NULL;
   }
