@@ -334,6 +334,13 @@ async function serve (core, q) {
       e.resolve(await settleAsync(w, attemptLock, abandonLock))
     } catch (err) {
       e.reject(err)
+      // The space closed under the queue: the rest of it can never lock.
+      if (err.code === 'ERR_SABSYNC_SHARED_CLOSED') {
+        for (const rest of q.splice(1)) {
+          disarm(rest)
+          rest.reject(err)
+        }
+      }
     }
     q.shift()
   }

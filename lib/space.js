@@ -212,7 +212,7 @@ function backendOfSpace (opened) {
   // decides how it ended (see src/napi/space.c).
   function parkOffAsync (off, size, value, timeout, signal, ref, watch, epoch) {
     const proxy = new Int32Array(new SharedArrayBuffer(4))
-    const r = native.spaceWaitAsync(h, off, size, value, watch, epoch, proxy, 0)
+    const r = native.spaceWaitAsync(h, off, size, value, watch, epoch, proxy, timeout)
     if (r !== C.PENDING) return codeOf(r, watch !== 0)
     const rec = OUT[0]
     const settle = why => {
@@ -275,7 +275,10 @@ function backendOfSpace (opened) {
       acquire: (off, ms) => call(native.spaceSemaAcquire, h, off, ms),
       acquireAsync (off, i32, timeout, signal, ref) {
         const proxy = new Int32Array(new SharedArrayBuffer(4))
-        if (call(native.spaceSemaAcquireAsync, h, off, proxy) === C.OK) return OUT[0]
+        const got = call(native.spaceSemaAcquireAsync, h, off, proxy, timeout)
+        if (got === C.OK) return OUT[0]
+        // A live holder kept the Sema's bookkeeping lock past the timeout.
+        if (got === C.TIMED_OUT) return Promise.resolve(C.SEMA_TIMED_OUT)
         const rec = OUT[0] // PENDING: queued
         // As the in-process promise resolves: a token, SEMA_TIMED_OUT, or
         // SEMA_NO_TOKEN (acquire again).

@@ -63,7 +63,10 @@ async function settleAsync (w, attempt, abandon) {
       try {
         c = (await c) === 'ok' ? OK : TIMED_OUT
       } catch (err) {
-        if (abandon !== undefined) abandon(w)
+        // A space closed under the wait: its memory is gone from this
+        // thread and its owner id has ended (the close took its records
+        // out), so there is nothing of it to undo here.
+        if (abandon !== undefined && err.code !== 'ERR_SABSYNC_SHARED_CLOSED') abandon(w)
         throw err
       }
     }

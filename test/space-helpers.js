@@ -3,8 +3,47 @@
 // test ends), and child processes that run a function body in a space
 // (test/fixtures/space-child.js) and talk to the test over IPC.
 const { fork } = require('child_process')
+const fs = require('fs')
 const path = require('path')
 const sabsync = require('..')
+
+// The private part's layout (src/core/space_internal.h), for tests that
+// write the space's file as a co-tenant would: the header (the directory's
+// lock word is its word 32), 512 slots of 128 bytes (the slot word, then the
+// pid), 256 buckets of 64 bytes (the lock word first), 2048 waiter records
+// of 64 bytes, 512 directory entries of 128 bytes, then the public part.
+const LAYOUT = (() => {
+  const SLOTS_OFF = 4096
+  const NSLOTS = 512
+  const BUCKETS_OFF = SLOTS_OFF + NSLOTS * 128
+  const NBUCKETS = 256
+  const DIR_OFF = BUCKETS_OFF + NBUCKETS * 64 + 2048 * 64
+  const PUBLIC_OFF = DIR_OFF + 512 * 128
+  return Object.freeze({ SLOTS_OFF, NSLOTS, BUCKETS_OFF, NBUCKETS, DIR_OFF, PUBLIC_OFF, DIR_LOCK: 32 * 4 })
+})()
+
+const file = name => `/dev/shm/sabsync.${name}`
+
+function pwrite (name, off, buf) {
+  const fd = fs.openSync(file(name), 'r+')
+  try { fs.writeSync(fd, buf, 0, buf.length, off) } finally { fs.closeSync(fd) }
+}
+
+// The slot words of the space, as a co-tenant reads them.
+function slotWords (name) {
+  const buf = fs.readFileSync(file(name)).subarray(LAYOUT.SLOTS_OFF, LAYOUT.SLOTS_OFF + LAYOUT.NSLOTS * 128)
+  return Array.from({ length: LAYOUT.NSLOTS }, (_, i) => buf.readUInt32LE(i * 128))
+}
+
+// Owner ids whose slot word says LIVE (state 1): gen << 9 | slot.
+function liveIds (name) {
+  const ids = []
+  slotWords(name).forEach((w, i) => { if ((w & 3) === 1) ids.push(((w >>> 2) << 9 | i) >>> 0) })
+  return ids
+}
+
+// The bucket of a cell at byte offset `off` of the space (sab__sbucket_of).
+const bucketOf = off => Math.imul(off >>> 2, 0x9E3779B1) >>> 24
 
 const fixture = path.join(__dirname, 'fixtures', 'space-child.js')
 let counter = 0
@@ -53,4 +92,4 @@ function spawn (t, name, body) {
   return p
 }
 
-module.exports = { spaceName, spawn }
+module.exports = { spaceName, spawn, LAYOUT, file, pwrite, slotWords, liveIds, bucketOf }

@@ -11,20 +11,11 @@ const fs = require('fs')
 const { execFileSync, spawnSync } = require('child_process')
 const path = require('path')
 const sabsync = require('..')
-const { spaceName, spawn } = require('./space-helpers')
+const { spaceName, spawn, LAYOUT, file, pwrite, liveIds } = require('./space-helpers')
 
 const { openShared } = sabsync
-const file = name => `/dev/shm/sabsync.${name}`
 const root = path.join(__dirname, '..')
-
-// Layout of the private part (src/core/space_internal.h): the header, then
-// 512 slots of 128 bytes, then 256 buckets of 64 bytes (the lock word
-// first); the directory's lock word is header word 32.
-const SLOTS_OFF = 4096
-const NSLOTS = 512
-const BUCKETS_OFF = SLOTS_OFF + NSLOTS * 128
-const NBUCKETS = 256
-const DIR_LOCK = 32 * 4
+const { BUCKETS_OFF, NBUCKETS, DIR_LOCK, PUBLIC_OFF } = LAYOUT
 
 // A user other than this one, to squat as: `runuser -u nobody` when the
 // tests run as root and nobody can run this checkout's node.
@@ -118,23 +109,6 @@ t.test('names and keys that are not well-formed UTF-16 are refused', async t => 
   space.close()
 })
 
-// Live owner ids in the space: each slot word LIVE (state 1) gives
-// gen << 9 | slot.
-function liveIds (name) {
-  const buf = fs.readFileSync(file(name)).subarray(SLOTS_OFF, SLOTS_OFF + NSLOTS * 128)
-  const ids = []
-  for (let i = 0; i < NSLOTS; i++) {
-    const w = buf.readUInt32LE(i * 128)
-    if ((w & 3) === 1) ids.push(((w >>> 2) << 9 | i) >>> 0)
-  }
-  return ids
-}
-
-function pwrite (name, off, buf) {
-  const fd = fs.openSync(file(name), 'r+')
-  try { fs.writeSync(fd, buf, 0, buf.length, off) } finally { fs.closeSync(fd) }
-}
-
 // A victim: timed calls on every primitive, each timed; reports the worst
 // overshoot past its timeout and what the calls answered.
 const VICTIM = `
@@ -186,10 +160,6 @@ async function underAttack (t, attack) {
   }
   space.close()
 }
-
-// Where the public part starts: the header, slots, buckets, 2048 records
-// of 64 bytes and 512 directory entries of 128 (src/core/space_internal.h).
-const PUBLIC_OFF = BUCKETS_OFF + NBUCKETS * 64 + 2048 * 64 + 512 * 128
 
 t.test('a holder id of a live thread in every bookkeeping lock: timed calls keep their deadlines', async t => {
   await underAttack(t, async name => {

@@ -345,6 +345,11 @@ static sab_napi_reg_t *sema_args(napi_env env, napi_value h, napi_value voff, ui
   return reg;
 }
 
+/* How long a try waits for a bookkeeping lock: a live holder keeps one
+ * for microseconds unless it is preempted or stopped, and a try answers
+ * at once. */
+#define TRY_LOCK_NS (10ull * 1000000ull)
+
 /* spaceSemaTry(handle, off) -> OK with the token in out[0], or TIMED_OUT
  * when none is free (or others wait) */
 static napi_value space_sema_try(napi_env env, napi_callback_info info) {
@@ -352,7 +357,9 @@ static napi_value space_sema_try(napi_env env, napi_callback_info info) {
   uint32_t off, token;
   sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
   if (reg == NULL) return NULL;
+  uint64_t old = sab_space_deadline(sab_now() + TRY_LOCK_NS);
   int r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, NULL);
+  sab_space_deadline(old);
   if (r == SAB_E_CORRUPT) return sema_corrupt(env);
   /* SAB_E_SPACE_BUSY: a live holder keeps the lock; a try answers none. */
   return sab_napi_token_result(env, r == SAB_OK, token);
@@ -413,15 +420,19 @@ static napi_value space_sema_acquire(napi_env env, napi_callback_info info) {
   return sab_napi_space_blocking(env, info, space_sema_acquire_in);
 }
 
-/* spaceSemaAcquireAsync(handle, off, proxy) -> OK with a token in out[0]
- * (one was free), or PENDING with the record in out[0]: queued, its slot
- * delivered through `proxy` (as spaceWaitAsync), then taken with
- * spaceSemaSettle. */
-static napi_value space_sema_acquire_async(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 3, NULL);
+/* spaceSemaAcquireAsync(handle, off, proxy, timeoutMs) -> OK with a token
+ * in out[0] (one was free), PENDING with the record in out[0]: queued, its
+ * slot delivered through `proxy` (as spaceWaitAsync), then taken with
+ * spaceSemaSettle; or TIMED_OUT: a live holder kept the bookkeeping lock
+ * past the call's timeout. */
+static napi_value space_sema_acquire_async_in(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 4, NULL);
   uint32_t off, token, rec;
+  double ms;
   sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  if (reg == NULL) return NULL;
+  if (reg == NULL || sab_napi_get_double(env, argv[3], &ms) != 0) return NULL;
+  uint64_t deadline = sab_napi_deadline(ms);
+  sab_napi_space_lock_deadline(deadline);
   sab_napi_pending_t *p = sab_napi_space_pending_new(env, reg, argv[2]);
   if (p == NULL) return NULL;
   p->off = off;
@@ -434,11 +445,16 @@ static napi_value space_sema_acquire_async(napi_env env, napi_callback_info info
   if (r == SAB_PENDING) return sab_napi_result1(env, SAB_PENDING, rec);
   sab_napi_space_pending_free(reg, p);
   if (r == SAB_E_CORRUPT) return sema_corrupt(env);
+  if (r == SAB_E_SPACE_BUSY && sab_now() >= deadline) return sab_napi_number(env, SAB_TIMED_OUT);
   if (r != SAB_OK) { /* SAB_E_SPACE_FULL, SAB_E_SPACE_BUSY */
     sab_napi_throw_core(env, r, "Sema acquire");
     return NULL;
   }
   return sab_napi_result1(env, SAB_OK, token);
+}
+
+static napi_value space_sema_acquire_async(napi_env env, napi_callback_info info) {
+  return sab_napi_space_blocking(env, info, space_sema_acquire_async_in);
 }
 
 /* spaceSemaSettle(handle, rec, why) -> OK with the token the record was

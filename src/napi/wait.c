@@ -256,21 +256,26 @@ static napi_value space_wait(napi_env env, napi_callback_info info) {
   return sab_napi_space_blocking(env, info, space_wait_in);
 }
 
-/* spaceWaitAsync(handle, off, size, value, watch, epoch, proxy)
+/* spaceWaitAsync(handle, off, size, value, watch, epoch, proxy, timeoutMs)
  * -> PENDING with the record in out[0], queued, its wake delivered through
- * `proxy`; or the result (NOT_EQUAL, OWNER_DEAD, TIMED_OUT). */
-static napi_value space_wait_async(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 7, NULL);
+ * `proxy`; or the result (NOT_EQUAL, OWNER_DEAD, TIMED_OUT: a live holder
+ * kept the bucket's lock past the timeout). */
+static napi_value space_wait_async_in(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 8, NULL);
   sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
   uint32_t off, watch, epoch, rec;
   int size;
   int64_t expected;
+  double ms;
   if (reg == NULL) return NULL;
   if (space_cell(env, argv[1], argv[2], &off, &size) != 0 ||
       sab_napi_cell_value(env, argv[3], size, &expected) != 0 ||
-      sab_napi_get_u32(env, argv[4], &watch) != 0 || sab_napi_get_u32(env, argv[5], &epoch) != 0) {
+      sab_napi_get_u32(env, argv[4], &watch) != 0 || sab_napi_get_u32(env, argv[5], &epoch) != 0 ||
+      sab_napi_get_double(env, argv[7], &ms) != 0) {
     return NULL;
   }
+  uint64_t deadline = sab_napi_deadline(ms);
+  sab_napi_space_lock_deadline(deadline);
   sab_napi_pending_t *p = sab_napi_space_pending_new(env, reg, argv[6]);
   if (p == NULL) return NULL;
   p->off = off;
@@ -286,11 +291,16 @@ static napi_value space_wait_async(napi_env env, napi_callback_info info) {
   if (wake) sab_napi_space_ring(reg);
   if (r == SAB_PENDING) return sab_napi_result1(env, SAB_PENDING, rec);
   sab_napi_space_pending_free(reg, p);
+  if (r == SAB_E_SPACE_BUSY && sab_now() >= deadline) return sab_napi_number(env, SAB_TIMED_OUT);
   if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT || r == SAB_E_SPACE_BUSY) {
     sab_napi_throw_core(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "waitAsync");
     return NULL;
   }
   return sab_napi_number(env, r);
+}
+
+static napi_value space_wait_async(napi_env env, napi_callback_info info) {
+  return sab_napi_space_blocking(env, info, space_wait_async_in);
 }
 
 /* spaceSettle(handle, rec, why) -> result: the record's end, decided under
