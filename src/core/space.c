@@ -42,7 +42,8 @@
  *   word             read by          checked / used as
  *   magic, version   attach           == SPACE_MAGIC, SAB_SPACE_VERSION, else VERSION
  *   abi, size, ready attach           == this build's, the file's size, 1, else VERSION
- *   heap_used        lookup           <= heap_bytes, else SAB_E_CORRUPT; an offset
+ *   heap_used        lookup           <= heap_bytes and 64-aligned, else SAB_E_CORRUPT;
+ *                                     an offset
  *   dir_count        lookup           <= NDIR, else SAB_E_CORRUPT; a loop bound
  *   entry.state      lookup           one of DIR_*; anything else: entry skipped
  *   entry.keylen     lookup           <= SAB_SPACE_KEY_MAX before the key is compared
@@ -509,7 +510,9 @@ int sab_space_lookup(sab_space_t *sp, uint32_t id, const char *key, size_t keyle
     return SAB_SPACE_CREATE;
   }
   uint32_t used = sab__ld(&sab__hdr(sp)[HDR_HEAP_USED]);
-  if (used > sp->heap_bytes) {
+  /* Only this file's own sums are believed: every one a multiple of 64
+   * (align_up below) within the heap. */
+  if (used > sp->heap_bytes || used % 64 != 0) {
     dir_unlock(sp);
     return SAB_E_CORRUPT;
   }
