@@ -132,10 +132,14 @@ const VICTIM = `
   const until = Date.now() + Number(process.env.VICTIM_MS || 1500)
   while (Date.now() < until) {
     timed('wait', 5, () => sabsync.wait(cells, 0, 0, 5))
-    timed('lock', 3, () => { const ok = m.lock(3); if (ok === true) m.unlock(); return ok })
-    timed('acquire', 2, () => { const tok = s.acquireSync(2); if (tok !== undefined) s.release(tok); return tok !== undefined })
+    let ok, tok
+    timed('lock', 3, () => (ok = m.lock(3)))
+    if (ok === true) timed('unlock', 0, () => m.unlock())
+    timed('acquire', 2, () => (tok = s.acquireSync(2)) !== undefined)
+    if (tok !== undefined) timed('release', 0, () => s.release(tok))
     timed('notify', 0, () => sabsync.notify(cells, 0, 1))
-    timed('read', 4, () => { const ok = rw.readLock(4); if (ok) rw.readUnlock(); return ok })
+    timed('read', 4, () => (ok = rw.readLock(4)))
+    if (ok === true) timed('readUnlock', 0, () => rw.readUnlock())
     timed('latch', 2, () => latch.wait(2))
     timed('flag', 2, () => flag.wait(true, 2))
     timed('open', 0, () => space.mutex('m-' + (Date.now() % 7)) && 'ok')

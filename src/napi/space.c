@@ -456,14 +456,22 @@ static napi_value space_abandon(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* spaceAlive(handle, id) -> boolean (probes the owner's lifeline) */
+/* spaceAlive(handle, id) -> boolean (probes the owner's lifeline). JS asks
+ * it in the middle of timed calls (a tryLock, a lock's slow path): a death
+ * it finds is buried within PROBE_BURY_NS, and what that could not reach
+ * is left to the waiters' and the watcher's reaps (the death is marked, and
+ * the epoch they compare has moved: lifeline.c O2). */
+#define PROBE_BURY_NS (10ull * 1000000ull)
 static napi_value space_alive(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 2, NULL);
   sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
   uint32_t id;
   napi_value r;
   if (reg == NULL || sab_napi_get_u32(env, argv[1], &id) != 0) return NULL;
-  SAB_CALL(env, napi_get_boolean(env, id == reg->id || sab_space_alive(reg->sp, id), &r), NULL);
+  uint64_t old = sab_space_deadline(sab_now() + PROBE_BURY_NS);
+  bool alive = id == reg->id || sab_space_alive(reg->sp, id);
+  sab_space_deadline(old);
+  SAB_CALL(env, napi_get_boolean(env, alive, &r), NULL);
   return r;
 }
 
