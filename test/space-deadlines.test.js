@@ -97,7 +97,7 @@ t.test('forged deaths and a held bucket lock: a release still reaches a pending 
   space.close()
 })
 
-t.test('close() with 100 async waits pending in a bucket a live holder keeps: within 1 s, every wait rejected', async t => {
+t.test('close() and process.exit() with 100 async waits pending in a bucket a live holder keeps: within 1 s, every wait rejected', async t => {
   const name = spaceName(t)
   const space = openShared(name)
   const cells = space.int32Array('cells', 1)
@@ -128,6 +128,26 @@ t.test('close() with 100 async waits pending in a bucket a live holder keeps: wi
   t.same(r.seen, { ERR_SABSYNC_SHARED_CLOSED: 100 }, 'every pending wait rejected with ERR_SABSYNC_SHARED_CLOSED')
   t.equal(exit.code, 0, 'and the process exited cleanly')
   t.ok(performance.now() - t0 < 5000, 'close and exit together well within the bound')
+
+  // process.exit() with the waits still pending: the thread's teardown
+  // closes the space with the same bound.
+  pwrite(name, BUCKETS_OFF + b * 64, u32(0))
+  const exiter = spawn(t, name, `
+    const cells = space.int32Array('cells', 1)
+    for (let i = 0; i < 100; i++) sabsync.waitAsync(cells, 0, 0).value.catch(() => {})
+    send({ ready: sabsync.waiters(cells, 0) })
+    await next()
+    send({ exiting: process.hrtime.bigint().toString() })
+    process.exit(0)
+  `)
+  t.equal((await exiter.message(m => m && 'ready' in m)).ready, 100, '100 waiters queued again')
+  pwrite(name, BUCKETS_OFF + b * 64, u32((space.ownerId | WAITERS) >>> 0))
+  exiter.send('exit')
+  const exiting = BigInt((await exiter.message(m => m && 'exiting' in m)).exiting)
+  const end = await exiter.exited
+  const took = Number(process.hrtime.bigint() - exiting) / 1e6
+  t.equal(end.code, 0, 'process.exit() with 100 waits pending exited cleanly')
+  t.ok(took < 1000, `in ${took.toFixed(1)} ms`)
   pwrite(name, BUCKETS_OFF + b * 64, u32(0))
   space.close()
 })
