@@ -86,6 +86,37 @@ t.test('the C files call each other without a circle', async t => {
   t.equal(cycle(graph), null, 'no two files call into each other, directly or around a circle')
 })
 
+t.test('a space\'s layers include and call only the layers before them, in the order space_layout.h states', async t => {
+  const layout = read('src/core/space_layout.h')
+  const m = layout.match(/Layers: ([\w, \n*]+?)\n \*\n/)
+  t.ok(m, 'space_layout.h states the layers')
+  const layers = m[1].replace(/\n \*/g, ' ').split(',').map(s => s.trim())
+  t.ok(layers.length >= 6, `${layers.length} layers`)
+  t.notOk(fs.existsSync(path.join(root, 'src/core/space_layout.c')), 'the layout header has no .c of its name')
+  const rank = new Map(layers.map((l, i) => [l, i]))
+  const definer = new Map()
+  for (const l of layers) {
+    t.ok(fs.existsSync(path.join(root, `src/core/${l}.c`)), `src/core/${l}.c exists`)
+    const text = read(`src/core/${l}.c`).replace(/\/\*[\s\S]*?\*\//g, '')
+    for (const [, name] of text.matchAll(/^(?!static\b)[A-Za-z_][\w \t*]*?\b(sab_\w+)\s*\([^;{]*\)\s*\{/gm)) definer.set(name, l)
+  }
+  for (const l of layers) {
+    for (const f of [`src/core/${l}.c`, `src/core/${l}.h`]) {
+      if (!fs.existsSync(path.join(root, f))) continue
+      for (const [, inc] of read(f).matchAll(/^#include "([^"]+)\.h"/gm)) {
+        if (rank.has(inc)) t.ok(rank.get(inc) <= rank.get(l), `${f} includes ${inc}.h, not above it`)
+      }
+    }
+    const text = read(`src/core/${l}.c`).replace(/\/\*[\s\S]*?\*\//g, '')
+    const above = new Set()
+    for (const [, name] of text.matchAll(/\b(sab_\w+)\s*\(/g)) {
+      const d = definer.get(name)
+      if (d !== undefined && rank.get(d) > rank.get(l)) above.add(`${name} (${d})`)
+    }
+    t.same([...above], [], `${l}.c calls no layer above it`)
+  }
+})
+
 t.test('the JS files require each other without a circle', async t => {
   const files = list('lib', /\.js$/)
   const graph = new Map()

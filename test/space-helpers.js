@@ -7,7 +7,7 @@ const fs = require('fs')
 const path = require('path')
 const sabsync = require('..')
 
-// The private part's layout (src/core/space_internal.h), for tests that
+// The private part's layout (src/core/space_layout.h), for tests that
 // write the space's file as a co-tenant would: the header (the directory's
 // lock word is its word 32), 512 slots of 128 bytes (the slot word, then the
 // pid), 256 buckets of 64 bytes (the lock word first), 2048 waiter records

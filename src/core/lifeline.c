@@ -63,7 +63,7 @@
  * queues can probe owners here without a circle of calls.
  */
 #define _GNU_SOURCE
-#include "space_internal.h"
+#include "lifeline.h"
 #include "glibc_old.h"
 
 #if defined(__linux__)

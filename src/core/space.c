@@ -52,7 +52,7 @@
  *   entry.kind/params lookup          compared only
  */
 #define _GNU_SOURCE
-#include "space_internal.h"
+#include "space_lock.h"
 #include "glibc_old.h"
 
 #include <stdio.h>

@@ -16,10 +16,10 @@
  * would keep glibc's list pointers here, which a co-tenant could aim).
  *
  * Below it: space_sys.c (futexes), lifeline.c (probes); above it: the
- * queues and the directory.
+ * queues and the directory (the layers: space_layout.h).
  */
 #define _GNU_SOURCE
-#include "space_internal.h"
+#include "space_lock.h"
 
 #if defined(__linux__)
 

@@ -59,7 +59,7 @@
  * the cell's alignment.
  */
 #define _GNU_SOURCE
-#include "space_internal.h"
+#include "space_lot.h"
 #include "glibc_old.h"
 
 #if defined(__linux__)

@@ -5,21 +5,14 @@
  * slots, the queues (space_lot.c) and the semaphore (space_sema.c) collect
  * the owners they find dead in a sab__deaths_t while they hold a bucket
  * lock. Telling a death means visiting every bucket, so it happens here,
- * after those locks are released: bury() marks the slot (lifeline.c's O2
- * order: epoch, slot word), then visits the queues with the semaphore's
- * death hook, which may find more deaths, buried in turn.
- *
- *   space_sys.c    futexes, bookkeeping locks
- *   lifeline.c     slots: probe, mark, claim, leave
- *   space_lot.c    queues (probes owners through lifeline.c)
- *   space_sema.c   the semaphore on the queues
- *   space_owners.c this file: burial; the public calls that may bury
- *
- * Each file calls only the ones above it in that list.
+ * after those locks are released: a burial marks the slot (lifeline.c's
+ * O2 order: epoch, slot word), then visits the queues with the semaphore's
+ * death hook, which may find more deaths, buried in turn. The layers below
+ * this one, and the order of them all, are listed in space_layout.h.
  */
 #define _GNU_SOURCE
 #include "sema_pool.h"
-#include "space_internal.h"
+#include "space_sema.h"
 
 #if defined(__linux__)
 

@@ -55,7 +55,7 @@
  */
 #define _GNU_SOURCE
 #include "sema_pool.h"
-#include "space_internal.h"
+#include "space_sema.h"
 
 #if defined(__linux__)
 

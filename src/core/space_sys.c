@@ -3,7 +3,7 @@
  * use them: futexes on shared words, and fstat.
  */
 #define _GNU_SOURCE
-#include "space_internal.h"
+#include "space_sys.h"
 #include "glibc_old.h"
 
 #if defined(__linux__)

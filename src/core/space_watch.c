@@ -26,7 +26,7 @@
  * forked child has no watcher (space.c's fork handler forgets it).
  */
 #define _GNU_SOURCE
-#include "space_internal.h"
+#include "space_lock.h"
 #include "glibc_old.h"
 
 #if defined(__linux__)

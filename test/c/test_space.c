@@ -7,7 +7,7 @@
  * survive NDEBUG.
  */
 #define _GNU_SOURCE
-#include "space_internal.h"
+#include "space_sema.h"
 #include "check.h"
 
 #include <errno.h>

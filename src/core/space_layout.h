@@ -1,7 +1,24 @@
 /*
- * Internals shared by the space's files (space.c, space_lot.c, lifeline.c):
- * the layout, the process-local view, and the helpers that read the shared
- * words.
+ * The layout of a space and the process-local view of one: offsets, the
+ * structs of the shared tables, and the accessors that read their words.
+ * Data only: no .c file has this name, and every layer includes it.
+ *
+ * The layers of a space, each with its own header and file, each calling
+ * and including only the ones before it in this list (test/layers.test.js
+ * checks it):
+ *
+ *   Layers: space_sys, lifeline, space_lock, space_lot, space_sema,
+ *           space_owners, space_watch, space
+ *
+ *   space_sys     system calls: shared futexes, fstat, fcntl, pidfds
+ *   lifeline      thread slots and their OFD-lock lifelines: probe, mark, claim
+ *   space_lock    the bookkeeping locks (their holders probed through lifelines)
+ *   space_lot     wait queues by offset, under the bucket locks
+ *   space_sema    the token semaphore and the RateLimit grant on the queues
+ *   space_owners  burial of deaths (visits every queue); the public calls
+ *                 that may find one (include/sabsync_space.h)
+ *   space_watch   the death watcher thread (pidfds), which reaps
+ *   space         the file, the mapping, the header and the directory
  *
  * Layout (byte offsets from the start of the space; every table's place and
  * size follows from the space's size alone, see space_geometry):
@@ -26,13 +43,13 @@
  *   5     heap_used  dir lock           bytes of the heap handed out
  *   6     dir_count  dir lock           directory entries in use
  *   7     rec_hint   anyone, relaxed    where the next record search starts
- *   32    dir_lock   sab__slock         the directory's lock word (space_sys.c)
+ *   32    dir_lock   sab__slock         the directory's lock word (space_lock.c)
  *
  * How each word is read is in the file that reads it (tables at the top of
  * space.c, space_lot.c and lifeline.c).
  */
-#ifndef SAB_SPACE_INTERNAL_H
-#define SAB_SPACE_INTERNAL_H
+#ifndef SAB_SPACE_LAYOUT_H
+#define SAB_SPACE_LAYOUT_H
 
 #include "internal.h"
 #include "sabsync_space.h"
@@ -203,7 +220,7 @@ static inline uint32_t sab__sbucket_of(uint32_t off) {
   return ((off >> 2) * 0x9E3779B1u) >> (32 - BUCKET_BITS);
 }
 
-/* Deaths found under a bucket lock, buried after it (lifeline.c). */
+/* Deaths found under a bucket lock, buried after it (space_owners.c). */
 typedef struct sab__deaths_s {
   uint32_t ids[8];
   unsigned n;
@@ -214,110 +231,5 @@ typedef struct {
   uint32_t *words[32];
   unsigned n;
 } sab__wakes_t;
-void sab__wakes_run(sab__wakes_t *w);
 
-/* lifeline.c (slots): claim a slot whose lifeline `fd` takes (a dead
- * tenant found there is marked, and left in *unburied to tell, or with
- * unburied NULL in sp->untold), for the process's lock id at open
- * (space.c); give it up at the last close, with no burial (nothing but
- * bookkeeping locks names a lock id); */
-int sab__slot_claim_fd(sab_space_t *sp, int fd, uint32_t *id, uint32_t *unburied);
-void sab__slot_free_quietly(sab_space_t *sp, uint32_t id);
-/* The process's lock id (made at the first lock of a forked child; 0: none
- * could be had, the caller answers SAB_E_CORRUPT). */
-uint32_t sab__lock_id(sab_space_t *sp);
-/* lifeline.c (slots): whether `id` lives (a probe, no burial: 1 alive, 0
- * dead and marked, or no id; -1 dead and not marked yet); mark it
- * dead (epoch, then the slot word: answers 1 if this call did); the id of
- * slot i's live tenant or 0; claim a free slot for the calling thread
- * (*unburied: a dead tenant this call marked, to tell); let it go. */
-int sab__slot_alive(sab_space_t *sp, uint32_t id);
-int sab__slot_mark_dead(sab_space_t *sp, uint32_t id);
-uint32_t sab__slot_live_id(sab_space_t *sp, uint32_t i);
-int sab__slot_claim(sab_space_t *sp, uint32_t *id, uint32_t *unburied);
-void sab__slot_leave(sab_space_t *sp, uint32_t id);
-/* Liveness for code that holds a bucket lock: probes without blocking; a
- * death found is added to `dead`, for the caller's caller to bury. */
-int sab__space_alive_locked(sab_space_t *sp, uint32_t id, sab__deaths_t *dead);
-
-/* space_lot.c (queues): */
-/* Bucket locks (NULL: unusable), for space_sema.c. */
-sab__sbucket_t *sab__space_lock(sab_space_t *sp, uint32_t b);
-void sab__space_unlock(sab__sbucket_t *bk);
-/* A free record for `id` (0: none), and giving it back. */
-uint32_t sab__space_take(sab_space_t *sp, uint32_t id);
-void sab__space_free(sab_space_t *sp, uint32_t i, uint32_t id);
-/* Under bucket b's lock: queue record i with key `off` (| 1 with
- * SAB_SPACE_SEMA, then among the key's records in order of `since`, else
- * at the tail); `raised`: increments of b's counter the caller made and
- * will take back. */
-void sab__space_queue(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t off, uint32_t watch,
-                      uint32_t flags, uint64_t since, uint32_t raised);
-/* Under the lock: when record i's acquire first asked (any value: an order). */
-uint64_t sab__space_since(sab_space_t *sp, uint32_t i);
-/* Under the lock: the oldest record queued with `key` whose owner lives
- * (those of dead owners are dropped on the way), or 0. */
-uint32_t sab__space_oldest(sab_space_t *sp, uint32_t b, uint32_t key, sab__deaths_t *dead);
-uint32_t sab__space_owner(sab_space_t *sp, uint32_t i);
-/* Under the lock: records queued with `key` whose owners live. */
-uint32_t sab__space_waiters_locked(sab_space_t *sp, uint32_t b, uint32_t key, sab__deaths_t *dead);
-/* Under the lock: record i leaves its queue NOTIFIED, carrying `token`. */
-void sab__space_notify_token(sab_space_t *sp, uint32_t b, uint32_t i, uint32_t token,
-                             sab__wakes_t *w);
-/* notify and waiters (include/sabsync_space.h), with the dead they met. */
-uint64_t sab__lot_notify(sab_space_t *sp, uint32_t off, uint64_t count, sab__deaths_t *dead);
-uint32_t sab__lot_waiters(sab_space_t *sp, uint32_t off, sab__deaths_t *dead);
-/* At the death of `id` (marked already): wake every record watching it (or
- * any owner), drop the records it left queued, free those it left taken;
- * `hook` (under each bucket's lock) gives a semaphore with waiters there
- * the slots of the dead. Deaths found meanwhile go to `dead`. */
-typedef void (*sab__sema_hook_t)(sab_space_t *sp, uint32_t b, uint32_t off, sab__wakes_t *w,
-                                 sab__deaths_t *dead);
-void sab__space_wake_watchers(sab_space_t *sp, uint32_t id, sab__sema_hook_t hook,
-                              sab__deaths_t *dead);
-
-/* space_sema.c: the semaphore's calls (include/sabsync_space.h) with the
- * dead they met, and its death hook. */
-int sab__sema_in_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t flags,
-                         uint32_t *token, uint32_t *rec, sab__deaths_t *dead);
-int sab__sema_in_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t slot, uint32_t *info,
-                         sab__deaths_t *dead);
-int sab__sema_in_available(sab_space_t *sp, uint32_t off, sab__deaths_t *dead);
-/* A wake to try again that `id` will not use (F4): its place goes, and free
- * slots go to the oldest waiters. */
-void sab__sema_in_pass_on(sab_space_t *sp, uint32_t id, uint32_t off, sab__deaths_t *dead);
-/* Waiters of the semaphore at off: queued, and woken to try again. */
-uint32_t sab__sema_in_waiting(sab_space_t *sp, uint32_t off, sab__deaths_t *dead);
-/* space_sema.c: a RateLimit's grant under its turn's bucket lock. */
-int sab__space_rate_in_take(sab_space_t *sp, uint32_t turn_off, uint32_t rate_off,
-                            int turn_free_only, uint64_t *at, uint64_t *wait_ns,
-                            sab__deaths_t *dead);
-void sab__space_sema_died(sab_space_t *sp, uint32_t b, uint32_t off, sab__wakes_t *w,
-                          sab__deaths_t *dead);
-
-/* space_sys.c: futexes on shared words (no FUTEX_PRIVATE_FLAG), fstat.
- * space_lock.c: the space's bookkeeping locks. sab__slock takes the lock word `w` for the
- * owner `me`: 0, or 1 when the previous holder died holding it (the caller
- * repairs what it guards), or -1 when it could not be had by the lock's
- * deadline (sab_space_deadline, else SAB_SLOCK_BOUND_NS from now): the
- * word names a holder that lives and never lets go, or nothing sensible;
- * the caller answers SAB_E_CORRUPT. sab__sunlock lets it go. */
-#define SLOCK_WAITERS 0x80000000u
-void sab__futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline);
-void sab__futex_wake_shared(uint32_t *word, int n);
-struct stat;
-int sab__fstat(int fd, struct stat *st);
-struct flock;
-int sab__fcntl_lock(int fd, int cmd, struct flock *fl);
-/* A pidfd of `pid` (close-on-exec), or -1 (gone, or no pidfds here). */
-int sab__pidfd_open(int pid);
-/* Add pidfd `fd` to epoll set `epfd` (EPOLL_CTL_ADD), close a pidfd. */
-struct epoll_event;
-int sab__pidfd_watch(int epfd, int fd, struct epoll_event *ev);
-void sab__pidfd_close(int fd);
-int sab__slock(sab_space_t *sp, uint32_t *w, uint32_t me);
-void sab__sunlock(uint32_t *w);
-/* The deadline of this thread's bookkeeping locks (sab_space_deadline). */
-uint64_t sab__slock_deadline(void);
-
-#endif /* SAB_SPACE_INTERNAL_H */
+#endif /* SAB_SPACE_LAYOUT_H */
