@@ -42,6 +42,7 @@
         # src/napi/space.c answers ERR_SABSYNC_UNSUPPORTED.
         ["OS=='linux'", {
           "sources": [
+            "src/core/futex.c",
             "src/core/space_sys.c",
             "src/core/space_lock.c",
             "src/core/space_watch.c",

@@ -1,11 +1,12 @@
 'use strict'
 // What keeps sabsync portable beyond Linux, and what it says where it cannot
-// build. Everything Linux-specific lives in src/core/parker_futex.c, which
-// non-Linux builds leave out (binding.gyp selects the portable parker), and
-// in src/core/space_sys.c, the system calls of shared spaces between
-// processes, which binding.gyp compiles on Linux only (openShared answers
-// ERR_SABSYNC_UNSUPPORTED elsewhere); the install script stops on Windows
-// with one message.
+// build. Everything Linux-specific lives in src/core/futex.c (the futex,
+// private or shared), used by src/core/parker_futex.c, which non-Linux
+// builds leave out (binding.gyp selects the portable parker), and by the
+// shared spaces, whose other system calls are src/core/space_sys.c's;
+// binding.gyp compiles futex.c and the spaces on Linux only (openShared
+// answers ERR_SABSYNC_UNSUPPORTED elsewhere); the install script stops on
+// Windows with one message.
 const t = require('tap')
 const fs = require('fs')
 const path = require('path')
@@ -31,18 +32,19 @@ function code (file) {
     .replace(/"(\\.|[^"\\\n])*"/g, '""')
 }
 
-t.test('only the futex parker and the space\'s system calls include <linux/...> or call syscall()', async t => {
+t.test('only the futex, the futex parker and the space\'s system calls include <linux/...> or call syscall()', async t => {
   const files = [...cFiles('src'), ...cFiles('include')]
   t.ok(files.includes(path.join('src', 'core', 'parker_futex.c')) && files.length > 5, `${files.length} C files read`)
   const linuxOnly = /#\s*include\s*<(linux\/|sys\/syscall\.h)|\bsyscall\s*\(/
-  const allowed = [path.join('src', 'core', 'parker_futex.c'), path.join('src', 'core', 'space_sys.c')]
+  const allowed = [path.join('src', 'core', 'futex.c'), path.join('src', 'core', 'space_sys.c')]
   const offenders = files.filter(f => !allowed.includes(f) && linuxOnly.test(code(f)))
   t.same(offenders, [], 'no other file uses Linux headers or raw syscalls')
   const gypText = fs.readFileSync(path.join(root, 'binding.gyp'), 'utf8')
   const linuxSources = /\["OS=='linux'", \{\s*"sources": \[([^\]]*)\]/.exec(gypText)
   t.ok(linuxSources && linuxSources[1].includes('"src/core/space_sys.c"'), 'space_sys.c is compiled on Linux only')
+  t.ok(linuxSources && linuxSources[1].includes('"src/core/futex.c"'), 'and so is futex.c')
   t.notOk(/"sources": \[[^\]]*"src\/core\/space_sys\.c"[^\]]*\][^]*\["OS=='linux'"/.test(gypText), 'and not among the sources of every OS')
-  t.match(code('src/core/parker_futex.c'), linuxOnly, 'the futex parker does (the check sees them)')
+  t.match(code('src/core/futex.c'), linuxOnly, 'the futex does (the check sees them)')
   t.match(code('src/core/parker_futex.c'), /^#ifndef SAB_PARKER_UV\b/m, 'and compiles to nothing with the portable parker')
   const gyp = fs.readFileSync(path.join(root, 'binding.gyp'), 'utf8')
   t.match(gyp, /\["sab_parker_uv==1 or OS!='linux'", \{ "defines": \["SAB_PARKER_UV"\] \}\]/,

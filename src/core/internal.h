@@ -151,10 +151,17 @@ static inline uint32_t sab__spin_word(const uint32_t *state) {
 }
 static inline uint32_t sab__spin(sab_waiter_t *w) { return sab__spin_word(&w->state); }
 
+#if defined(__linux__)
+/* futex.c: the one futex wait (absolute CLOCK_MONOTONIC deadline;
+ * UINT64_MAX: none) and wake; `shared`: a word of a space (any process's
+ * mapping), else private to this process. */
+void sab__futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline, int shared);
+void sab__futex_wake(uint32_t *word, int n, int shared);
+
 /*
  * A blocking record's park on its state word, one loop for both memories,
- * each passing its futex wait, which carries its flag (private in this
- * process: parker_futex.c; shared in a space: space_lot.c). After the
+ * the memory a flag (`shared`: a space's record, space_lot.c; else this
+ * process's, parker_futex.c), as futex.c takes it. After the
  * spin, announce the sleep with WAITING -> PARKED, a compare-exchange that
  * a notifier's exchange of the final state races (exactly one sees the
  * other), then sleep while the word reads PARKED, `nudged` (NULL: none)
@@ -164,9 +171,8 @@ static inline uint32_t sab__spin(sab_waiter_t *w) { return sab__spin_word(&w->st
  * WAITING/PARKED (the deadline passed, or a nudge); in a space any value,
  * which the caller checks (sab__result_of).
  */
-typedef void (*sab__futex_wait_fn)(uint32_t *word, uint32_t expected, uint64_t deadline);
 static inline uint32_t sab__park_word(uint32_t *state, uint64_t deadline, const uint32_t *nudged,
-                                      sab__futex_wait_fn wait) {
+                                      int shared) {
   uint32_t s = sab__spin_word(state);
   if (s == SAB_W_WAITING) {
     uint32_t expected = SAB_W_WAITING;
@@ -183,9 +189,10 @@ static inline uint32_t sab__park_word(uint32_t *state, uint64_t deadline, const 
      * that compare-exchange read, so its flag is visible here. */
     if (nudged != NULL && __atomic_load_n(nudged, __ATOMIC_ACQUIRE)) return s;
     if (deadline != UINT64_MAX && sab_now() >= deadline) return s;
-    wait(state, SAB_W_PARKED, deadline);
+    sab__futex_wait(state, SAB_W_PARKED, deadline, shared);
   }
 }
+#endif /* __linux__ */
 
 /* What a record's final state answers its waiter (any other: still
  * pending), in both memories. */

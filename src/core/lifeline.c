@@ -256,14 +256,14 @@ uint32_t *sab_space_doorbell(sab_space_t *sp, uint32_t id) {
 
 void sab_space_doorbell_wait(sab_space_t *sp, uint32_t id, uint32_t seen, uint64_t deadline) {
   uint32_t *bell = sab_space_doorbell(sp, id);
-  if (bell != NULL) sab__futex_wait_shared(bell, seen, deadline);
+  if (bell != NULL) sab__futex_wait(bell, seen, deadline, 1);
 }
 
 void sab_space_doorbell_ring(sab_space_t *sp, uint32_t id) {
   uint32_t *bell = sab_space_doorbell(sp, id);
   if (bell == NULL) return;
   __atomic_fetch_add(bell, 1, __ATOMIC_SEQ_CST);
-  sab__futex_wake_shared(bell, 1 << 30);
+  sab__futex_wake(bell, 1 << 30, 1);
 }
 
 #endif /* __linux__ */

@@ -14,12 +14,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include <errno.h>
-#include <linux/futex.h>
 #include <sched.h>
-#include <stdlib.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 static int spin_allowed = -1;
@@ -38,21 +33,9 @@ int sab__spin_allowed(void) {
 void sab__parker_init(sab_waiter_t *w) { (void)w; }
 void sab__parker_destroy(sab_waiter_t *w) { (void)w; }
 
-/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. Private:
- * the lot's records are words of this process. */
-static void futex_wait_private(uint32_t *word, uint32_t expected, uint64_t deadline) {
-  struct timespec ts, *tsp = NULL;
-  if (deadline != UINT64_MAX) {
-    ts.tv_sec = (time_t)(deadline / 1000000000u);
-    ts.tv_nsec = (long)(deadline % 1000000000u);
-    tsp = &ts;
-  }
-  syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected, tsp, NULL,
-          FUTEX_BITSET_MATCH_ANY);
-}
-
+/* Private futexes (futex.c): the lot's records are words of this process. */
 uint32_t sab__park(sab_waiter_t *w, uint64_t deadline) {
-  return sab__park_word(&w->state, deadline, &w->nudged, futex_wait_private);
+  return sab__park_word(&w->state, deadline, &w->nudged, 0);
 }
 
 void *sab__unpark_locked(sab_waiter_t *w, uint32_t state) {
@@ -61,7 +44,7 @@ void *sab__unpark_locked(sab_waiter_t *w, uint32_t state) {
 }
 
 void sab__unpark(void *token) {
-  if (token != NULL) syscall(SYS_futex, token, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+  if (token != NULL) sab__futex_wake(token, 1, 0);
 }
 
 #endif /* !SAB_PARKER_UV */

@@ -85,14 +85,14 @@ int sab__slock(sab_space_t *sp, uint32_t *w, uint32_t me) {
     uint64_t now = sab_now();
     if (now >= deadline) return -1;
     uint64_t until = now + PROBE_NS < deadline ? now + PROBE_NS : deadline;
-    sab__futex_wait_shared(w, v | SLOCK_WAITERS, until);
+    sab__futex_wait(w, v | SLOCK_WAITERS, until, 1);
     slept = sab_now() >= until;
   }
 }
 
 void sab__sunlock(uint32_t *w) {
   uint32_t old = __atomic_exchange_n(w, 0, __ATOMIC_RELEASE);
-  if (old & SLOCK_WAITERS) sab__futex_wake_shared(w, 1);
+  if (old & SLOCK_WAITERS) sab__futex_wake(w, 1, 1);
 }
 
 #endif /* __linux__ */

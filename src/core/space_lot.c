@@ -79,14 +79,14 @@ typedef sab__wakes_t wakes_t;
 
 static void wakes_add(wakes_t *w, uint32_t *word) {
   if (w->n == sizeof w->words / sizeof w->words[0]) {
-    for (unsigned i = 0; i < w->n; i++) sab__futex_wake_shared(w->words[i], 1 << 30);
+    for (unsigned i = 0; i < w->n; i++) sab__futex_wake(w->words[i], 1 << 30, 1);
     w->n = 0;
   }
   w->words[w->n++] = word;
 }
 
 void sab__wakes_run(wakes_t *w) {
-  for (unsigned i = 0; i < w->n; i++) sab__futex_wake_shared(w->words[i], 1 << 30);
+  for (unsigned i = 0; i < w->n; i++) sab__futex_wake(w->words[i], 1 << 30, 1);
   w->n = 0;
 }
 #define wakes_run sab__wakes_run
@@ -364,7 +364,7 @@ int sab_space_park(sab_space_t *sp, uint32_t rec, uint64_t deadline) {
   if (!rec_ok(rec)) return SAB_CANCELLED;
   /* The lot's park (internal.h), on a shared futex: its state, a value to
    * check as every read. */
-  uint32_t s = sab__park_word(&sab__record(sp, rec)->state, deadline, NULL, sab__futex_wait_shared);
+  uint32_t s = sab__park_word(&sab__record(sp, rec)->state, deadline, NULL, 1);
   return sab__result_of(s);
 }
 

@@ -1,6 +1,7 @@
 /*
  * The system calls of a shared space, apart so that every space file can
- * use them: futexes on shared words, and fstat.
+ * use them: fstat, fcntl (OFD locks), pidfds. (Its futexes are futex.c's,
+ * with the shared flag.)
  */
 #define _GNU_SOURCE
 #include "space_sys.h"
@@ -9,29 +10,9 @@
 #if defined(__linux__)
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
-
-/* ---- futexes on shared words ---- */
-
-void sab__futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline) {
-  struct timespec ts, *tsp = NULL;
-  if (deadline != UINT64_MAX) {
-    ts.tv_sec = (time_t)(deadline / 1000000000u);
-    ts.tv_nsec = (long)(deadline % 1000000000u);
-    tsp = &ts;
-  }
-  /* No FUTEX_PRIVATE_FLAG: the kernel keys the wait by the page's file and
-   * offset, so a wake from another process's mapping reaches it. */
-  syscall(SYS_futex, word, FUTEX_WAIT_BITSET, expected, tsp, NULL, FUTEX_BITSET_MATCH_ANY);
-}
-
-void sab__futex_wake_shared(uint32_t *word, int n) {
-  syscall(SYS_futex, word, FUTEX_WAKE, n, NULL, NULL, 0);
-}
 
 /* ---- files ---- */
 

@@ -6,9 +6,7 @@
 
 #include "space_layout.h"
 
-/* Futexes on shared words (no FUTEX_PRIVATE_FLAG), fstat, fcntl. */
-void sab__futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline);
-void sab__futex_wake_shared(uint32_t *word, int n);
+/* fstat, fcntl (the futexes of shared words are futex.c's, flag shared). */
 struct stat;
 int sab__fstat(int fd, struct stat *st);
 struct flock;
