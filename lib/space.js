@@ -328,14 +328,17 @@ function backendOfSpace (opened) {
 
 // ---- objects of a closed space ----
 
-// close() unmaps the memory and detaches its buffer, so a call on one of the
-// space's objects afterwards would meet V8's detached-buffer TypeError deep
-// inside it. A space's objects get, instead of their class's prototype, one
-// derived from it (one per class) whose methods and getters first look at
-// the buffer: a space is never empty, so a byteLength of 0 means it was
-// detached by close(). In-process objects keep their class's prototype.
+// close() unmaps the memory (before Node 24.16 / 26.1 it detaches the
+// buffer), so a call on one of the space's objects afterwards would meet
+// V8's detached-buffer TypeError deep inside it, or memory this thread no
+// longer uses. While the space is open its objects keep their class's
+// prototype, so their fast paths cost what an in-process object's do (a
+// check on every call cost an uncontended lock + unlock a quarter more).
+// The thread's last close gives every object it made from the space a
+// prototype derived from its class's (one per class) whose methods and
+// getters throw ERR_SABSYNC_SHARED_CLOSED, naming the space.
 const spaceNames = new WeakMap() // a space's buffer -> its name
-const guardedProtos = new Map() // class -> the prototype of its space objects
+const closedProtos = new Map() // class -> the prototype of its closed space objects
 
 function closedError (buffer) {
   const name = spaceNames.get(buffer)
@@ -344,46 +347,49 @@ function closedError (buffer) {
     `Open it again (openShared(${JSON.stringify(name)})) and get the object again by its key`)
 }
 
-function guardedProto (Class) {
-  let proto = guardedProtos.get(Class)
+function closedProto (Class) {
+  let proto = closedProtos.get(Class)
   if (proto !== undefined) return proto
   proto = Object.create(Class.prototype)
   for (const name of Object.getOwnPropertyNames(Class.prototype)) {
     const d = Object.getOwnPropertyDescriptor(Class.prototype, name)
     if (name === 'constructor') continue
     if (typeof d.value === 'function') {
-      const fn = d.value
-      // Fixed arity (no method of a primitive takes more than four, nor
-      // tells a missing argument from undefined): a rest parameter and
-      // apply() would double the cost of an uncontended lock + unlock.
-      d.value = {
-        [name] (a, b, c, e) {
-          if (this.buffer.byteLength === 0) throw closedError(this.buffer)
-          return fn.call(this, a, b, c, e)
-        }
-      }[name]
+      d.value = { [name] () { throw closedError(this.buffer) } }[name]
     } else if (d.get !== undefined) {
-      const get = d.get
-      d.get = function () {
-        if (this.buffer.byteLength === 0) throw closedError(this.buffer)
-        return get.call(this)
-      }
+      d.get = function () { throw closedError(this.buffer) }
     } else {
       continue
     }
     Object.defineProperty(proto, name, d)
   }
-  guardedProtos.set(Class, proto)
+  closedProtos.set(Class, proto)
   return proto
 }
 
-function guard (object) {
+// Remember an object made from the space `st` for its close (weakly: a
+// key asked for again makes a new object each time, and objects nobody
+// holds go).
+function track (st, object) {
   const proto = Object.getPrototypeOf(object)
-  if (proto !== null && typeof proto.constructor === 'function' && proto !== Object.prototype &&
-      !ArrayBuffer.isView(object) && typeof object !== 'function') {
-    Object.setPrototypeOf(object, guardedProto(proto.constructor))
+  if (proto === null || typeof proto.constructor !== 'function' || proto === Object.prototype ||
+      ArrayBuffer.isView(object) || typeof object === 'function') {
+    return object
+  }
+  st.objects.add(new WeakRef(object))
+  if (st.objects.size > st.pruneAt) {
+    for (const ref of st.objects) if (ref.deref() === undefined) st.objects.delete(ref)
+    st.pruneAt = 2 * st.objects.size + 64
   }
   return object
+}
+
+function closeObjects (st) {
+  for (const ref of st.objects) {
+    const object = ref.deref()
+    if (object !== undefined) Object.setPrototypeOf(object, closedProto(Object.getPrototypeOf(object).constructor))
+  }
+  st.objects.clear()
 }
 
 // ---- this thread's open spaces ----
@@ -468,12 +474,12 @@ class Space {
       throw err.code === 'ERR_SABSYNC_SHARED_MISMATCH' ? this.#mismatch(key, kind, params) : own(err)
     }
     const memory = { buffer: st.buffer, byteOffset: off - st.pubOff }
-    if (!created) return guard(attach(memory))
+    if (!created) return track(st, attach(memory))
     let made = false
     try {
       const object = create(memory)
       made = true
-      return guard(object)
+      return track(st, object)
     } finally {
       if (made) native.spacePublish(st.handle, off)
       else native.spaceAbandon(st.handle)
@@ -592,7 +598,7 @@ class Space {
       throw outOfRange('key', `a string of 1 to ${C.SPACE_KEY_MAX - 1} bytes (UTF-8) for a rateLimiter`, Buffer.byteLength(key))
     }
     const lookup = (...args) => this.#lookup(...args)
-    return guard(rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable }))
+    return track(this.#live(), rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable }))
   }
 
   /**
@@ -608,6 +614,7 @@ class Space {
     const st = this.#st
     if (--st.refs > 0) return
     opened.delete(st.name)
+    closeObjects(st)
     native.spaceClose(st.handle)
   }
 
@@ -646,7 +653,9 @@ function openShared (name, options) {
     size: r.size,
     id: r.id,
     created: r.created,
-    refs: 1
+    refs: 1,
+    objects: new Set(), // WeakRefs of the objects made from it (track)
+    pruneAt: 64
   }
   addSpace(r.buffer, backendOfSpace(r))
   spaceNames.set(r.buffer, name)
