@@ -260,11 +260,17 @@ t.test('a claim lock: a lease runs out, its holder\'s mark is cleared, a late ho
   Atomics.store(locks, g, a)
   Atomics.store(w64, start * 2 + 1, -1n - a)
   Atomics.store(w64, start * 2, f)
+  // While A's lease runs, B waits for the lock at most ~10 ms, then answers
+  // as a full table does (whenFull: allow), flagged busy, consuming nothing.
   const t0 = process.hrtime.bigint()
-  const r = l.consume('late')
+  const busy = l.consume('late')
   const waited = Number(process.hrtime.bigint() - t0) / 1e6
+  t.same([busy.allowed, busy.busy], [true, true], 'B, while the lease runs: whenFull\'s answer, busy')
+  t.ok(waited >= 10 && waited < 100, `after waiting ${waited.toFixed(1)} ms (10 ms + slack)`)
+  while (process.hrtime.bigint() < a) await new Promise(resolve => setTimeout(resolve, 5))
+  const r = l.consume('late')
   t.equal(r.allowed, true, 'B claims the key once A\'s lease has run out')
-  t.ok(waited >= 140, `B waited for the lease (${waited.toFixed(1)} ms)`)
+  t.notOk(r.busy, 'and is not busy then')
   const seen = Atomics.compareExchange(w64, start * 2 + 1, -1n - a, process.hrtime.bigint() + 1n)
   t.ok(seen !== -1n - a && seen > 0n, 'A\'s mark was cleared (B took the slot): A, resuming, cannot activate it')
   let held = 0
