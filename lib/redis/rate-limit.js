@@ -21,7 +21,7 @@ const { hubOf, malformed } = require('./hub')
 const { evictionCheck } = require('./queue')
 const {
   checkClient, checkKey, checkCount, msOption, objectOptions, prefixOption, unsafeAllowEvictionOption, waitOptions,
-  within, connected, redisError, quiet, invalidType, outOfRange, MAX_MS
+  within, connected, redisError, quiet, invalidType, outOfRange, redisName, isRefusal, POLICY_RECHECK_MS, MAX_MS
 } = require('./common')
 
 function parseOptions (options) {
@@ -69,10 +69,14 @@ function RateLimit (redis, key, rps, options) {
   const { timeUnit, uniformDistribution } = parseOptions(options)
   const commandTimeout = msOption(options, 'commandTimeout', 5000, 1)
   const tag = `{${prefixOption(options)}:rate:${key}}`
-  const keys = [tag + ':log', tag + ':m']
+  const keys = [redisName(tag + ':log'), redisName(tag + ':m')]
   const unitUs = Math.max(1, Math.round(timeUnit * 1000))
   const hub = hubOf(redis)
-  let evictionChecked = unsafeAllowEvictionOption(options)
+  const allowEviction = unsafeAllowEvictionOption(options)
+  let evictionChecked = allowEviction
+  // When the script last found the eviction policy safe (lib/redis/queue.js,
+  // policyAt): read again at most once a POLICY_RECHECK_MS.
+  let policyAt = -Infinity
   const giveBack = id => { try { redis.sabsync2Unrate(keys[0], id).catch(quiet) } catch {} }
 
   async function limit (options) {
@@ -95,16 +99,20 @@ function RateLimit (redis, key, rps, options) {
     }
     const id = hub.nextId()
     const most = timeout === Infinity ? -1 : Math.floor(timeout * 1000)
+    const asked = performance.now()
+    const check = !allowEviction && asked - policyAt >= POLICY_RECHECK_MS
     let r
     try {
       let reply
       try {
-        reply = redis.sabsync2Rate(...keys, id, rps, unitUs, uniformDistribution ? 1 : 0, most)
+        reply = redis.sabsync3Rate(...keys, id, rps, unitUs, uniformDistribution ? 1 : 0, most, check ? 1 : 0)
       } catch (err) {
         reply = Promise.reject(err)
       }
       r = await abortable(within(reply, bound, 'rate limit on ' + tag, redis), signal)
+      if (check && asked > policyAt) policyAt = asked
     } catch (err) {
+      if (isRefusal(err)) policyAt = -Infinity
       giveBack(id) // in case the script runs after all
       if (ownDeadline && err.code === 'ERR_SABSYNC_REDIS' && err.cause && err.cause.noReply && connected(redis)) return undefined
       throw err

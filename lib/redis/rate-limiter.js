@@ -26,14 +26,15 @@
 // can only make the limit stricter.
 
 const {
-  checkClient, msOption, objectOptions, unsafeAllowEvictionOption, within, redisError, invalidType, outOfRange
+  checkClient, checkPrefix, msOption, objectOptions, unsafeAllowEvictionOption, within, redisError, invalidType,
+  outOfRange, redisName, isRefusal, POLICY_RECHECK_MS
 } = require('./common')
 const { hubOf } = require('./hub')
 const { evictionCheck } = require('./queue')
 const { commands } = require('./scripts')
 const { intOption, keyString, checkPoints, storeOf } = require('../rate-limiter-common')
 
-const NAME = 'sabsync3KeyedRate'
+const NAME = 'sabsync4KeyedRate'
 // One call in EVERY takes off up to SWEEP entries past their time: 3 a call
 // on average, more than the one a call adds (lib/redis/scripts.js).
 const SWEEP = 24
@@ -53,6 +54,7 @@ class RateLimiter {
   #params
   #keys // [parameters, sorted set]
   #ready = null // null, the promise of #prepare(), or true once it has run
+  #policyAt = -Infinity // when the script last found the eviction policy safe (lib/redis/queue.js, policyAt)
 
   /**
    * new RateLimiter(redis, prefix, { limit, window, burst, commandTimeout }):
@@ -60,8 +62,7 @@ class RateLimiter {
    */
   constructor (redis, prefix, options) {
     checkClient(redis)
-    if (typeof prefix !== 'string') throw invalidType('prefix', 'a non-empty string', prefix)
-    if (prefix.length === 0) throw outOfRange('prefix', 'a non-empty string', prefix)
+    checkPrefix('prefix', prefix)
     if (options === undefined || options === null || typeof options !== 'object') {
       throw invalidType('options', 'an object like { limit, window }', options)
     }
@@ -79,7 +80,7 @@ class RateLimiter {
     this.#params = `${this.#T}:${this.#tau}`
     this.#redis = redis
     this.#prefix = prefix
-    this.#keys = [`{${prefix}}:rlp`, `{${prefix}}:rlz`]
+    this.#keys = [redisName(`{${prefix}}:rlp`), redisName(`{${prefix}}:rlz`)]
     this.#p = { limit, window, burst }
   }
 
@@ -104,13 +105,23 @@ class RateLimiter {
       this.#ready ??= this.#prepare().then(() => { this.#ready = true }, err => { this.#ready = null; throw err })
       await this.#ready
     }
+    const asked = performance.now()
+    const check = !this.#allowEviction && asked - this.#policyAt >= POLICY_RECHECK_MS
     let reply
     try {
-      reply = this.#redis[NAME](this.#keys[0], this.#keys[1], op, this.#T, this.#tau, n, this.#params, s, SWEEP, EVERY)
+      reply = this.#redis[NAME](this.#keys[0], this.#keys[1], op, this.#T, this.#tau, n, this.#params, redisName(s), SWEEP,
+        EVERY, check ? 1 : 0)
     } catch (err) {
       reply = Promise.reject(err)
     }
-    const r = await within(reply, this.#timeout, () => `RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}`, this.#redis)
+    let r
+    try {
+      r = await within(reply, this.#timeout, () => `RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}`, this.#redis)
+    } catch (err) {
+      if (isRefusal(err)) this.#policyAt = -Infinity
+      throw err
+    }
+    if (check && asked > this.#policyAt) this.#policyAt = asked
     // The reply is checked before it is believed: four integers in range.
     const ok = Array.isArray(r) && r.length === 4 && (r[0] === 0 || r[0] === 1) &&
       r.every(x => Number.isSafeInteger(x) && x >= 0) && r[1] <= this.#p.burst &&
