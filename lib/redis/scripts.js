@@ -45,7 +45,7 @@
 // holders and takes at most BATCH waiters off the queue, each in O(1) or
 // O(log n) commands (batched where Redis takes many members at once), so
 // no call blocks the server for long, whatever piled up: 20,000 dead
-// holders are reaped by 20 calls. A call that left such work reports 0 ms
+// holders are reaped by 40 calls. A call that left such work reports 0 ms
 // to the next lease expiry, so the clients with waiters call again at
 // once; a take always finds a slot if one lapsed (it reaps before it
 // grants).
@@ -95,7 +95,7 @@
 // read from the state above.
 
 const WAKE = 'sabsync:wake:' // + client id: where grants to its waiters are hinted
-const BATCH = 1000 // the most holders reaped, or waiters taken off a queue, in one call
+const BATCH = 500 // the most holders reaped, or waiters taken off a queue, in one call
 
 // Lua: when ARGV[i] is '1', read the server's eviction policy before
 // anything else and fail the call if a key in use could be evicted
