@@ -272,6 +272,7 @@ class Holding {
     this.state = 'held' // -> 'lost' | 'released'
     this.ac = null // made when `signal` is first read (most holders never read it)
     this.reason = undefined // the ERR_SABSYNC_LEASE_LOST, once lost
+    this.failure = undefined // the last renewal's error, until one succeeds
     this.timer = null
     this.arm(queue.lease / 3)
   }
@@ -287,7 +288,7 @@ class Holding {
     if (this.state !== 'held') return
     const q = this.queue
     const sent = performance.now()
-    if (sent >= this.deadline) return this.lose(`its lease (${q.lease} ms) ran out before a renewal was confirmed`)
+    if (this.checkDeadline()) return
     const check = q.policyDue(sent)
     let reply
     try {
@@ -299,6 +300,7 @@ class Holding {
       if (check && (r === 0 || r === 1)) q.policyChecked(sent)
       if (this.checkDeadline()) return
       if (r === 1) {
+        this.failure = undefined
         this.deadline = Math.max(this.deadline, sent + q.lease)
         this.arm(q.lease / 3)
       } else {
@@ -311,8 +313,8 @@ class Holding {
         q.policyRefused()
         return this.lose(err.message, err)
       }
-      if (performance.now() >= this.deadline) this.lose('its lease ran out while Redis could not be reached', err)
-      else this.arm(q.lease / 6)
+      this.failure = err
+      if (!this.checkDeadline()) this.arm(q.lease / 6)
     })
   }
 
@@ -321,7 +323,9 @@ class Holding {
   // when the renewal timer runs next, which a blocked event loop delays.
   checkDeadline () {
     if (this.state === 'held' && performance.now() >= this.deadline) {
-      this.lose(`its lease (${this.queue.lease} ms) ran out before a renewal was confirmed`)
+      const f = this.failure
+      this.lose(`its lease (${this.queue.lease} ms) ran out before a renewal was confirmed` +
+        (f === undefined ? '' : ` (the last renewal failed: ${f.message})`), f)
     }
     return this.state !== 'held'
   }

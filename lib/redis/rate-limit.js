@@ -78,6 +78,27 @@ function RateLimit (redis, key, rps, options) {
   // policyAt): read again at most once a POLICY_RECHECK_MS.
   let policyAt = -Infinity
   const giveBack = id => { try { redis.sabsync2Unrate(keys[0], id).catch(quiet) } catch {} }
+  // The idle tidy (scripts.js, rateTidy): once the newest grant this client
+  // saw stops counting, the log is trimmed, and both keys go when it is
+  // empty; the script says when to look again while grants remain. One
+  // unref'd timer per limit; a failure waits for the next grant.
+  let tidyTimer = null
+  const tidy = () => {
+    tidyTimer = null
+    let reply
+    try {
+      reply = redis.sabsync1RateTidy(...keys, unitUs)
+    } catch {
+      return
+    }
+    within(reply, commandTimeout, 'tidy of ' + tag, redis).then(us => {
+      if (Number.isSafeInteger(us) && us >= 0 && tidyTimer === null) tidyAfter(us / 1000)
+    }, quiet)
+  }
+  const tidyAfter = ms => {
+    tidyTimer = setTimeout(tidy, Math.min(Math.ceil(ms) + 1, MAX_MS))
+    tidyTimer.unref()
+  }
 
   async function limit (options) {
     const { timeout, signal } = waitOptions(options)
@@ -125,6 +146,7 @@ function RateLimit (redis, key, rps, options) {
     }
     if (r[0] !== 1) return undefined
     const waitMs = r[2] / 1000
+    if (tidyTimer === null) tidyAfter(waitMs + timeUnit)
     // The server granted within `timeout` of its clock; a positive timeout
     // also bounds the whole call (0 means "room now", whatever the trip).
     if (timeout !== Infinity && timeout !== 0 && performance.now() - sent + waitMs > timeout) {

@@ -31,7 +31,7 @@ const {
 } = require('./common')
 const { hubOf } = require('./hub')
 const { evictionCheck } = require('./queue')
-const { commands } = require('./scripts')
+const { commands, BATCH } = require('./scripts')
 const { intOption, keyString, checkPoints, storeOf } = require('../rate-limiter-common')
 
 const NAME = 'sabsync4KeyedRate'
@@ -39,6 +39,8 @@ const NAME = 'sabsync4KeyedRate'
 // on average, more than the one a call adds (lib/redis/scripts.js).
 const SWEEP = 24
 const EVERY = 8
+// The idle sweep's most entries a call (lib/redis/scripts.js, BATCH).
+const SWEEP_IDLE = BATCH
 const MAX_LIMIT = 1e9
 const MAX_WINDOW = 0x7FFFFFFF
 const MAX_TAU = 2 ** 50 // µs (~35 years): sums stay exact in Lua's doubles
@@ -55,6 +57,7 @@ class RateLimiter {
   #keys // [parameters, sorted set]
   #ready = null // null, the promise of #prepare(), or true once it has run
   #policyAt = -Infinity // when the script last found the eviction policy safe (lib/redis/queue.js, policyAt)
+  #sweepTimer = null // the idle sweep's (#sweepAfter)
 
   /**
    * new RateLimiter(redis, prefix, { limit, window, burst, commandTimeout }):
@@ -127,6 +130,7 @@ class RateLimiter {
       r.every(x => Number.isSafeInteger(x) && x >= 0) && r[1] <= this.#p.burst &&
       r[2] <= this.#tau && r[3] <= this.#tau + this.#T
     if (!ok) throw redisError(`sabsync: an unexpected reply from Redis (RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}): ${JSON.stringify(r)}`)
+    if ((op === 'c' && r[0] === 1) || op === 'r') this.#sweepAfter(r[3] / 1000)
     return {
       allowed: r[0] === 1,
       remaining: r[1],
@@ -134,6 +138,29 @@ class RateLimiter {
       resetAfter: r[3] / 1000,
       limit: this.#p.limit
     }
+  }
+
+  // The idle sweep (scripts.js, keyedRate, op 's'): `ms` after a write,
+  // and then when the earliest entry left reaches its time, this client
+  // takes off up to SWEEP_IDLE entries whose time has passed, and the
+  // parameters once none is left: a limiter nobody calls any more keeps no
+  // key, without a later call. One unref'd timer per limiter; a failure
+  // waits for the next write.
+  #sweepAfter (ms) {
+    if (this.#sweepTimer !== null) return
+    this.#sweepTimer = setTimeout(() => {
+      this.#sweepTimer = null
+      let reply
+      try {
+        reply = this.#redis[NAME](this.#keys[0], this.#keys[1], 's', this.#T, this.#tau, 1, this.#params, '', SWEEP_IDLE, EVERY, 0)
+      } catch {
+        return
+      }
+      within(reply, this.#timeout, `sweep of RateLimiter ${this.#prefix}`, this.#redis).then(r => {
+        if (Array.isArray(r) && r[0] === 1 && Number.isSafeInteger(r[3]) && r[3] >= 0) this.#sweepAfter(r[3] / 1000)
+      }, () => {})
+    }, Math.min(Math.ceil(ms) + 1, 0x7FFFFFFF))
+    this.#sweepTimer.unref()
   }
 
   /** Take `points` (default 1) from `key`'s bucket if it holds them. */

@@ -580,6 +580,29 @@ if not m[1] then redis.call('HSET', RM, 'rps', rps, 'unit', ARGV[3], 'uniform', 
 return { 1, string.format('%.0f', t), t - now }
 `
 
+// A RateLimit's idle tidy (a timer of each client that was granted, run
+// when its newest grant stops counting, so that an idle limit keeps no
+// key without later calls): takes off up to BATCH grants at or before
+// now - unit, and both keys when the log is empty. KEYS: R, RM. ARGV: unit
+// µs. Reply: µs until the newest grant stops counting (0: more to take
+// off now), or -1 once both keys are gone. A key of another type fails
+// the ZRANGEBYSCORE, before any write.
+const rateTidy = `
+local R, RM = KEYS[1], KEYS[2]
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local unit = tonumber(ARGV[1])
+local old = redis.call('ZRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit), 'LIMIT', 0, ${BATCH})
+if #old > 0 then redis.call('ZREM', R, unpack(old)) end
+if #old == ${BATCH} then return 0 end
+local newest = redis.call('ZRANGE', R, -1, -1, 'WITHSCORES')[2]
+if not newest then
+  redis.call('DEL', RM)
+  return -1
+end
+return math.max(tonumber(newest) + unit - now, 0)
+`
+
 // Give back an unused reservation. KEYS: R. ARGV: id.
 const unrate = `
 if redis.call('TYPE', KEYS[1]).ok ~= 'zset' then return 0 end
@@ -617,7 +640,7 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // its calls into Redis (~1.5 µs each here).
 //
 // Invariant after every script: P exists iff Z does.
-// KEYS: P, Z. ARGV: op ('c' consume, 'p' peek, 'r' refund, 'x' reset), T µs,
+// KEYS: P, Z. ARGV: op ('c' consume, 'p' peek, 'r' refund, 'x' reset, 's' sweep), T µs,
 // tau µs, points, "<T>:<tau>", client key, SWEEP, EVERY, check policy (0/1).
 // Reply: {allowed (0/1), remaining, retryAfter µs, resetAfter µs}.
 // A wrong type of P or Z fails the script at its first command on that key
@@ -637,6 +660,20 @@ local p = redis.call('GET', P)
 if p and p ~= params then
   return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. P .. ' is in use by a RateLimiter with T:tau = ' ..
     p .. ' µs, not ' .. params .. ' µs')
+end
+if op == 's' then
+  -- The limiter's idle sweep (a timer of each client that wrote, so that
+  -- state is reclaimed without later calls): up to SWEEP entries whose
+  -- time has passed, then P if nothing is left. Reply: {1, 0, 0, µs to the
+  -- earliest entry's time} while entries remain, {0, 0, 0, 0} when none do.
+  local old = redis.call('ZRANGEBYSCORE', Z, '-inf', string.format('%.0f', now), 'LIMIT', 0, sweep)
+  if #old > 0 then redis.call('ZREM', Z, unpack(old)) end
+  local first = redis.call('ZRANGE', Z, 0, 0, 'WITHSCORES')[2]
+  if not first then
+    if p then redis.call('DEL', P) end
+    return { 0, 0, 0, 0 }
+  end
+  return { 1, 0, 0, math.max(tonumber(first) - now, 0) }
 end
 local v = redis.call('ZSCORE', Z, key)
 local tat = 0
@@ -707,6 +744,7 @@ const commands = {
   sabsync5Count: { numberOfKeys: 5, lua: count },
   sabsync3Rate: { numberOfKeys: 2, lua: rate },
   sabsync2Unrate: { numberOfKeys: 1, lua: unrate },
+  sabsync1RateTidy: { numberOfKeys: 2, lua: rateTidy },
   sabsync2RateWaiting: { numberOfKeys: 1, lua: rateWaiting },
   sabsync4KeyedRate: { numberOfKeys: 2, lua: keyedRate }
 }
