@@ -41,11 +41,11 @@
 // Fences: max(last fence + 1, the server's clock in µs), so they keep
 // growing across a restart that lost M, unless a clock steps back.
 //
-// Work per call is bounded (BATCH): one call reaps at most BATCH lapsed
-// holders and takes at most BATCH waiters off the queue, each in O(1) or
-// O(log n) commands (batched where Redis takes many members at once), so
-// no call blocks the server for long, whatever piled up: 20,000 dead
-// holders are reaped by 40 calls. A call that left such work reports 0 ms
+// Work per call is bounded: one call reaps at most BATCH lapsed holders
+// (in a few commands that take them all at once) and takes at most WAITERS
+// waiters off the queue (three O(log n) commands each), so no call blocks
+// the server for long, whatever piled up: 20,000 dead holders are reaped by
+// 40 calls, 20,000 waiters of a dead client skipped by 160. A call that left such work reports 0 ms
 // to the next lease expiry, so the clients with waiters call again at
 // once; a take always finds a slot if one lapsed (it reaps before it
 // grants).
@@ -95,7 +95,8 @@
 // read from the state above.
 
 const WAKE = 'sabsync:wake:' // + client id: where grants to its waiters are hinted
-const BATCH = 500 // the most holders reaped, or waiters taken off a queue, in one call
+const BATCH = 500 // the most lapsed holders one call reaps (a few batched commands for all)
+const WAITERS = 125 // the most waiters one call takes off a queue (three commands each)
 
 // Lua: when ARGV[i] is '1', read the server's eviction policy before
 // anything else and fail the call if a key in use could be evicted
@@ -120,6 +121,7 @@ local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local nowUs = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local DAY = 86400000
 local BATCH = ${BATCH}
+local WAITERS = ${WAITERS}
 
 local function typeCheck (keys)
   for _, kt in ipairs(keys) do
@@ -263,7 +265,7 @@ local function grant (st, w, lease, ctx)
 end
 
 -- Expire lapsed leases (at most BATCH), then grant free slots to the queue
--- in ticket order (at most BATCH waiters taken off it), skipping waiters
+-- in ticket order (at most WAITERS waiters taken off it), skipping waiters
 -- whose client stopped beating. st.more: work left for the next call.
 local function pump (st)
   if st.nr == 1 then
@@ -287,7 +289,7 @@ local function pump (st)
   end
   local taken = 0
   while st.held < st.nr and st.nw > 0 do
-    if taken == BATCH then
+    if taken == WAITERS then
       st.more = true
       break
     end
@@ -749,4 +751,4 @@ const commands = {
   sabsync4KeyedRate: { numberOfKeys: 2, lua: keyedRate }
 }
 
-module.exports = { commands, WAKE, BATCH }
+module.exports = { commands, WAKE, BATCH, WAITERS }
