@@ -134,9 +134,11 @@ redisSuite(t, async s => {
     for (let i = 0; i < 10000; i++) p.push(limiter.consume('client-' + i))
     await Promise.all(p)
     const z = `{${prefix}:many}:rlz`
+    // Entries may go already (the sweep) on a slow machine: the size per
+    // entry is what is measured.
     const zbytes = await admin.memory('USAGE', z, 'SAMPLES', '0')
-    t.equal(await admin.zcard(z), 10000)
-    t.pass(`10,000 idle clients: ${zbytes} bytes, ${Math.round(zbytes / 10000)} per client key`)
+    const n = await admin.zcard(z)
+    t.ok(n > 0, `10,000 idle clients: ${n} entries left, ${zbytes} bytes, ${Math.round(zbytes / n)} per client key`)
     await until(async () => (await count()) === 0, 'the RateLimiter\'s entries to go', 20000)
     t.pass('all swept, and the parameters deleted, with no call')
   })
