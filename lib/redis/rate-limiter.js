@@ -15,10 +15,12 @@
 // (an over-grant). An entry whose time has passed answers as an absent one,
 // so it may go at any time: one consume, refund or reset in EVERY removes
 // up to SWEEP such entries (the oldest first), and an empty limiter deletes
-// its parameters. A limiter that stops being called keeps the entries it had then
-// (bounded by the keys active at that moment) until its next call. Under an
-// allkeys-* policy any key may go, which no layout can prevent: the first
-// call refuses such a server (hub.js, checkEviction), as Mutex and Sema do,
+// its parameters. A limiter that stops being called is swept by the timer
+// of each client that wrote to it (#sweepAfter); what a client that died
+// left goes by later calls. Under an allkeys-* policy any key may go, which
+// no layout can prevent: the first call refuses such a server (hub.js,
+// checkEviction), and the script reads the policy again at most once a
+// POLICY_RECHECK_MS (scripts.js, evictionGuard), as Mutex and Sema do,
 // unless options.unsafeAllowEviction.
 //
 // Times are whole µs (Redis's clock has no finer grain); T, the time a
