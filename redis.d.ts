@@ -32,14 +32,19 @@ export interface LeaseOptions {
   heartbeat?: number
   /** Milliseconds to wait for a reply when the call has no timeout of its own (default 5000). */
   commandTimeout?: number
-  /** The first part of every key (default 'sabsync'); keys are `{prefix:kind:key}:…`. */
+  /**
+   * The first part of every key (default 'sabsync'): a non-empty string
+   * without `{` or `}` (a RangeError otherwise); keys are `{prefix:kind:key}:…`.
+   */
   prefix?: string
   /**
-   * Skip the check that the server does not evict keys in use (default
-   * false). Without it, the first call of each object rejects with
-   * `ERR_SABSYNC_REDIS` when `INFO memory` reports an `allkeys-*`
-   * `maxmemory_policy`, or none. true accepts that an eviction can grant
-   * a lock or token twice: only for a server that never fills up.
+   * Skip the checks that the server does not evict keys in use (default
+   * false). Without it, an object's scripts read `maxmemory_policy` (`INFO
+   * memory`) on its first call and again once a renewal period (lease/3)
+   * has passed, and the call rejects with `ERR_SABSYNC_REDIS` naming an
+   * `allkeys-*` policy, or one that cannot be read; a holder whose renewal
+   * finds it loses its lease (`lost`). true accepts that an eviction can
+   * grant a lock or token twice: only for a server that never fills up.
    */
   unsafeAllowEviction?: boolean
 }
@@ -52,9 +57,9 @@ export interface RedisRateLimitOptions {
   uniformDistribution?: boolean
   /** Milliseconds to wait for a reply when the call has no timeout of its own (default 5000). */
   commandTimeout?: number
-  /** The first part of every key (default 'sabsync'). */
+  /** The first part of every key (default 'sabsync'): a non-empty string without `{` or `}`. */
   prefix?: string
-  /** As for `Mutex` and `Sema` ({@link LeaseOptions.unsafeAllowEviction}); an evicted log can over-grant. */
+  /** As for `Mutex` and `Sema` ({@link LeaseOptions.unsafeAllowEviction}; the policy is read again a second later); an evicted log can over-grant. */
   unsafeAllowEviction?: boolean
 }
 
@@ -104,7 +109,11 @@ export class Mutex {
   readonly lost: AbortSignal
   /** The fence of the grant held now, or `undefined`. */
   readonly fence: number | undefined
-  /** Whether this Mutex holds the lock with a lease not known to be lost. */
+  /**
+   * Whether this Mutex holds the lock with a lease not known to be lost:
+   * false once the lease's local deadline has passed, whenever it is read
+   * (also before the renewal timer has run, after a blocked event loop).
+   */
   readonly isHeld: boolean
 }
 
@@ -198,9 +207,10 @@ export interface RedisRateLimiterAnswer {
 
 /**
  * A token bucket per client key (GCRA) on Redis, one round trip per call:
- * a hash and a sorted set under the hash tag `{prefix}`, with no TTL (so a
- * volatile-* policy cannot evict a bucket); each call takes off a few
- * entries whose bucket is full again.
+ * a string and a sorted set under the hash tag `{prefix}` (a non-empty
+ * string without `{` or `}`), with no TTL (so a volatile-* policy cannot
+ * evict a bucket); the client that wrote sweeps the entries whose bucket
+ * is full again on a timer, and calls take off a few too.
  *
  * @example
  * const perIp = new RateLimiter(redis, 'per-ip', { limit: 100, window: 60_000 })

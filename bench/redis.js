@@ -133,7 +133,11 @@ async function uncontended (Redis, url, admin, runs) {
 // trips of the uncontended pair, seen by the server.
 async function monitorCount (Redis, url, client, fn, ops) {
   const addr = /addr=(\S+)/.exec(await client.client('INFO'))[1]
-  const monitor = await new Redis(url).monitor()
+  // monitor() opens a connection of its own: the client it is called on
+  // is closed too, or it would reconnect to the bench's stopped server.
+  const base = new Redis(url)
+  const monitor = await base.monitor()
+  base.disconnect()
   let inside = false
   let n = 0
   let ended

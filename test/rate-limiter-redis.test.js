@@ -2,14 +2,14 @@
 // sabsync/redis RateLimiter against a real redis-server: the table of checks
 // every tier passes (test/fixtures/rate-limiter/checks.js) with three
 // processes hammering one key (test/fixtures/rate-limiter/hammer.js), and
-// what only Redis has: no key with a TTL and idle entries taken off by later
-// calls, parameters that disagree, replies that are checked, SIGKILL
+// what only Redis has: no key with a TTL, idle entries taken off by the
+// writer's timer or, when it died, by later calls, parameters that disagree, replies that are checked, SIGKILL
 // mid-consume (test/fixtures/rate-limiter/killed-redis.js). Eviction:
 // test/rate-limiter-redis-evict.test.js.
 const t = require('tap')
 const path = require('path')
-const { fork } = require('child_process')
-const { redisSuite } = require('./fixtures/redis/suite')
+const { fork, spawnSync } = require('child_process')
+const { redisSuite, until } = require('./fixtures/redis/suite')
 const { RateLimiter } = require('../lib/redis')
 const { checks, sleep } = require('./fixtures/rate-limiter/checks')
 
@@ -71,10 +71,11 @@ redisSuite(t, async s => {
     }
   })
 
-  s.test('redis: no key has a TTL, and entries whose bucket is full are taken off by later calls', async (t, k) => {
+  s.test('redis: no key has a TTL; idle entries go by the writer\'s timer, or by later calls when it died', async (t, k) => {
     const l = new RateLimiter(s.client(), k.prefix, { limit: 2, window: 400 })
     const { params, zset } = keysOf(k.prefix)
     for (let i = 0; i < 20; i++) await l.consume('idle-' + i, 2)
+    const wrote = performance.now()
     const held = await ttls(s.admin, k.prefix)
     t.same(Object.keys(held).sort(), [params, zset].sort(), 'two keys: the parameters and the sorted set')
     t.same(Object.values(held), [-1, -1], 'PTTL -1: neither has a TTL')
@@ -84,26 +85,37 @@ redisSuite(t, async s => {
     const now = Number(sec) * 1e6 + Number(us)
     t.ok(score > now && score <= now + 400000, 'its score: the moment its bucket is full again (µs, the server\'s clock)')
     t.same(await s.admin.get(params), '200000:400000', 'the parameters, T:tau in µs')
+    // No call from here on: the limiter's own timer sweeps once every
+    // bucket is full again (400 ms after the last write).
+    await until(async () => (await s.admin.exists(params, zset)) === 0, 'the idle sweep', 10000)
+    const ms = performance.now() - wrote
+    t.ok(ms >= 400, `with no call, every entry and the parameters went ${Math.round(ms)} ms after the last write`)
+    for (let i = 0; i < 100; i++) await l.peek('busy')
+    t.equal(await s.admin.exists(params, zset), 0, 'peek writes nothing')
+    t.equal((await l.peek('idle-1')).remaining, 2, 'a key taken off is a full bucket')
+
+    // Entries of a process that died (no timer left to sweep them) go by
+    // later calls: one in 8 (by the server clock's µs) takes off up to 24
+    // whose time has passed (200 calls with no sweep among them: (7/8)^200,
+    // about 2.6e-12).
+    const dead = spawnSync(process.execPath, ['-e', `
+      const Redis = require('ioredis')
+      const { RateLimiter } = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'redis'))})
+      const r = new Redis(${JSON.stringify(s.url)})
+      const l = new RateLimiter(r, ${JSON.stringify(k.prefix)}, { limit: 2, window: 400 })
+      ;(async () => { for (let i = 0; i < 20; i++) await l.consume('gone-' + i, 2); process.exit(0) })()`],
+    { cwd: path.join(__dirname, '..'), encoding: 'utf8' })
+    t.equal(dead.status, 0, dead.stderr)
+    t.equal(await s.admin.zcard(zset), 20, 'a process wrote 20 entries and exited')
     await sleep(450) // every bucket is full again
-    // One call in 8 (by the server clock's µs) takes off up to 24 entries
-    // whose time has passed: all 20 go within a few dozen calls (200 calls
-    // with no sweep among them: (7/8)^200, about 2.6e-12).
     let calls = 0
-    while (calls < 200 && await s.admin.zcard(zset) > 1) { await l.consume('busy'); calls++ }
+    const other = new RateLimiter(s.client(), k.prefix, { limit: 2, window: 400 })
+    while (calls < 200 && await s.admin.zcard(zset) > 1) { await other.consume('busy'); calls++ }
     t.equal(await s.admin.zcard(zset), 1, `the 20 idle entries taken off (in ${calls} calls), busy kept`)
     t.same(await s.admin.zrange(zset, 0, -1), ['busy'])
     t.same(Object.values(await ttls(s.admin, k.prefix)), [-1, -1], 'still no TTL')
-    for (let i = 0; i < 10; i++) await l.consume('idle-' + i, 2)
-    await sleep(450)
-    for (let i = 0; i < 100; i++) await l.peek('busy')
-    t.equal(await s.admin.zcard(zset), 11, 'peek writes nothing (nor sweeps)')
-    await sleep(450)
-    await l.consume('last')
-    calls = 0
-    while (calls < 200 && await s.admin.zcard(zset) > 1) { await l.consume('last'); calls++ }
-    await l.reset('last')
+    await other.reset('busy')
     t.equal(await s.admin.exists(params, zset), 0, 'the last entry gone: the limiter keeps no key')
-    t.equal((await l.peek('idle-1')).remaining, 2, 'a key taken off is a full bucket')
   })
 
   s.test('redis: other parameters on the same prefix, and foreign values, are refused', async (t, k) => {

@@ -10,7 +10,7 @@ const Redis = require('ioredis')
 const { spawnSync } = require('child_process')
 const { tick, until } = require('./fixtures/redis/suite')
 const { startCluster, haveCli } = require('./fixtures/redis/cluster')
-const { Mutex, Sema, RateLimit } = require('../lib/redis')
+const { Mutex, Sema, RateLimit, RateLimiter } = require('../lib/redis')
 
 const haveServer = spawnSync('redis-server', ['--version']).status === 0
 if (!(haveServer && haveCli()) && !process.env.CI) {
@@ -111,6 +111,28 @@ function main () {
     const [la, lb] = [client(), client()].map(c => RateLimit(c, 'api', 3, { prefix, timeUnit: 60000 }))
     const got = [await la.try(), await lb.try(), await la({ timeout: 0 }), await lb.try(), await la({ timeout: 0 })]
     t.same(got.map(x => typeof x), ['number', 'number', 'number', 'undefined', 'undefined'], 'three grants, then none')
+  })
+
+  t.test('prefixes and names in a cluster: braces refused before any call, odd names in one slot', async t => {
+    const c = client()
+    // A prefix starting with '}' leaves an empty hash tag: the keys of one
+    // limiter would hash apart (CROSSSLOT at call time). Refused at once.
+    t.throws(() => new RateLimiter(c, '}' + prefix, { limit: 5, window: 1000 }), { name: 'RangeError', message: /"prefix"/ })
+    t.throws(() => new Mutex(c, 'k', { prefix: '}' + prefix }), { name: 'RangeError', message: /"options.prefix"/ })
+    const limiter = new RateLimiter(c, prefix + ':names', { limit: 2, window: 60000 })
+    t.equal((await limiter.consume('\uD800')).allowed, true, 'a RateLimiter works')
+    t.equal((await limiter.consume('\uDBFF')).allowed, true)
+    t.equal((await limiter.consume('\uD800')).remaining, 0, 'one bucket per lone surrogate')
+    for (const key of ['a}b', '{x}', '\uD800', 'x\uDFFFy']) {
+      const m = new Mutex(c, key, { prefix })
+      const other = new Mutex(client(), key, { prefix })
+      t.type(await m.lockAsync(), 'number', `Mutex ${JSON.stringify(key)}: granted, no CROSSSLOT`)
+      const waiting = other.lockAsync()
+      await until(async () => (await m.nrWaiting()) === 1, 'a waiter on another client')
+      t.equal(await m.unlock(), true)
+      t.type(await waiting, 'number', 'handed over')
+      t.equal(await other.unlock(), true)
+    }
   })
 
   t.test('an allkeys-* policy on any master is refused', async t => {

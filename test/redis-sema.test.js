@@ -112,7 +112,7 @@ redisSuite(t, async suite => {
     const s2 = new Sema(a, 'mismatch', 2, opts())
     const s3 = new Sema(b, 'mismatch', 3, opts())
     const token = await s2.acquire()
-    await t.rejects(s3.tryAcquire(), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /nr = 2, not 3/ })
+    await t.rejects(s3.tryAcquire(), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /in use as a Sema of nr = 2, not as a Sema of nr = 3/ })
     await s2.release(token)
     t.type(await s3.tryAcquire(), 'number', 'once the key is idle, it can be made again')
     await s3.release()

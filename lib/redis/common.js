@@ -41,18 +41,59 @@ function objectOptions (options) {
   return options
 }
 
-// The prefix of every key (default 'sabsync'); braces would move the hash tag.
-function prefixOption (options) {
-  const p = options.prefix
-  if (p === undefined) return 'sabsync'
-  if (typeof p !== 'string') throw invalidType('options.prefix', 'a string', p)
-  if (p.length === 0 || /[{}]/.test(p)) throw outOfRange('options.prefix', 'a non-empty string without { or }', p)
+// A prefix of keys, checked the same way by every class: a non-empty
+// string without braces, which would move the hash tag (a prefix that
+// starts with '}' leaves an empty tag, and Redis Cluster hashes the whole
+// key: CROSSSLOT at call time).
+function checkPrefix (name, p) {
+  if (typeof p !== 'string') throw invalidType(name, 'a non-empty string without { or }', p)
+  if (p.length === 0 || /[{}]/.test(p)) throw outOfRange(name, 'a non-empty string without { or }', JSON.stringify(p))
   return p
 }
 
-// options.unsafeAllowEviction: true skips the check that the server does
-// not evict keys in use (hub.js, checkEviction): the user accepts that an
-// eviction can grant a lock or token twice.
+// The prefix of every key (default 'sabsync').
+function prefixOption (options) {
+  const p = options.prefix
+  return p === undefined ? 'sabsync' : checkPrefix('options.prefix', p)
+}
+
+// Names as Redis sees them. ioredis sends a string as UTF-8, where a lone
+// surrogate has no form: each becomes U+FFFD, and '\uD800' and '\uDBFF'
+// would name one lock. A string with a lone surrogate is sent as WTF-8
+// instead (a lone surrogate as its 3-byte generalized UTF-8 form, which no
+// well-formed string's UTF-8 contains), a Buffer: one name, one key, and a
+// well-formed name is sent as before.
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+
+function wtf8 (s) {
+  const out = []
+  for (let i = 0; i < s.length; i++) {
+    let c = s.charCodeAt(i)
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1)
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00)
+        i++
+      }
+    }
+    if (c < 0x80) out.push(c)
+    else if (c < 0x800) out.push(0xc0 | (c >> 6), 0x80 | (c & 63))
+    else if (c < 0x10000) out.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63))
+    else out.push(0xf0 | (c >> 18), 0x80 | ((c >> 12) & 63), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63))
+  }
+  return Buffer.from(out)
+}
+
+// s as a command argument: itself, or its WTF-8 bytes when it holds a lone
+// surrogate.
+function redisName (s) {
+  return LONE_SURROGATE.test(s) ? wtf8(s) : s
+}
+
+// options.unsafeAllowEviction: true skips the checks that the server does
+// not evict keys in use (hub.js, checkEviction, and the scripts' own,
+// scripts.js, evictionGuard): the user accepts that an eviction can grant
+// a lock or token twice.
 function unsafeAllowEvictionOption (options) {
   const v = options.unsafeAllowEviction
   if (v === undefined) return false
@@ -83,10 +124,41 @@ function redisError (message, cause) {
   return err
 }
 
+// How often an object asks its script to read the eviction policy again
+// (scripts.js, evictionGuard), in ms, when it has no lease whose renewal
+// period would say: RateLimit and RateLimiter.
+const POLICY_RECHECK_MS = 1000
+
+// The errors of a server that may evict a key in use, or whose policy
+// cannot be read; refusals() tells them from others (a holder that meets
+// one has lost its lease: the server may evict it).
+const refusals = new WeakSet()
+
+function evictionError (policy, cause) {
+  const err = redisError('sabsync: this Redis evicts any key under memory pressure ' +
+    `(maxmemory-policy ${policy}): a held lock or token could be evicted and granted twice. Set ` +
+    'maxmemory-policy to noeviction or a volatile-* policy (sabsync keys in use have no TTL), or ' +
+    'use a server without maxmemory; or pass unsafeAllowEviction: true to accept the risk', cause)
+  refusals.add(err)
+  return err
+}
+
+function noPolicyError (why, cause) {
+  const err = redisError(`sabsync: could not read maxmemory_policy (${why}), so ` +
+    'sabsync cannot tell whether this server may evict a held lock (and grant it twice). Allow INFO to ' +
+    'this client, or pass unsafeAllowEviction: true if the server never evicts (maxmemory 0, or policy ' +
+    'noeviction or volatile-*)', cause)
+  refusals.add(err)
+  return err
+}
+
+const isRefusal = err => refusals.has(err)
+
 // The error a failed command becomes: parameters that disagree with the
 // object on the server are ERR_SABSYNC_SHARED_MISMATCH (as with
-// openShared), anything else ERR_SABSYNC_REDIS; the client's error is the
-// cause either way.
+// openShared), a server that may evict keys in use ERR_SABSYNC_REDIS naming
+// its policy, anything else ERR_SABSYNC_REDIS; the client's error is the
+// cause in every case.
 function commandError (err, what) {
   const msg = err && typeof err.message === 'string' ? err.message : String(err)
   if (msg.startsWith('SABSYNC_MISMATCH ')) {
@@ -94,6 +166,8 @@ function commandError (err, what) {
     Object.defineProperty(e, 'cause', { value: err, writable: true, configurable: true })
     return e
   }
+  if (msg.startsWith('SABSYNC_EVICTION ')) return evictionError(msg.slice('SABSYNC_EVICTION '.length), err)
+  if (msg.startsWith('SABSYNC_NOPOLICY ')) return noPolicyError('INFO memory in a script: ' + msg.slice('SABSYNC_NOPOLICY '.length), err)
   return redisError(`sabsync: Redis failed (${what}): ${msg}`, err)
 }
 
@@ -133,7 +207,13 @@ module.exports = {
   checkCount,
   msOption,
   objectOptions,
+  checkPrefix,
   prefixOption,
+  redisName,
+  POLICY_RECHECK_MS,
+  evictionError,
+  noPolicyError,
+  isRefusal,
   unsafeAllowEvictionOption,
   waitOptions,
   redisError,

@@ -31,7 +31,7 @@
 
 const { randomBytes } = require('crypto')
 const { commands, WAKE } = require('./scripts')
-const { within, redisError, quiet, SabsyncError } = require('./common')
+const { within, redisError, evictionError, noPolicyError, isRefusal, quiet } = require('./common')
 
 const LINGER_MS = 5000 // how long the subscriber outlives its last waiter
 
@@ -142,32 +142,54 @@ class Hub {
     if (list.length === 0) return this.dropGroup(g)
     const q = g.queue
     const sent = performance.now()
+    const check = q.policyDue(sent)
     g.inflight = true
-    const reply = this.redis.sabsync4Beat(...q.keys, this.id, q.heartbeat, ...list.flatMap(w => [w.wid, w.queue.lease]))
+    let reply
+    try {
+      reply = this.redis.sabsync5Beat(...q.keys, check ? 1 : 0, this.id, q.heartbeat, ...list.flatMap(w => [w.wid, w.queue.lease]))
+    } catch (err) {
+      reply = Promise.reject(err)
+    }
     within(reply, q.commandTimeout, 'heartbeat of ' + q.tag, this.redis).then(r => {
-      if (!Array.isArray(r) || r.length !== list.length + 1 || !Number.isInteger(r[0]) ||
-          r.slice(1).some(s => !Array.isArray(s) || (s[0] !== 0 && s[0] !== 1 && s[0] !== 2))) {
+      if (!Array.isArray(r) || r.length !== list.length + 2 || !Number.isInteger(r[0]) || typeof r[1] !== 'string' ||
+          r.slice(2).some(s => !Array.isArray(s) || (s[0] !== 0 && s[0] !== 1 && s[0] !== 2))) {
         const err = redisError(`sabsync: Redis answered a heartbeat of ${q.tag} with ${malformed(r)}, not the ` +
           'reply of sabsync\'s script (another program wrote its keys, or this is not Redis)')
         for (const w of list) w.failed(err)
         return
       }
+      if (check) q.policyChecked(sent)
       g.lastOk = sent
+      const epoch = r[1]
       list.forEach((w, i) => {
-        const s = r[i + 1]
+        const s = r[i + 2]
         if (s[0] === 1) w.granted(s[1], s[2], s[3], sent)
-        else if (s[0] === 0 && w.woken) {
-          // Woken, then neither holding nor queued: granted, and the lease
-          // ran out before this client confirmed it (a stall): no grant.
+        else if (s[0] === 2) {
+          // Still queued when this beat was read: a wake that came before
+          // it was sent was no grant (a forged one, or one already served).
+          if (w.woken && w.wokenAt < sent) w.woken = false
+        } else if (w.woken && epoch === w.epoch) {
+          // Woken, then neither holding nor queued in the object it queued
+          // on: granted, and the lease ran out before this client confirmed
+          // it (a stall): no grant.
           w.lapsed()
-        } else if (s[0] === 0) {
+        } else {
+          // Not woken, or the object is not the one it queued on (the
+          // epoch differs or the state is gone): whatever a wake said, the
+          // server lost the place (a wake is only a hint).
           w.failed(redisError(`sabsync: this wait's place in the queue of ${q.tag} is gone: the server lost its ` +
-            `state (a restart or a failover), or this client was silent for more than its heartbeat (${q.heartbeat} ms)`))
+            `state (a restart, a failover or a flush), or this client was silent for more than its heartbeat (${q.heartbeat} ms)`))
         }
       })
       const next = r[0]
       this.schedule(g, next >= 0 ? Math.min(q.heartbeat / 3, next + 1) : q.heartbeat / 3)
     }, err => {
+      if (isRefusal(err)) {
+        // The server may evict what these waiters would be granted.
+        q.policyRefused()
+        for (const w of list) w.failed(err)
+        return
+      }
       // Still in the queue until `heartbeat` after the last beat that
       // reached the server; after that the server skips these waiters.
       const left = g.lastOk + q.heartbeat - performance.now()
@@ -225,6 +247,7 @@ class Hub {
     const w = this.waiters.get(message)
     if (w === undefined) return
     w.woken = true
+    w.wokenAt = performance.now()
     if (w.group !== null) this.beat(w.group)
   }
 
@@ -232,7 +255,9 @@ class Hub {
   // are in use (see "Expiry and eviction" in scripts.js), rejects with
   // ERR_SABSYNC_REDIS naming the policy otherwise. Asked once per client:
   // INFO memory, which a server that refuses CONFIG still answers; every
-  // master of a Cluster.
+  // master of a Cluster. (Each object's scripts read the policy again on
+  // its first call and then once a renewal period, on the server that
+  // holds its keys: scripts.js, evictionGuard.)
   checkEviction (ms) {
     if (this.eviction === null) {
       const redis = this.redis
@@ -246,24 +271,13 @@ class Hub {
         .then(infos => {
           for (const info of infos) {
             const m = /^maxmemory_policy:([^\r\n]*)/m.exec(typeof info === 'string' ? info : '')
-            if (m === null) {
-              throw new SabsyncError('ERR_SABSYNC_REDIS', 'sabsync: INFO memory did not report maxmemory_policy, so ' +
-                'sabsync cannot tell whether this server may evict a held lock (and grant it twice). Pass ' +
-                'unsafeAllowEviction: true if it never evicts (maxmemory 0, or policy noeviction or volatile-*)')
-            }
-            if (m[1].startsWith('allkeys-')) {
-              throw new SabsyncError('ERR_SABSYNC_REDIS', 'sabsync: this Redis evicts any key under memory pressure ' +
-                `(maxmemory-policy ${m[1]}): a held lock or token could be evicted and granted twice. Set ` +
-                'maxmemory-policy to noeviction or a volatile-* policy (sabsync keys in use have no TTL), or ' +
-                'use a server without maxmemory; or pass unsafeAllowEviction: true to accept the risk')
-            }
+            if (m === null) throw noPolicyError('INFO memory did not report it')
+            if (m[1].startsWith('allkeys-')) throw evictionError(m[1])
           }
         }, err => {
           // No reply: said as for any call (and a late one may be a timeout).
           if (err.cause && err.cause.noReply) throw err
-          throw redisError('sabsync: could not read maxmemory_policy (INFO memory failed: ' + err.message + '), so ' +
-            'sabsync cannot tell whether this server may evict a held lock (and grant it twice). Allow INFO to ' +
-            'this client, or pass unsafeAllowEviction: true if the server never evicts', err.cause !== undefined ? err.cause : err)
+          throw noPolicyError('INFO memory failed: ' + err.message, err.cause !== undefined ? err.cause : err)
         })
       // A failure is not remembered: the next first call asks again.
       this.eviction.catch(() => { this.eviction = null })

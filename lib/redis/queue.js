@@ -19,10 +19,10 @@
 const { hubOf, malformed } = require('./hub')
 const {
   msOption, prefixOption, unsafeAllowEvictionOption, waitOptions, within, noReply, connected, commandError, redisError, quiet,
-  SabsyncError
+  redisName, isRefusal, SabsyncError
 } = require('./common')
 
-const KEY_SUFFIXES = ['m', 'q', 'b', 'l'] // the KEYS of lib/redis/scripts.js
+const KEY_SUFFIXES = ['m', 'q', 'b', 'l', 'f'] // the KEYS of lib/redis/scripts.js
 
 // Resolves once the hub's eviction check passed (skipped with
 // unsafeAllowEviction), rejects with its error, with ERR_SABSYNC_REDIS when
@@ -49,7 +49,7 @@ class LeaseQueue {
     this.redis = redis
     this.hub = hubOf(redis)
     this.tag = `{${prefixOption(options)}:${kind}:${key}}`
-    this.keys = KEY_SUFFIXES.map(s => this.tag + ':' + s)
+    this.keys = KEY_SUFFIXES.map(s => redisName(this.tag + ':' + s))
     this.nr = nr
     this.fencing = fencing
     this.lease = msOption(options, 'lease', 10000, 10)
@@ -57,6 +57,26 @@ class LeaseQueue {
     this.commandTimeout = msOption(options, 'commandTimeout', 5000, 1)
     this.allowEviction = unsafeAllowEvictionOption(options)
     this.evictionChecked = false
+    // When a script of this object last read the eviction policy and found
+    // it safe (performance.now() when that call was sent): a take, renewal
+    // or heartbeat sent a renewal period (lease/3) after that asks its
+    // script to read it again first, so a policy changed at run time is
+    // found before the next grant, and by every holder within a renewal.
+    this.policyAt = -Infinity
+  }
+
+  // Whether a call sent at `now` must have its script read the policy.
+  policyDue (now) {
+    return !this.allowEviction && now - this.policyAt >= this.lease / 3
+  }
+
+  policyChecked (sent) {
+    if (sent > this.policyAt) this.policyAt = sent
+  }
+
+  // The server may evict keys in use: every call reads the policy again.
+  policyRefused () {
+    this.policyAt = -Infinity
   }
 
   // A Holding, or undefined when the slot was not free (try) or not
@@ -92,7 +112,10 @@ class LeaseQueue {
       let replied = false
       let settled = false
       let timer = null
-      const w = { wid, queue: this, group: null, woken: false, granted: null, failed: null, lapsed: null }
+      // woken: a wake-up named it (at wokenAt), a hint to ask; epoch: the
+      // epoch of the object it queued on (scripts.js), which tells a grant
+      // that lapsed unseen from a server that lost its state.
+      const w = { wid, queue: this, group: null, woken: false, wokenAt: 0, epoch: null, granted: null, failed: null, lapsed: null }
       const settle = () => {
         settled = true
         clearTimeout(timer)
@@ -160,15 +183,18 @@ class LeaseQueue {
       const send = () => {
         const started = performance.now()
         const drops = hub.drops
+        const check = this.policyDue(started)
         let sent
         replied = false
         try {
-          sent = this.redis.sabsync4Take(...this.keys, wid, hub.id, this.lease, this.heartbeat, queue ? 1 : 0, this.nr, this.fencing ? 1 : 0)
+          sent = this.redis.sabsync5Take(...this.keys, check ? 1 : 0, wid, hub.id, this.lease, this.heartbeat, queue ? 1 : 0,
+            this.nr, this.fencing ? 1 : 0)
         } catch (err) { // a client that throws instead of rejecting
           return w.failed(commandError(err, 'take on ' + this.tag))
         }
         sent.then(r => {
           replied = true
+          if (check) this.policyChecked(started)
           if (settled) return
           // The connection dropped before the answer came: the client may
           // have sent the take again (ioredis does, by default), to a server
@@ -178,7 +204,7 @@ class LeaseQueue {
           if (hub.drops !== drops) {
             return w.failed(redisError(`sabsync: the connection to Redis dropped while the take on ${this.tag} was unanswered`))
           }
-          if (!Array.isArray(r) || (r[0] === 2 ? !Number.isInteger(r[1]) : r[0] !== 0 && r[0] !== 1)) {
+          if (!Array.isArray(r) || (r[0] === 2 ? !Number.isInteger(r[1]) || typeof r[2] !== 'string' : r[0] !== 0 && r[0] !== 1)) {
             return w.failed(redisError(`sabsync: Redis answered a take on ${this.tag} with ${malformed(r)}, not the ` +
               'reply of sabsync\'s script (another program wrote its keys, or this is not Redis)'))
           }
@@ -188,10 +214,13 @@ class LeaseQueue {
             return resolve(undefined)
           }
           if (timeout === Infinity) clearTimeout(timer)
+          w.epoch = r[2]
           hub.join(w, r[1], started)
         }, err => {
           replied = true
-          w.failed(commandError(err, 'take on ' + this.tag))
+          const e = commandError(err, 'take on ' + this.tag)
+          if (isRefusal(e)) this.policyRefused()
+          w.failed(e)
         })
       }
       send()
@@ -217,12 +246,12 @@ class LeaseQueue {
   // Give up id (held or queued) without waiting for the answer.
   leaveQuietly (wid) {
     try {
-      this.redis.sabsync4Leave(...this.keys, wid, this.lease).catch(quiet)
+      this.redis.sabsync5Leave(...this.keys, 0, wid, this.lease).catch(quiet)
     } catch {}
   }
 
   count () {
-    return within(this.redis.sabsync4Count(...this.keys), this.commandTimeout, 'count on ' + this.tag, this.redis).then(Number)
+    return within(this.redis.sabsync5Count(...this.keys, 0), this.commandTimeout, 'count on ' + this.tag, this.redis).then(Number)
   }
 }
 
@@ -243,6 +272,7 @@ class Holding {
     this.state = 'held' // -> 'lost' | 'released'
     this.ac = null // made when `signal` is first read (most holders never read it)
     this.reason = undefined // the ERR_SABSYNC_LEASE_LOST, once lost
+    this.failure = undefined // the last renewal's error, until one succeeds
     this.timer = null
     this.arm(queue.lease / 3)
   }
@@ -258,16 +288,19 @@ class Holding {
     if (this.state !== 'held') return
     const q = this.queue
     const sent = performance.now()
-    if (sent >= this.deadline) return this.lose(`its lease (${q.lease} ms) ran out before a renewal was confirmed`)
+    if (this.checkDeadline()) return
+    const check = q.policyDue(sent)
     let reply
     try {
-      reply = q.redis.sabsync4Renew(...q.keys, this.wid, q.lease)
+      reply = q.redis.sabsync5Renew(...q.keys, check ? 1 : 0, this.wid, q.lease)
     } catch (err) {
       reply = Promise.reject(err)
     }
     within(reply, Math.min(q.commandTimeout, this.deadline - sent), 'renew on ' + q.tag, q.redis).then(r => {
-      if (this.state !== 'held') return
+      if (check && (r === 0 || r === 1)) q.policyChecked(sent)
+      if (this.checkDeadline()) return
       if (r === 1) {
+        this.failure = undefined
         this.deadline = Math.max(this.deadline, sent + q.lease)
         this.arm(q.lease / 3)
       } else {
@@ -275,12 +308,30 @@ class Holding {
       }
     }, err => {
       if (this.state !== 'held') return
-      if (performance.now() >= this.deadline) this.lose('its lease ran out while Redis could not be reached', err)
-      else this.arm(q.lease / 6)
+      if (isRefusal(err)) {
+        // The server may evict the lease's keys, and grant them again.
+        q.policyRefused()
+        return this.lose(err.message, err)
+      }
+      this.failure = err
+      if (!this.checkDeadline()) this.arm(q.lease / 6)
     })
   }
 
+  // Whether the lease is lost, by the local deadline too: a lease whose
+  // deadline passed is lost the moment anyone looks (isHeld, lost), not
+  // when the renewal timer runs next, which a blocked event loop delays.
+  checkDeadline () {
+    if (this.state === 'held' && performance.now() >= this.deadline) {
+      const f = this.failure
+      this.lose(`its lease (${this.queue.lease} ms) ran out before a renewal was confirmed` +
+        (f === undefined ? '' : ` (the last renewal failed: ${f.message})`), f)
+    }
+    return this.state !== 'held'
+  }
+
   get lost () {
+    this.checkDeadline()
     return this.reason !== undefined
   }
 
@@ -300,8 +351,10 @@ class Holding {
     if (this.ac !== null) this.ac.abort(err)
   }
 
-  // Aborts with ERR_SABSYNC_LEASE_LOST when the lease is lost.
+  // Aborts with ERR_SABSYNC_LEASE_LOST when the lease is lost (checked
+  // against the local deadline whenever it is read).
   get signal () {
+    this.checkDeadline()
     if (this.ac === null) {
       this.ac = new AbortController()
       if (this.reason !== undefined) this.ac.abort(this.reason)
@@ -311,6 +364,7 @@ class Holding {
 
   // true: it was still held, and is released; false: it had been lost.
   release () {
+    this.checkDeadline()
     if (this.state !== 'held') {
       this.state = 'released'
       return Promise.resolve(false)
@@ -320,7 +374,7 @@ class Holding {
     const q = this.queue
     let reply
     try {
-      reply = q.redis.sabsync4Leave(...q.keys, this.wid, q.lease)
+      reply = q.redis.sabsync5Leave(...q.keys, 0, this.wid, q.lease)
     } catch (err) {
       reply = Promise.reject(err)
     }

@@ -21,7 +21,7 @@ const { hubOf, malformed } = require('./hub')
 const { evictionCheck } = require('./queue')
 const {
   checkClient, checkKey, checkCount, msOption, objectOptions, prefixOption, unsafeAllowEvictionOption, waitOptions,
-  within, connected, redisError, quiet, invalidType, outOfRange, MAX_MS
+  within, connected, redisError, quiet, invalidType, outOfRange, redisName, isRefusal, POLICY_RECHECK_MS, MAX_MS
 } = require('./common')
 
 function parseOptions (options) {
@@ -69,11 +69,36 @@ function RateLimit (redis, key, rps, options) {
   const { timeUnit, uniformDistribution } = parseOptions(options)
   const commandTimeout = msOption(options, 'commandTimeout', 5000, 1)
   const tag = `{${prefixOption(options)}:rate:${key}}`
-  const keys = [tag + ':log', tag + ':m']
+  const keys = [redisName(tag + ':log'), redisName(tag + ':m')]
   const unitUs = Math.max(1, Math.round(timeUnit * 1000))
   const hub = hubOf(redis)
-  let evictionChecked = unsafeAllowEvictionOption(options)
+  const allowEviction = unsafeAllowEvictionOption(options)
+  let evictionChecked = allowEviction
+  // When the script last found the eviction policy safe (lib/redis/queue.js,
+  // policyAt): read again at most once a POLICY_RECHECK_MS.
+  let policyAt = -Infinity
   const giveBack = id => { try { redis.sabsync2Unrate(keys[0], id).catch(quiet) } catch {} }
+  // The idle tidy (scripts.js, rateTidy): once the newest grant this client
+  // saw stops counting, the log is trimmed, and both keys go when it is
+  // empty; the script says when to look again while grants remain. One
+  // unref'd timer per limit; a failure waits for the next grant.
+  let tidyTimer = null
+  const tidy = () => {
+    tidyTimer = null
+    let reply
+    try {
+      reply = redis.sabsync1RateTidy(...keys, unitUs)
+    } catch {
+      return
+    }
+    within(reply, commandTimeout, 'tidy of ' + tag, redis).then(us => {
+      if (Number.isSafeInteger(us) && us >= 0 && tidyTimer === null) tidyAfter(us / 1000)
+    }, quiet)
+  }
+  const tidyAfter = ms => {
+    tidyTimer = setTimeout(tidy, Math.min(Math.ceil(ms) + 1, MAX_MS))
+    tidyTimer.unref()
+  }
 
   async function limit (options) {
     const { timeout, signal } = waitOptions(options)
@@ -95,16 +120,20 @@ function RateLimit (redis, key, rps, options) {
     }
     const id = hub.nextId()
     const most = timeout === Infinity ? -1 : Math.floor(timeout * 1000)
+    const asked = performance.now()
+    const check = !allowEviction && asked - policyAt >= POLICY_RECHECK_MS
     let r
     try {
       let reply
       try {
-        reply = redis.sabsync2Rate(...keys, id, rps, unitUs, uniformDistribution ? 1 : 0, most)
+        reply = redis.sabsync3Rate(...keys, id, rps, unitUs, uniformDistribution ? 1 : 0, most, check ? 1 : 0)
       } catch (err) {
         reply = Promise.reject(err)
       }
       r = await abortable(within(reply, bound, 'rate limit on ' + tag, redis), signal)
+      if (check && asked > policyAt) policyAt = asked
     } catch (err) {
+      if (isRefusal(err)) policyAt = -Infinity
       giveBack(id) // in case the script runs after all
       if (ownDeadline && err.code === 'ERR_SABSYNC_REDIS' && err.cause && err.cause.noReply && connected(redis)) return undefined
       throw err
@@ -117,6 +146,7 @@ function RateLimit (redis, key, rps, options) {
     }
     if (r[0] !== 1) return undefined
     const waitMs = r[2] / 1000
+    if (tidyTimer === null) tidyAfter(waitMs + timeUnit)
     // The server granted within `timeout` of its clock; a positive timeout
     // also bounds the whole call (0 means "room now", whatever the trip).
     if (timeout !== Infinity && timeout !== 0 && performance.now() - sent + waitMs > timeout) {

@@ -15,10 +15,12 @@
 // (an over-grant). An entry whose time has passed answers as an absent one,
 // so it may go at any time: one consume, refund or reset in EVERY removes
 // up to SWEEP such entries (the oldest first), and an empty limiter deletes
-// its parameters. A limiter that stops being called keeps the entries it had then
-// (bounded by the keys active at that moment) until its next call. Under an
-// allkeys-* policy any key may go, which no layout can prevent: the first
-// call refuses such a server (hub.js, checkEviction), as Mutex and Sema do,
+// its parameters. A limiter that stops being called is swept by the timer
+// of each client that wrote to it (#sweepAfter); what a client that died
+// left goes by later calls. Under an allkeys-* policy any key may go, which
+// no layout can prevent: the first call refuses such a server (hub.js,
+// checkEviction), and the script reads the policy again at most once a
+// POLICY_RECHECK_MS (scripts.js, evictionGuard), as Mutex and Sema do,
 // unless options.unsafeAllowEviction.
 //
 // Times are whole µs (Redis's clock has no finer grain); T, the time a
@@ -26,18 +28,21 @@
 // can only make the limit stricter.
 
 const {
-  checkClient, msOption, objectOptions, unsafeAllowEvictionOption, within, redisError, invalidType, outOfRange
+  checkClient, checkPrefix, msOption, objectOptions, unsafeAllowEvictionOption, within, redisError, invalidType,
+  outOfRange, redisName, isRefusal, POLICY_RECHECK_MS
 } = require('./common')
 const { hubOf } = require('./hub')
 const { evictionCheck } = require('./queue')
-const { commands } = require('./scripts')
+const { commands, BATCH } = require('./scripts')
 const { intOption, keyString, checkPoints, storeOf } = require('../rate-limiter-common')
 
-const NAME = 'sabsync3KeyedRate'
+const NAME = 'sabsync4KeyedRate'
 // One call in EVERY takes off up to SWEEP entries past their time: 3 a call
 // on average, more than the one a call adds (lib/redis/scripts.js).
 const SWEEP = 24
 const EVERY = 8
+// The idle sweep's most entries a call (lib/redis/scripts.js, BATCH).
+const SWEEP_IDLE = BATCH
 const MAX_LIMIT = 1e9
 const MAX_WINDOW = 0x7FFFFFFF
 const MAX_TAU = 2 ** 50 // µs (~35 years): sums stay exact in Lua's doubles
@@ -53,6 +58,8 @@ class RateLimiter {
   #params
   #keys // [parameters, sorted set]
   #ready = null // null, the promise of #prepare(), or true once it has run
+  #policyAt = -Infinity // when the script last found the eviction policy safe (lib/redis/queue.js, policyAt)
+  #sweepTimer = null // the idle sweep's (#sweepAfter)
 
   /**
    * new RateLimiter(redis, prefix, { limit, window, burst, commandTimeout }):
@@ -60,8 +67,7 @@ class RateLimiter {
    */
   constructor (redis, prefix, options) {
     checkClient(redis)
-    if (typeof prefix !== 'string') throw invalidType('prefix', 'a non-empty string', prefix)
-    if (prefix.length === 0) throw outOfRange('prefix', 'a non-empty string', prefix)
+    checkPrefix('prefix', prefix)
     if (options === undefined || options === null || typeof options !== 'object') {
       throw invalidType('options', 'an object like { limit, window }', options)
     }
@@ -79,7 +85,7 @@ class RateLimiter {
     this.#params = `${this.#T}:${this.#tau}`
     this.#redis = redis
     this.#prefix = prefix
-    this.#keys = [`{${prefix}}:rlp`, `{${prefix}}:rlz`]
+    this.#keys = [redisName(`{${prefix}}:rlp`), redisName(`{${prefix}}:rlz`)]
     this.#p = { limit, window, burst }
   }
 
@@ -104,18 +110,29 @@ class RateLimiter {
       this.#ready ??= this.#prepare().then(() => { this.#ready = true }, err => { this.#ready = null; throw err })
       await this.#ready
     }
+    const asked = performance.now()
+    const check = !this.#allowEviction && asked - this.#policyAt >= POLICY_RECHECK_MS
     let reply
     try {
-      reply = this.#redis[NAME](this.#keys[0], this.#keys[1], op, this.#T, this.#tau, n, this.#params, s, SWEEP, EVERY)
+      reply = this.#redis[NAME](this.#keys[0], this.#keys[1], op, this.#T, this.#tau, n, this.#params, redisName(s), SWEEP,
+        EVERY, check ? 1 : 0)
     } catch (err) {
       reply = Promise.reject(err)
     }
-    const r = await within(reply, this.#timeout, () => `RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}`, this.#redis)
+    let r
+    try {
+      r = await within(reply, this.#timeout, () => `RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}`, this.#redis)
+    } catch (err) {
+      if (isRefusal(err)) this.#policyAt = -Infinity
+      throw err
+    }
+    if (check && asked > this.#policyAt) this.#policyAt = asked
     // The reply is checked before it is believed: four integers in range.
     const ok = Array.isArray(r) && r.length === 4 && (r[0] === 0 || r[0] === 1) &&
       r.every(x => Number.isSafeInteger(x) && x >= 0) && r[1] <= this.#p.burst &&
       r[2] <= this.#tau && r[3] <= this.#tau + this.#T
     if (!ok) throw redisError(`sabsync: an unexpected reply from Redis (RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}): ${JSON.stringify(r)}`)
+    if ((op === 'c' && r[0] === 1) || op === 'r') this.#sweepAfter(r[3] / 1000)
     return {
       allowed: r[0] === 1,
       remaining: r[1],
@@ -123,6 +140,29 @@ class RateLimiter {
       resetAfter: r[3] / 1000,
       limit: this.#p.limit
     }
+  }
+
+  // The idle sweep (scripts.js, keyedRate, op 's'): `ms` after a write,
+  // and then when the earliest entry left reaches its time, this client
+  // takes off up to SWEEP_IDLE entries whose time has passed, and the
+  // parameters once none is left: a limiter nobody calls any more keeps no
+  // key, without a later call. One unref'd timer per limiter; a failure
+  // waits for the next write.
+  #sweepAfter (ms) {
+    if (this.#sweepTimer !== null) return
+    this.#sweepTimer = setTimeout(() => {
+      this.#sweepTimer = null
+      let reply
+      try {
+        reply = this.#redis[NAME](this.#keys[0], this.#keys[1], 's', this.#T, this.#tau, 1, this.#params, '', SWEEP_IDLE, EVERY, 0)
+      } catch {
+        return
+      }
+      within(reply, this.#timeout, `sweep of RateLimiter ${this.#prefix}`, this.#redis).then(r => {
+        if (Array.isArray(r) && r[0] === 1 && Number.isSafeInteger(r[3]) && r[3] >= 0) this.#sweepAfter(r[3] / 1000)
+      }, () => {})
+    }, Math.min(Math.ceil(ms) + 1, 0x7FFFFFFF))
+    this.#sweepTimer.unref()
   }
 
   /** Take `points` (default 1) from `key`'s bucket if it holds them. */

@@ -12,20 +12,22 @@
 //
 // The lease queue (Mutex is nr = 1 with fences, Sema is nr tokens). The
 // common case, a free Mutex taken and given back, touches one key with
-// three calls a script (TIME, HMGET, HSET): everything it needs is in M.
-// A hand-off (a holder leaves, the head of the queue is granted and told)
-// reads the head and its client's heartbeat, takes it off the queue and
-// publishes the grant: TIME, HMGET, ZRANGE, ZSCORE, ZREM, PUBLISH, HSET.
+// three calls a script (TIME, HMGET, then HSET to take, DEL to give back):
+// an object that never had a waiter keeps no key while idle. A hand-off
+// (a holder leaves, the head of the queue is granted and told) reads the
+// head and its client's heartbeat, takes it off the queue and publishes
+// the grant: TIME, HMGET, ZRANGE, ZSCORE, ZREM, PUBLISH, HSET.
 //
 //   key   type    holds
 //   M     hash    nr, fz (1: fences), fence (the last fence), held (how
 //                 many hold), nw (how many queued: the members of Q), seq
-//                 (last ticket);
+//                 (last ticket), ep (the epoch: the server's clock in µs
+//                 when M was made, which tells a waiter whether the object
+//                 it queued on is the one that answers);
 //                 nr = 1: h (the holder's id, '' when none), hx (its lease
 //                 expiry, server ms), hf (its fence);
 //                 nr > 1: top (slots ever handed out since the Sema was
-//                 last idle), fl (the slots given back since, "3,0,..."),
-//                 h:<holder id> -> slot
+//                 last idle), h:<holder id> -> slot
 //   Q     zset    "<waiter id> <lease ms>" -> ticket (arrival order);
 //                 exists while nw > 0. A waiter id is "<client id>:<n>",
 //                 so the member names the client to tell and the lease
@@ -33,40 +35,59 @@
 //   B     zset    client id -> heartbeat expiry (server ms) of the clients
 //                 with waiters; deleted when the last waiter leaves
 //   L     zset    nr > 1: holder id -> lease expiry (server ms)
+//   F     list    nr > 1: the slots below top that nobody holds (LPOP to
+//                 grant one, RPUSH to give one back: O(1) each)
 //
 // Fences: max(last fence + 1, the server's clock in µs), so they keep
 // growing across a restart that lost M, unless a clock steps back.
 //
+// Work per call is bounded: one call reaps at most BATCH lapsed holders
+// (in a few commands that take them all at once) and takes at most WAITERS
+// waiters off the queue (three O(log n) commands each), so no call blocks
+// the server for long, whatever piled up: 20,000 dead holders are reaped by
+// 40 calls, 20,000 waiters of a dead client skipped by 160. A call that left such work reports 0 ms
+// to the next lease expiry, so the clients with waiters call again at
+// once; a take always finds a slot if one lapsed (it reaps before it
+// grants).
+//
 // Expiry and eviction. No key has a TTL while its object is in use (held
 // > 0 or nw > 0): under a `volatile-*` maxmemory policy only keys with a
-// TTL are evicted, and an evicted M, Q or L would grant a slot twice.
-// When the object goes idle it is trimmed to M's counters, and only then
-// does M get a TTL (a day for a Mutex, a minute for a Sema): losing an
-// idle M, by expiry or eviction, loses nothing a later grant relies on
-// (the fence follows the clock). An object whose holders all died stays
-// in use, without TTL, until the next call on it finds the leases lapsed.
-// Under an `allkeys-*` policy any key can be evicted: the client refuses
-// such a server (lib/redis/hub.js) unless told to accept the risk.
+// TTL are evicted, and an evicted M, Q, L or F would grant a slot twice.
+// When the object goes idle, M is deleted if no waiter ever queued on it
+// since it was made (seq = 0) and its last fence is behind the clock (so
+// the next fence, from the clock, is larger); otherwise it is trimmed to
+// its counters and gets a TTL (a day for a Mutex, a minute for a Sema): a
+// waiter stalled past a grant it never saw still finds the epoch it
+// queued under. Losing an idle M, by expiry or eviction, loses nothing a
+// later grant relies on. An object whose holders all died stays in use,
+// without TTL, until the next call on it finds the leases lapsed. Under
+// an `allkeys-*` policy any key can be evicted: a call whose ARGV[1] is
+// '1' reads the policy (INFO memory) before anything else and refuses
+// such a server; the client asks for that on an object's first call and
+// then once a renewal period (lib/redis/queue.js).
 //
 // Invariants after every script: held = the holders (nr = 1: h ~= '';
 // nr > 1: the h: fields = the members of L) <= nr; for nr > 1, a slot
-// below top is in fl or held by exactly one holder, and held = 0 means
-// top = 0 and fl = ''; nw = ZCARD(Q); if held < nr then Q holds no waiter
-// of a live client (pump() grants before anything else happens). An idle
-// object has only M, with a TTL; an object in use has no key with a TTL.
+// below top is in F or held by exactly one holder, and held = 0 means
+// top = 0 and no F; nw = ZCARD(Q); if held < nr then Q holds no waiter of
+// a live client, unless the call reported its work unfinished (pump()
+// grants before anything else happens). An idle object has no key but
+// maybe M, with a TTL; an object in use has no key with a TTL.
 //
 // A script fails before it writes anything when a key holds another type.
 // M: its HMGET, the first command. Q and B: a script whose object has
 // waiters reads the head of Q and its client's score in B before it
-// writes; one that may queue on an object without waiters, or makes the
-// object, reads their TYPE first. L (nr > 1): read first (its earliest
-// expiry) while someone holds; else its first write is the first write of
-// the script (a grant's ZADD), or its TYPE is read first (a queue of dead
-// waiters may be emptied before that grant). A key that holds something
-// else fails the call and changes nothing.
+// writes; one that may queue on an object without waiters reads their
+// TYPE first (a new object never queues: its slots are free). L and F
+// (nr > 1): while someone holds, L is read first (its earliest expiry)
+// and F's TYPE is read; else L's first write is the first write of the
+// script (a grant's ZADD), or its TYPE is read first (a queue of dead
+// waiters may be emptied before that grant), and F is not touched (top
+// = 0). A key that holds something else fails the call and changes
+// nothing.
 //
 // Replies of take: {1, slot, fence, lease-left-ms} granted; {0} busy (try);
-// {2, ms-to-next-lease-expiry or -1} queued.
+// {2, ms-to-next-lease-expiry or -1, epoch} queued.
 //
 // A grant to a queued waiter is published on its client's wake channel as
 // the waiter's id alone: a hint to ask (beat), never a grant. Anyone who
@@ -74,13 +95,33 @@
 // read from the state above.
 
 const WAKE = 'sabsync:wake:' // + client id: where grants to its waiters are hinted
+const BATCH = 500 // the most lapsed holders one call reaps (a few batched commands for all)
+const WAITERS = 125 // the most waiters one call takes off a queue (three commands each)
 
-const prelude = `
-local M, Q, B, L = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+// Lua: when ARGV[i] is '1', read the server's eviction policy before
+// anything else and fail the call if a key in use could be evicted
+// (allkeys-*) or the policy cannot be read. The client turns the two
+// errors into ERR_SABSYNC_REDIS naming the policy (lib/redis/common.js).
+const evictionGuard = i => `
+if ARGV[${i}] == '1' then
+  local ok, info = pcall(redis.call, 'INFO', 'memory')
+  if not ok then
+    return redis.error_reply('SABSYNC_NOPOLICY ' .. (type(info) == 'table' and tostring(info.err) or tostring(info)))
+  end
+  local policy = string.match(info, 'maxmemory_policy:([^\\r\\n]*)')
+  if not policy then return redis.error_reply('SABSYNC_NOPOLICY INFO memory did not report maxmemory_policy') end
+  if string.sub(policy, 1, 8) == 'allkeys-' then return redis.error_reply('SABSYNC_EVICTION ' .. policy) end
+end
+`
+
+const prelude = evictionGuard(1) + `
+local M, Q, B, L, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local nowUs = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local DAY = 86400000
+local BATCH = ${BATCH}
+local WAITERS = ${WAITERS}
 
 local function typeCheck (keys)
   for _, kt in ipairs(keys) do
@@ -90,6 +131,12 @@ local function typeCheck (keys)
     end
   end
   return nil
+end
+
+-- What an object is, in a mismatch message.
+local function kind (nr, fencing)
+  if fencing then return 'a Mutex (nr = 1, fenced)' end
+  return 'a Sema of nr = ' .. nr
 end
 
 -- The head of Q: member, its waiter id, its client, its lease, and whether
@@ -109,21 +156,23 @@ end
 -- or nil and a WRONGTYPE message. Reads what the type rules above need
 -- before anything is written.
 local function open (w, nr, fencing, queue)
-  local v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'held', 'nw', 'seq', 'h', 'hx', 'hf', 'top', 'fl', 'h:' .. (w or ''))
+  local v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'held', 'nw', 'seq', 'h', 'hx', 'hf', 'top', 'ep', 'h:' .. (w or ''))
   local st = { nr = tonumber(v[1]), fencing = v[2] == '1', fence = tonumber(v[3]) or 0, held = tonumber(v[4]) or 0,
     nw = tonumber(v[5]) or 0, seq = tonumber(v[6]) or 0, h = v[7] or '',
-    hx = tonumber(v[8]) or 0, hf = v[9] or '0', top = tonumber(v[10]) or 0, fl = v[11] or '', mine = v[12],
-    dirty = false, granted = {}, fresh = false, head = false, first = nil, holders = {}, slots = {} }
+    hx = tonumber(v[8]) or 0, hf = v[9] or '0', top = tonumber(v[10]) or 0, ep = v[11], mine = v[12],
+    dirty = false, granted = {}, fresh = false, exists = v[1] ~= false, head = false, first = nil, holders = {},
+    slots = {}, freed = {}, more = false }
   st.nw0 = st.nw
   st.idle0 = st.held == 0 and st.nw == 0
   if not st.nr then
     if not nr then return st end
     st.nr, st.fencing, st.fresh = nr, fencing, true
   end
+  if not st.ep then st.ep, st.dirty = string.format('%.0f', nowUs), true end
   local checks = {}
   if st.nw > 0 then
     st.head = readHead() -- reads Q and B
-  elseif st.fresh or (queue and st.held >= st.nr) then
+  elseif queue and st.held >= st.nr then
     -- Q and B are made if this call queues: it reads their types first.
     checks[#checks + 1] = {Q, 'zset'}
     checks[#checks + 1] = {B, 'zset'}
@@ -132,12 +181,15 @@ local function open (w, nr, fencing, queue)
   if st.nr > 1 then
     if st.held > 0 then
       st.first = tonumber(redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')[2]) -- reads L
-    elseif st.fresh or st.nw > 0 then
+      checks[#checks + 1] = {F, 'list'}
+    elseif st.nw > 0 then
       checks[#checks + 1] = {L, 'zset'}
     end
   end
-  local bad = typeCheck(checks)
-  if bad then return nil, bad end
+  if #checks > 0 then
+    local bad = typeCheck(checks)
+    if bad then return nil, bad end
+  end
   return st
 end
 
@@ -158,7 +210,7 @@ local function drop (st, w, v)
     return
   end
   if v then
-    st.fl = st.fl == '' and v or (st.fl .. ',' .. v)
+    st.freed[#st.freed + 1] = v
     redis.call('HDEL', M, 'h:' .. w)
     st.held = st.held - 1
     st.dirty = true
@@ -184,10 +236,12 @@ local function grant (st, w, lease, ctx)
   else
     -- L first: when nobody held, its ZADD may be the script's first write.
     redis.call('ZADD', L, now + lease, w)
-    if st.fl ~= '' then
-      local i = string.find(st.fl, ',', 1, true)
-      if i then slot, st.fl = string.sub(st.fl, 1, i - 1), string.sub(st.fl, i + 1)
-      else slot, st.fl = st.fl, '' end
+    if #st.freed > 0 then
+      slot = table.remove(st.freed)
+    elseif st.top > st.held then
+      -- The slots below top that nobody holds are in F.
+      slot = redis.call('LPOP', F)
+      if not slot then slot = st.top; st.top = st.top + 1 end
     else
       slot = st.top
       st.top = st.top + 1
@@ -210,16 +264,36 @@ local function grant (st, w, lease, ctx)
   return tonumber(slot), fence
 end
 
--- Expire lapsed leases, then grant free slots to the queue in ticket
--- order, skipping waiters whose client stopped beating.
+-- Expire lapsed leases (at most BATCH), then grant free slots to the queue
+-- in ticket order (at most WAITERS waiters taken off it), skipping waiters
+-- whose client stopped beating. st.more: work left for the next call.
 local function pump (st)
   if st.nr == 1 then
     if st.h ~= '' and st.hx <= now then drop(st, st.h) end
   elseif st.held > 0 and st.first and st.first <= now then
-    for _, w in ipairs(redis.call('ZRANGEBYSCORE', L, '-inf', now)) do drop(st, w, redis.call('HGET', M, 'h:' .. w)) end
+    local gone = redis.call('ZRANGEBYSCORE', L, '-inf', now, 'LIMIT', 0, BATCH)
+    if #gone == BATCH then st.more = true end
+    local fields = {}
+    for i, w in ipairs(gone) do fields[i] = 'h:' .. w end
+    local slots = redis.call('HMGET', M, unpack(fields))
+    for i = 1, #gone do
+      if slots[i] then
+        st.freed[#st.freed + 1] = slots[i]
+        st.held = st.held - 1
+      end
+    end
+    redis.call('HDEL', M, unpack(fields))
+    redis.call('ZREM', L, unpack(gone))
+    st.dirty = true
     st.first = st.held > 0 and tonumber(redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')[2]) or nil
   end
+  local taken = 0
   while st.held < st.nr and st.nw > 0 do
+    if taken == WAITERS then
+      st.more = true
+      break
+    end
+    taken = taken + 1
     local head = st.head
     if head == false then head = readHead() end
     st.head = false
@@ -235,8 +309,10 @@ local function pump (st)
   end
 end
 
--- Milliseconds until the first lease expires (-1: none held).
+-- Milliseconds until the first lease expires (-1: none held); 0 when this
+-- call left work for the next (st.more).
 local function nextExpiry (st)
+  if st.more then return 0 end
   if st.held == 0 then return -1 end
   local first = st.hx
   if st.nr > 1 then first = st.first end
@@ -244,25 +320,44 @@ local function nextExpiry (st)
   return math.max(first - now, 0)
 end
 
--- Save the state: trim an idle object to its counters. M has a TTL only
--- while idle (see "Expiry and eviction" above); Q, B and L exist only
+-- Save the state (see "Expiry and eviction" above): an idle object is
+-- deleted, or trimmed to its counters with a TTL; Q, B, L and F exist only
 -- while in use, and are made without one.
 local function tidy (st)
   if st.nw0 > 0 and st.nw == 0 then redis.call('DEL', B) end
+  local idle = st.held == 0 and st.nw == 0
+  if idle then
+    if st.nr > 1 and st.top > 0 then
+      redis.call('DEL', F)
+      st.top = 0
+    end
+    if not (st.fresh or st.dirty or not st.idle0) then return end
+    if st.seq == 0 and not (st.fencing and st.fence >= nowUs) then
+      if st.exists then redis.call('DEL', M) end
+      return
+    end
+  elseif st.nr > 1 and #st.freed > 0 then
+    for i = 1, #st.freed, BATCH do
+      redis.call('RPUSH', F, unpack(st.freed, i, math.min(i + BATCH - 1, #st.freed)))
+    end
+  end
+  -- An idle M gets its TTL before its counters: on a full server under
+  -- noeviction a script's first write decides whether Redis lets it write
+  -- (a PEXPIRE may; an HSET, which may grow memory, may not), and a
+  -- release must get through.
+  if idle and st.exists then redis.call('PEXPIRE', M, st.fencing and DAY or 60000) end
   if st.fresh or st.dirty then
     if st.nr == 1 then
       redis.call('HSET', M, 'nr', 1, 'fz', st.fencing and 1 or 0, 'fence', string.format('%.0f', st.fence), 'held', st.held,
-        'nw', st.nw, 'seq', st.seq, 'h', st.h, 'hx', st.hx, 'hf', st.hf)
+        'nw', st.nw, 'seq', st.seq, 'ep', st.ep, 'h', st.h, 'hx', st.hx, 'hf', st.hf)
     else
-      if st.held == 0 then st.top, st.fl = 0, '' end
       redis.call('HSET', M, 'nr', st.nr, 'fz', st.fencing and 1 or 0, 'held', st.held, 'nw', st.nw, 'seq', st.seq,
-        'top', st.top, 'fl', st.fl, unpack(st.holders))
+        'ep', st.ep, 'top', st.top, unpack(st.holders))
     end
   end
-  local idle = st.held == 0 and st.nw == 0
-  if idle and (st.fresh or st.dirty or not st.idle0) then
+  if idle and not st.exists then
     redis.call('PEXPIRE', M, st.fencing and DAY or 60000)
-  elseif not idle and (st.idle0 or st.fresh) then
+  elseif not idle and st.idle0 and st.exists then
     redis.call('PERSIST', M)
   end
 end
@@ -282,17 +377,18 @@ local function holding (st, w)
 end
 `
 
-// ARGV: id, client id, lease ms, heartbeat ms, wait (0 try / 1 queue), nr, fencing (0/1).
+// ARGV: check policy (0/1), id, client id, lease ms, heartbeat ms, wait (0 try / 1 queue), nr, fencing (0/1).
 const take = prelude + `
-local w, ctx, lease, beat, queue, nr, fencing = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7] == '1'
+local w, ctx, lease, beat, queue, nr, fencing = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', tonumber(ARGV[7]), ARGV[8] == '1'
 local st, bad = open(w, nr, fencing, queue)
 if not st then return redis.error_reply(bad) end
 if st.nr ~= nr and not st.fencing and not fencing and st.held == 0 and st.nw == 0 then
   -- An idle Sema keeps only its counters: it may be made again with another nr.
-  st.nr, st.top, st.fl, st.dirty = nr, 0, '', true
+  st.nr, st.top, st.dirty = nr, 0, true
 end
 if st.nr ~= nr or st.fencing ~= fencing then
-  return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. M .. ' is in use with nr = ' .. st.nr .. ', not ' .. nr)
+  return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. M .. ' is in use as ' .. kind(st.nr, st.fencing) ..
+    ', not as ' .. kind(nr, fencing) .. ' (the names of the two objects make the same key)')
 end
 pump(st)
 -- The same id again (a command resent after a reconnect) gets the same answer.
@@ -306,8 +402,8 @@ if st.held < nr then
   tidy(st)
   return { 1, slot, fence, lease }
 end
-local member = w .. ' ' .. ARGV[3]
-if st.nw > 0 and redis.call('ZSCORE', Q, member) then tidy(st) return { 2, nextExpiry(st) } end
+local member = w .. ' ' .. ARGV[4]
+if st.nw > 0 and redis.call('ZSCORE', Q, member) then tidy(st) return { 2, nextExpiry(st), st.ep } end
 if not queue then tidy(st) return { 0 } end
 bad = queueCheck(st)
 if bad then return redis.error_reply(bad) end
@@ -317,14 +413,14 @@ redis.call('ZADD', B, now + beat, ctx)
 st.nw = st.nw + 1
 st.dirty = true
 tidy(st)
-return { 2, nextExpiry(st) }
+return { 2, nextExpiry(st), st.ep }
 `
 
-// Release holder id, or take waiter id out of the queue. ARGV: id, its
-// lease ms (which names it in the queue). 1 if it held a lease that had
-// not expired, else 0.
+// Release holder id, or take waiter id out of the queue. ARGV: check
+// policy (0/1), id, its lease ms (which names it in the queue). 1 if it
+// held a lease that had not expired, else 0.
 const leave = prelude + `
-local w = ARGV[1]
+local w = ARGV[2]
 local st, bad = open(w, nil, nil, false)
 if not st then return redis.error_reply(bad) end
 if not st.nr then return 0 end
@@ -339,7 +435,7 @@ end
 if exp then
   if exp > now then r = 1 end
   drop(st, w, slot)
-elseif st.nw > 0 and redis.call('ZREM', Q, w .. ' ' .. ARGV[2]) == 1 then
+elseif st.nw > 0 and redis.call('ZREM', Q, w .. ' ' .. ARGV[3]) == 1 then
   st.head = false -- it may have been the head
   st.nw = st.nw - 1
   st.dirty = true
@@ -350,9 +446,10 @@ return r
 `
 
 // Extend holder id's lease to lease ms from now, if it still holds one
-// that has not expired. ARGV: id, lease ms. 1 renewed, 0 lost.
+// that has not expired. ARGV: check policy (0/1), id, lease ms. 1 renewed,
+// 0 lost.
 const renew = prelude + `
-local w, lease = ARGV[1], tonumber(ARGV[2])
+local w, lease = ARGV[2], tonumber(ARGV[3])
 local st, bad = open(nil, nil, nil, false)
 if not st then return redis.error_reply(bad) end
 if not st.nr then return 0 end
@@ -378,15 +475,17 @@ return 1
 `
 
 // A waiting client's heartbeat, which also reports on its waiters.
-// ARGV: client id, heartbeat ms, then per waiter: its id, its lease ms.
-// Reply: { ms-to-next-lease-expiry or -1, per id: {1, slot, fence, lease-left} | {2} queued | {0} gone }.
+// ARGV: check policy (0/1), client id, heartbeat ms, then per waiter: its
+// id, its lease ms. Reply: { ms-to-next-lease-expiry or -1, epoch ('' when
+// the object has no state), per id: {1, slot, fence, lease-left} | {2}
+// queued | {0} gone }.
 const beat = prelude + `
-local ctx, hb = ARGV[1], tonumber(ARGV[2])
+local ctx, hb = ARGV[2], tonumber(ARGV[3])
 local st, bad = open(nil, nil, nil, false)
 if not st then return redis.error_reply(bad) end
-local out = { -1 }
+local out = { -1, '' }
 if not st.nr then
-  for i = 3, #ARGV, 2 do out[#out + 1] = { 0 } end
+  for i = 4, #ARGV, 2 do out[#out + 1] = { 0 } end
   return out
 end
 if st.nw > 0 then
@@ -394,7 +493,7 @@ if st.nw > 0 then
   if st.head and st.head.ctx == ctx then st.head.alive = true end
 end
 pump(st)
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local w = ARGV[i]
   local held = holding(st, w)
   if held then out[#out + 1] = held
@@ -402,12 +501,13 @@ for i = 3, #ARGV, 2 do
   else out[#out + 1] = { 0 } end
 end
 out[1] = nextExpiry(st)
+out[2] = st.ep
 tidy(st)
 return out
 `
 
 // How many wait, on every client (those of clients that stopped beating
-// not counted). No ARGV.
+// not counted). ARGV: check policy (0/1).
 const count = prelude + `
 local st, bad = open(nil, nil, nil, false)
 if not st then return redis.error_reply(bad) end
@@ -434,45 +534,75 @@ return n
 // t instead of asking again. Removing an unused reservation (an abort)
 // keeps every property above for the rest.
 //
-// ARGV: id, rps, unit µs, uniform (0/1), most µs the caller will wait (-1: any).
-// Reply: {1, t µs as a string, wait µs} reserved; {0, wait µs} too late for the caller.
-const rate = `
+// ARGV: id, rps, unit µs, uniform (0/1), most µs the caller will wait (-1:
+// any), check policy (0/1). Reply: {1, t µs as a string, wait µs}
+// reserved; {0, wait µs} too late for the caller. A call with room runs
+// TIME, HMGET, ZREMRANGEBYSCORE, two ZRANGEs (the newest grant, and the
+// rps-th newest, which an index from the end reads without a ZCARD) and
+// ZADD.
+const rate = evictionGuard(6) + `
 local R, RM = KEYS[1], KEYS[2]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local id, rps, unit, uniform, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1', tonumber(ARGV[5])
 -- No TYPE calls: a key of another type fails the first command that
--- touches it, and the first write (ZREMRANGEBYSCORE on R) comes after the
--- read of RM, so a call that fails has changed nothing.
+-- touches it, and the first write (the grant's ZADD on R) comes after the
+-- reads of RM and R, so a call that fails has changed nothing. The grant
+-- is also the first write for Redis's memory check: on a full server
+-- under noeviction every call that would grant fails alike (OOM).
 local m = redis.call('HMGET', RM, 'rps', 'unit', 'uniform')
 if m[1] and (tonumber(m[1]) ~= rps or tonumber(m[2]) ~= unit or m[3] ~= ARGV[4]) then
-  return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. R .. ' is in use with rps = ' .. m[1] .. ', timeUnit = ' .. (tonumber(m[2]) / 1000) .. ' ms, uniform = ' .. m[3])
+  return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. R .. ' is in use with rps = ' .. m[1] .. ', timeUnit = ' ..
+    (tonumber(m[2]) / 1000) .. ' ms, uniform = ' .. m[3] .. '; asked: rps = ' .. ARGV[2] .. ', timeUnit = ' ..
+    (unit / 1000) .. ' ms, uniform = ' .. ARGV[4])
 end
--- Grants at or before now - unit constrain no grant to come. (Trimming
--- to the last rps instead would drop one that counts again once a later
--- reservation is given back.)
-redis.call('ZREMRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit))
-if not m[1] then redis.call('HSET', RM, 'rps', rps, 'unit', ARGV[3], 'uniform', ARGV[4]) end
+-- Grants at or before now - unit, still in the log until the trim below,
+-- constrain nothing: they are its oldest, so the newest is one only if all
+-- are (then t = now), and the rps-th newest is one only when fewer than
+-- rps count (then its time + unit <= now).
 local t = now
-local n = redis.call('ZCARD', R)
-if n > 0 then
-  local newest = tonumber(redis.call('ZRANGE', R, -1, -1, 'WITHSCORES')[2])
+local newest = redis.call('ZRANGE', R, -1, -1, 'WITHSCORES')[2]
+if newest then
+  newest = tonumber(newest)
   if newest > t then t = newest end
   if uniform and newest + math.floor(unit / rps) > t then t = newest + math.floor(unit / rps) end
-end
-if n >= rps then
-  local kth = tonumber(redis.call('ZRANGE', R, n - rps, n - rps, 'WITHSCORES')[2])
-  if kth + unit > t then t = kth + unit end
+  -- The rps-th newest, if the log holds rps grants or more.
+  local kth = redis.call('ZRANGE', R, -rps, -rps, 'WITHSCORES')[2]
+  if kth and tonumber(kth) + unit > t then t = tonumber(kth) + unit end
 end
 if most >= 0 and t - now > most then return { 0, t - now } end
-redis.call('ZADD', R, string.format('%.0f', t), id)
 -- No TTL: under a volatile-* policy a key with one may be evicted while it
 -- still counts, and the limit would grant more than rps in a window. The
 -- log is trimmed to one unit at every call, so an idle limiter keeps at
--- most rps entries (PERSIST: keys a version with TTLs left behind).
-redis.call('PERSIST', R)
-redis.call('PERSIST', RM)
+-- most rps entries. (Trimming to the last rps instead would drop one that
+-- counts again once a later reservation is given back.)
+redis.call('ZADD', R, string.format('%.0f', t), id)
+redis.call('ZREMRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit))
+if not m[1] then redis.call('HSET', RM, 'rps', rps, 'unit', ARGV[3], 'uniform', ARGV[4]) end
 return { 1, string.format('%.0f', t), t - now }
+`
+
+// A RateLimit's idle tidy (a timer of each client that was granted, run
+// when its newest grant stops counting, so that an idle limit keeps no
+// key without later calls): takes off up to BATCH grants at or before
+// now - unit, and both keys when the log is empty. KEYS: R, RM. ARGV: unit
+// µs. Reply: µs until the newest grant stops counting (0: more to take
+// off now), or -1 once both keys are gone. A key of another type fails
+// the ZRANGEBYSCORE, before any write.
+const rateTidy = `
+local R, RM = KEYS[1], KEYS[2]
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local unit = tonumber(ARGV[1])
+local old = redis.call('ZRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit), 'LIMIT', 0, ${BATCH})
+if #old > 0 then redis.call('ZREM', R, unpack(old)) end
+if #old == ${BATCH} then return 0 end
+local newest = redis.call('ZRANGE', R, -1, -1, 'WITHSCORES')[2]
+if not newest then
+  redis.call('DEL', RM)
+  return -1
+end
+return math.max(tonumber(newest) + unit - now, 0)
 `
 
 // Give back an unused reservation. KEYS: R. ARGV: id.
@@ -512,8 +642,8 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // its calls into Redis (~1.5 µs each here).
 //
 // Invariant after every script: P exists iff Z does.
-// KEYS: P, Z. ARGV: op ('c' consume, 'p' peek, 'r' refund, 'x' reset), T µs,
-// tau µs, points, "<T>:<tau>", client key, SWEEP, EVERY.
+// KEYS: P, Z. ARGV: op ('c' consume, 'p' peek, 'r' refund, 'x' reset, 's' sweep), T µs,
+// tau µs, points, "<T>:<tau>", client key, SWEEP, EVERY, check policy (0/1).
 // Reply: {allowed (0/1), remaining, retryAfter µs, resetAfter µs}.
 // A wrong type of P or Z fails the script at its first command on that key
 // (GET, ZSCORE), before any write; peek only reads. A consume runs TIME,
@@ -522,7 +652,7 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // beside the zset took a consume eight commands (HMGET, HSET, and an HDEL
 // and a ZREM for each entry swept): 15.7 µs on the server against 7.8 for
 // rate-limiter-flexible's three.
-const keyedRate = `
+const keyedRate = evictionGuard(9) + `
 local P, Z = KEYS[1], KEYS[2]
 local op, T, tau, n, params, key = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local sweep, every = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -532,6 +662,20 @@ local p = redis.call('GET', P)
 if p and p ~= params then
   return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. P .. ' is in use by a RateLimiter with T:tau = ' ..
     p .. ' µs, not ' .. params .. ' µs')
+end
+if op == 's' then
+  -- The limiter's idle sweep (a timer of each client that wrote, so that
+  -- state is reclaimed without later calls): up to SWEEP entries whose
+  -- time has passed, then P if nothing is left. Reply: {1, 0, 0, µs to the
+  -- earliest entry's time} while entries remain, {0, 0, 0, 0} when none do.
+  local old = redis.call('ZRANGEBYSCORE', Z, '-inf', string.format('%.0f', now), 'LIMIT', 0, sweep)
+  if #old > 0 then redis.call('ZREM', Z, unpack(old)) end
+  local first = redis.call('ZRANGE', Z, 0, 0, 'WITHSCORES')[2]
+  if not first then
+    if p then redis.call('DEL', P) end
+    return { 0, 0, 0, 0 }
+  end
+  return { 1, 0, 0, math.max(tonumber(first) - now, 0) }
 end
 local v = redis.call('ZSCORE', Z, key)
 local tat = 0
@@ -550,19 +694,16 @@ if op == 'p' then
   end
   return { 1, math.floor((now + tau - base) / T), 0, base - now }
 end
--- Writes from here on. Entries whose time has passed, oldest first, by
--- one call in every.
+-- Writes from here on: the call's own entry first (so that on a full
+-- server under noeviction a consume that would grant fails, OOM, before
+-- anything is written), then entries whose time has passed, oldest first,
+-- by one call in every.
 local gone = false
-if now % every == 0 then
-  local old = redis.call('ZRANGEBYSCORE', Z, '-inf', string.format('%.0f', now), 'LIMIT', 0, sweep)
-  if #old > 0 then
-    redis.call('ZREM', Z, unpack(old))
-    gone = true
-  end
-end
+local kept = false
 local function put (t)
   redis.call('ZADD', Z, string.format('%.0f', t), key)
   if not p then redis.call('SET', P, params) end
+  kept = true
 end
 local function drop ()
   redis.call('ZREM', Z, key)
@@ -575,31 +716,39 @@ if op == 'c' then
     reply = { 0, math.floor((now + tau - base) / T), nxt - tau - now, base - now }
   else
     put(nxt)
-    gone = false
     reply = { 1, math.floor((now + tau - nxt) / T), 0, nxt - now }
   end
 elseif op == 'r' and tat > now then
   local nxt = tat - n * T
-  if nxt > now then put(nxt); gone = false else drop() end
+  if nxt > now then put(nxt) else drop() end
 elseif op == 'x' and v then
   drop()
 end
-if gone and redis.call('ZCARD', Z) == 0 then redis.call('DEL', P) end
+if now % every == 0 then
+  local old = redis.call('ZRANGEBYSCORE', Z, '-inf', string.format('%.0f', now), 'LIMIT', 0, sweep)
+  if #old > 0 then
+    redis.call('ZREM', Z, unpack(old))
+    gone = true
+  end
+end
+-- An entry just put has a time to come: the sweep left it.
+if gone and not kept and redis.call('ZCARD', Z) == 0 then redis.call('DEL', P) end
 return reply
 `
 
 // Names carry a version: two copies of sabsync in one process never
 // share a command whose script differs.
 const commands = {
-  sabsync4Take: { numberOfKeys: 4, lua: take },
-  sabsync4Leave: { numberOfKeys: 4, lua: leave },
-  sabsync4Renew: { numberOfKeys: 4, lua: renew },
-  sabsync4Beat: { numberOfKeys: 4, lua: beat },
-  sabsync4Count: { numberOfKeys: 4, lua: count },
-  sabsync2Rate: { numberOfKeys: 2, lua: rate },
+  sabsync5Take: { numberOfKeys: 5, lua: take },
+  sabsync5Leave: { numberOfKeys: 5, lua: leave },
+  sabsync5Renew: { numberOfKeys: 5, lua: renew },
+  sabsync5Beat: { numberOfKeys: 5, lua: beat },
+  sabsync5Count: { numberOfKeys: 5, lua: count },
+  sabsync3Rate: { numberOfKeys: 2, lua: rate },
   sabsync2Unrate: { numberOfKeys: 1, lua: unrate },
+  sabsync1RateTidy: { numberOfKeys: 2, lua: rateTidy },
   sabsync2RateWaiting: { numberOfKeys: 1, lua: rateWaiting },
-  sabsync3KeyedRate: { numberOfKeys: 2, lua: keyedRate }
+  sabsync4KeyedRate: { numberOfKeys: 2, lua: keyedRate }
 }
 
-module.exports = { commands, WAKE }
+module.exports = { commands, WAKE, BATCH, WAITERS }
