@@ -22,6 +22,9 @@ const { SLOTS_OFF, NSLOTS, BUCKETS_OFF, NBUCKETS, DIR_OFF, PUBLIC_OFF, DIR_LOCK 
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
 const u32 = v => { const b = Buffer.alloc(4); b.writeUInt32LE(v >>> 0); return b }
 const WAITERS = 0x80000000
+// Under a sanitizer (a flavour preloads its runtime) Node's own teardown
+// takes several times as long: bounds that include it scale.
+const SLOW = /lib[at]san/.test(process.env.LD_PRELOAD || '') ? 3 : 1
 
 // Every slot whose word reads FREE is written LIVE (a generation nobody
 // holds, no lifeline behind it) with `pid` as its hint: forged deaths for
@@ -147,7 +150,7 @@ t.test('close() and process.exit() with 100 async waits pending in a bucket a li
   const end = await exiter.exited
   const took = Number(process.hrtime.bigint() - exiting) / 1e6
   t.equal(end.code, 0, 'process.exit() with 100 waits pending exited cleanly')
-  t.ok(took < 1000, `in ${took.toFixed(1)} ms`)
+  t.ok(took < 1000 * SLOW, `in ${took.toFixed(1)} ms (Node's teardown included)`)
   pwrite(name, BUCKETS_OFF + b * 64, u32(0))
   space.close()
 })
