@@ -247,8 +247,15 @@ function shmInUse () {
   return used
 }
 
-// Spaces this run left in /dev/shm: removed; answers { test, other }.
-function sweepShm (started) {
+// Spaces this run left in /dev/shm, removed; answers { test, other }.
+// `pids`: the processes of the run (a test space is named for the process
+// that made it: sabsync.test-<pid>-<n>), or null where they are not known
+// (.ci/run's exit, on a machine of its own): then any test space of an
+// ended process made since `started`. `others`: also the spaces of other
+// names made since then that no process holds (an interrupted block of the
+// docs leaves its space's name); on a machine others share, a space of
+// theirs may be between two opens, so only an interrupt or .ci/run asks.
+function sweepShm (started, pids, others) {
   const shm = '/dev/shm'
   const out = { test: [], other: [] }
   if (!fs.existsSync(shm)) return out
@@ -260,7 +267,8 @@ function sweepShm (started) {
     try { st = fs.statSync(file) } catch { continue }
     if (st.mtimeMs < started - 1000 && st.ctimeMs < started - 1000) continue
     const m = /^sabsync\.test-(\d+)-\d+$/.exec(f)
-    if (m !== null && alive(Number(m[1]))) continue
+    if (m !== null && (alive(Number(m[1])) || (pids !== null && !pids.has(Number(m[1]))))) continue
+    if (m === null && !others) continue
     if (used === null) used = shmInUse()
     if (used.has(file)) continue
     try { fs.unlinkSync(file) } catch { continue }
@@ -339,6 +347,12 @@ function main () {
   }
   delete env.NODE_OPTIONS
 
+  // The processes of this run, for the spaces they may leave: each file's,
+  // and those its processes start (seen twice a second).
+  const pids = new Set()
+  const watch = setInterval(() => {
+    for (const p of tagged(run)) pids.add(p.pid)
+  }, 500)
   const results = []
   const running = new Map()
   let interrupted = null
@@ -399,6 +413,7 @@ function main () {
     })
     fs.closeSync(fd)
     job.proc = p
+    if (p.pid) pids.add(p.pid)
     running.set(job, p)
     job.timer = setTimeout(() => {
       job.timedOut = true
@@ -433,7 +448,8 @@ function main () {
     reported = true
     // Processes of this run still alive (an interrupt): killed.
     const stray = killTagged(run)
-    const shm = sweepShm(started)
+    clearInterval(watch)
+    const shm = sweepShm(started, pids, interrupted !== null)
     const failed = results.filter(r => !r.ok)
     const passed = results.filter(r => r.ok)
 
@@ -487,7 +503,7 @@ function sweep (tag, since) {
   if (!tag || !tag.endsWith('/') || !(since > 0)) throw new Error('scripts/test.js --sweep TAG/ SINCE_MS')
   const stray = killTagged(tag)
   if (stray.length > 0) console.log(`killed ${stray.length} processes left running: ${stray.map(p => p.cmd).join('; ')}`)
-  const shm = sweepShm(since)
+  const shm = sweepShm(since, null, true)
   const gone = [...shm.test, ...shm.other]
   if (gone.length > 0) console.log(`removed from /dev/shm, held by no process: ${gone.join(', ')}`)
 }
