@@ -28,8 +28,8 @@ part () {
   s=$(date +%s)
   "$@" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
-  p=$(grep -aE '^([a-z0-9_ .v-]+: )?[0-9]+ passed, [0-9]+ failed$' "$log" | grep -avE '^arm64 files: ' | sed -nE 's/^(.*: )?([0-9]+) passed.*/\2/p' | awk '{ n += $1 } END { print n + 0 }')
-  q=$(grep -aE '^([a-z0-9_ .v-]+: )?[0-9]+ passed, [0-9]+ failed$' "$log" | grep -avE '^arm64 files: ' | sed -nE 's/.* ([0-9]+) failed$/\1/p' | awk '{ n += $1 } END { print n + 0 }')
+  p=$(grep -aE '^([A-Za-z0-9_ .+-]+: )?[0-9]+ passed, [0-9]+ failed$' "$log" | grep -avE '^arm64 files: ' | sed -nE 's/^(.*: )?([0-9]+) passed.*/\2/p' | awk '{ n += $1 } END { print n + 0 }')
+  q=$(grep -aE '^([A-Za-z0-9_ .+-]+: )?[0-9]+ passed, [0-9]+ failed$' "$log" | grep -avE '^arm64 files: ' | sed -nE 's/.* ([0-9]+) failed$/\1/p' | awk '{ n += $1 } END { print n + 0 }')
   if ! grep -aqE '[0-9]+ passed, [0-9]+ failed$' "$log"; then
     if [ "$rc" -eq 0 ]; then p=1; q=0; else p=0; q=1; fi
   fi

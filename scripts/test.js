@@ -79,9 +79,11 @@ const REDIS = f => /^(redis-|rate-limiter-redis)/.test(f)
 // Shared spaces: their own futex parker on shared memory (space_lot.c,
 // space_sema.c), never the in-process parker a flavour swaps.
 const SPACE = f => /^space-/.test(f) || f === 'rate-limiter-space'
-// Argument checking in JS and the spec's errors: nothing there waits on a
-// parker or changes with the CPU (they do change with V8: the Node matrix).
-const VALIDATION = ['wait-validation', 'fuzz-primitives', 'fuzz-findings', 'kinds']
+// Files that never park a thread: argument checking in JS and the spec's
+// errors (their waits time out at once or are refused before any park),
+// error messages, the addon's loading. They do change with V8 and Node:
+// the Node matrix runs them.
+const NO_PARK = ['wait-validation', 'fuzz-findings', 'kinds', 'errors', 'native-load']
 // Examples: the same primitives in child processes, for their output.
 const EXAMPLES = f => /^examples/.test(f)
 // What the Node version changes: loading (native-load), the Atomics and
@@ -98,7 +100,7 @@ const SETS = {
   tsan: f => SETS.asan(f),
   // The portable (libuv) parker: files that park a thread or wait
   // asynchronously in process memory.
-  uv: f => !ONCE.includes(f) && !REDIS(f) && !SPACE(f) && !VALIDATION.includes(f) && !EXAMPLES(f),
+  uv: f => !ONCE.includes(f) && !REDIS(f) && !SPACE(f) && !NO_PARK.includes(f),
   // Other Node majors, the same addon (Node-API).
   node: f => !ONCE.includes(f) && !SPACE(f) && !EXAMPLES(f) && f !== 'memory-safety' && f !== 'scribble',
   // linux-arm64 under qemu-user: what memory order and the CPU's atomics
