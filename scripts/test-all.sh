@@ -56,10 +56,10 @@ ctests () {
   return "$rc"
 }
 
-# Linters, the plain C tests with the fuzz smoke run, the quick tap files.
-part 'npm test' npm test
-# The long tap files.
-part 'long files' node scripts/test.js --long
+# What npm test runs (linters, the plain C tests with the fuzz smoke run,
+# the quick tap files) and the long tap files, in one run: the longest file
+# (package) starts first, beside the others.
+part 'npm test and the long files' node scripts/test.js --all --checks
 # The C tests in the other builds (plain ran in npm test).
 part 'C tests (ASan+UBSan, TSan, portable parker)' ctests asan tsan uv
 # libFuzzer, FUZZ_SECONDS a target, the targets side by side.

@@ -20,10 +20,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cache="$root/build/arm64"
 export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
 
-# The tap files: scripts/test.js's set arm64, the suite's semantic, FIFO,
-# teardown and primitive tests. Left out:
-# wait-validation and the two fuzzers (argument checking in JS: nothing there
-# depends on the CPU, and they are the slowest files under emulation);
+# The tap files: scripts/test.js's set arm64, the Atomics semantics and
+# FIFO of the lot, and every primitive with a fast path on shared words.
+# Left out: wait-timeout, wait-abort, wait-teardown and wait-loop (timeouts,
+# abort, thread teardown and the event loop: the lot's own atomics and
+# futex calls, which the files above run, and nothing of their own that
+# memory order or the CPU changes; wait-teardown alone took 3 minutes of
+# emulation); wait-validation and the two fuzzers (argument checking in
+# JS: nothing there depends on the CPU);
 # rate-limit (its checks are windows of 30-100 ms of wall time, which
 # emulation, 10-50 times slower, stretches past; its C core is plain
 # loads and stores under the bucket lock); packaging, examples and types.

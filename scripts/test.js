@@ -33,10 +33,10 @@
 // Nothing is left behind, whether the run passes, fails or is interrupted
 // (SIGINT, SIGTERM, SIGHUP): every process a file started carries
 // SABSYNC_TEST_RUN in its environment, and when the file ends, any still
-// alive is killed (and named); at the end, a space in /dev/shm that a test
-// process left (sabsync.test-<pid>-<n> of an ended process, or any
-// sabsync.* space made during the run that no process has open) is removed
-// and named, and under CI a test's leftover space fails the run.
+// alive is killed with its descendants (and named); at the end, a space in
+// /dev/shm that a test process of the run left (sabsync.test-<pid>-<n>, the
+// process ended, no process holds it) is removed and named, and under CI
+// fails the run; after an interrupt, so are the docs' blocks' spaces.
 const { spawn, spawnSync } = require('child_process')
 const fs = require('fs')
 const os = require('os')
@@ -104,9 +104,11 @@ const SETS = {
   // Other Node majors, the same addon (Node-API).
   node: f => !ONCE.includes(f) && !SPACE(f) && !EXAMPLES(f) && f !== 'memory-safety' && f !== 'scribble',
   // linux-arm64 under qemu-user: what memory order and the CPU's atomics
-  // can change (test-arm64.sh says what is left out and why).
-  arm64: f => ['wait-atomics', 'wait-cells', 'lot', 'wait-timeout', 'wait-abort', 'wait-teardown', 'wait-loop',
-    'atomic-flag', 'mutex', 'once', 'latch', 'condvar', 'rwlock', 'barrier', 'sema', 'sema-fast', 'sema-fair'].includes(f)
+  // can change, the Atomics semantics and FIFO of the lot and every
+  // primitive with a fast path on shared words (test-arm64.sh says what is
+  // left out and why).
+  arm64: f => ['wait-atomics', 'wait-cells', 'lot', 'atomic-flag', 'mutex', 'once', 'latch', 'condvar', 'rwlock',
+    'barrier', 'sema', 'sema-fast', 'sema-fair'].includes(f)
 }
 
 // Files that must not run beside another file of the same group.
@@ -210,13 +212,42 @@ function tagged (tag) {
   return found
 }
 
-// Kills every process carrying `tag`, until none is left; answers them.
+// Each process's parent: { pid: ppid }.
+function parents () {
+  const map = new Map()
+  let pids = []
+  try { pids = fs.readdirSync('/proc').filter(p => /^\d+$/.test(p)) } catch {}
+  for (const p of pids) {
+    try {
+      const stat = fs.readFileSync(`/proc/${p}/stat`, 'latin1')
+      map.set(Number(p), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]))
+    } catch {}
+  }
+  return map
+}
+
+// Kills every process carrying `tag`, and their descendants (a
+// redis-server overwrites its environment with its title), until none is
+// left; answers them.
 function killTagged (tag) {
   const killed = []
   for (let round = 0; round < 20; round++) {
     const left = tagged(tag)
-    if (left.length === 0) break
-    for (const p of left) {
+    const ppid = parents()
+    const all = new Map(left.map(p => [p.pid, p]))
+    for (let grew = true; grew;) {
+      grew = false
+      for (const [pid, parent] of ppid) {
+        if (!all.has(pid) && all.has(parent) && pid !== process.pid) {
+          let cmd = ''
+          try { cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0').join(' ').trim().slice(0, 80) } catch {}
+          all.set(pid, { pid, cmd })
+          grew = true
+        }
+      }
+    }
+    if (all.size === 0) break
+    for (const p of all.values()) {
       try { process.kill(p.pid, 'SIGKILL') } catch {}
       if (!killed.some(k => k.pid === p.pid)) killed.push(p)
     }
@@ -249,28 +280,38 @@ function shmInUse () {
   return used
 }
 
+// The spaces the docs' blocks open by name (test/docs.test.js unlinks
+// each after its block; an interrupt leaves it).
+function docsSpaces () {
+  try {
+    const { blocks, spaceNames } = require('../test/fixtures/markdown/blocks')
+    const pages = ['README.md', ...fs.readdirSync(path.join(root, 'docs')).map(f => 'docs/' + f)].filter(f => f.endsWith('.md'))
+    return new Set(pages.flatMap(f => blocks(path.join(root, f)).flatMap(b => spaceNames(b.code))).map(n => 'sabsync.' + n))
+  } catch {
+    return new Set()
+  }
+}
+
 // Spaces this run left in /dev/shm, removed; answers { test, other }.
-// `pids`: the processes of the run (a test space is named for the process
-// that made it: sabsync.test-<pid>-<n>), or null where they are not known
-// (.ci/run's exit, on a machine of its own): then any test space of an
-// ended process made since `started`. `others`: also the spaces of other
-// names made since then that no process holds (an interrupted block of the
-// docs leaves its space's name); on a machine others share, a space of
-// theirs may be between two opens, so only an interrupt or .ci/run asks.
+// A test space is named for the process that made it
+// (sabsync.test-<pid>-<n>): one of `pids`, the processes of the run, that
+// has ended, or where they are not known (null: .ci/run's exit, on a
+// machine of its own) any ended one. `others`: also the docs' spaces
+// (docsSpaces). Only spaces changed since `started` that no process holds.
 function sweepShm (started, pids, others) {
   const shm = '/dev/shm'
   const out = { test: [], other: [] }
   if (!fs.existsSync(shm)) return out
+  const named = others ? docsSpaces() : new Set()
   let used = null
   for (const f of fs.readdirSync(shm)) {
-    if (!f.startsWith('sabsync.')) continue
+    const m = /^sabsync\.test-(\d+)-\d+$/.exec(f)
+    if (m === null && !named.has(f)) continue
+    if (m !== null && (alive(Number(m[1])) || (pids !== null && !pids.has(Number(m[1]))))) continue
     const file = path.join(shm, f)
     let st
     try { st = fs.statSync(file) } catch { continue }
     if (st.mtimeMs < started - 1000 && st.ctimeMs < started - 1000) continue
-    const m = /^sabsync\.test-(\d+)-\d+$/.exec(f)
-    if (m !== null && (alive(Number(m[1])) || (pids !== null && !pids.has(Number(m[1]))))) continue
-    if (m === null && !others) continue
     if (used === null) used = shmInUse()
     if (used.has(file)) continue
     try { fs.unlinkSync(file) } catch { continue }
@@ -471,7 +512,7 @@ function main () {
     console.log(`${label}: ${Math.round((Date.now() - t0) / 1000)} s; ${asserts} assertions passed in ${results.filter(r => r.job.tap).length} files`)
     let extra = 0
     if (stray.length > 0) console.log(`killed ${stray.length} processes left running: ${stray.map(p => p.cmd).join('; ')}`)
-    if (shm.other.length > 0) console.log(`removed from /dev/shm, opened by the run and held by no process: ${shm.other.join(', ')}`)
+    if (shm.other.length > 0) console.log(`removed from /dev/shm, a docs block's space that no process holds: ${shm.other.join(', ')}`)
     if (shm.test.length > 0) {
       console.log(`# left in /dev/shm by ended test processes (removed): ${shm.test.join(', ')}`)
       if (process.env.CI) extra = 1
