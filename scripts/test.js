@@ -114,8 +114,9 @@ const SETS = {
 // Files that must not run beside another file of the same group.
 const APART = {}
 
-// Seconds a file took in the last run here (build/test-times.json), to
-// start the longest first; a file never timed counts as long.
+// Seconds a file took in the last run here (build/test-times.json), by the
+// Node that ran it, to start the longest first; a file never timed counts
+// as long.
 const TIMES = path.join(root, 'build', 'test-times.json')
 
 function parseArgs (argv) {
@@ -365,9 +366,12 @@ function main () {
   const run = `${process.env.SABSYNC_TEST_RUN || ''}${process.pid}-${Date.now()}/`
   const started = Date.now()
 
+  // Emulation and sanitizers change which files are long.
+  const timesKey = `${o.node} ${o.env.LD_PRELOAD || ''}`.trim()
   let times = {}
   try { times = JSON.parse(fs.readFileSync(TIMES, 'utf8')) } catch {}
-  const weight = f => times[path.basename(f)] ?? 1e6
+  const mine = (times !== null && typeof times[timesKey] === 'object' && times[timesKey]) || {}
+  const weight = f => mine[path.basename(f)] ?? 1e6
 
   // A job: a tap file or a check (a command); longest first.
   const jobs = files.map(f => ({ name: path.basename(f, '.test.js'), file: f, cmd: [...node, f], tap: true }))
@@ -497,9 +501,15 @@ function main () {
     const passed = results.filter(r => r.ok)
 
     if (!interrupted) {
-      const timed = { ...times }
+      // Read again: runs of other flavours may have written since.
+      let now = {}
+      try { now = JSON.parse(fs.readFileSync(TIMES, 'utf8')) } catch {}
+      if (now === null || typeof now !== 'object') now = {}
+      const timed = { ...(typeof now[timesKey] === 'object' ? now[timesKey] : {}) }
       for (const r of results) if (r.job.tap && r.ok) timed[path.basename(r.job.file)] = Math.round(r.seconds * 10) / 10
-      try { fs.writeFileSync(TIMES, JSON.stringify(timed, null, 1) + '\n') } catch {}
+      now[timesKey] = timed
+      for (const k of Object.keys(now)) if (typeof now[k] !== 'object') delete now[k]
+      try { fs.writeFileSync(TIMES, JSON.stringify(now, null, 1) + '\n') } catch {}
     }
 
     for (const r of failed) {
