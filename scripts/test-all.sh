@@ -6,7 +6,8 @@
 # Each part prints its own lines; this script prints after each a line
 # `part NAME: N passed, M failed (S s)` (a tap file, a C program, a fuzz
 # target, a stress scenario each count one), and at the end the ten
-# slowest tap files of all the runs and `N passed, M failed`, the sum.
+# slowest tap files of all the runs, what failed with the path of its log,
+# and `N passed, M failed`, the sum.
 # Exits non-zero if any part failed. Logs: build/test-logs/ (npm test, the
 # long files), .flavours/NAME/logs/, build/matrix/vX/, build/arm64/logs/.
 set -uo pipefail
@@ -15,7 +16,8 @@ status=0
 total_pass=0
 total_fail=0
 times=$(mktemp)
-trap 'rm -f "$times"' EXIT
+failures=$(mktemp)
+trap 'rm -f "$times" "$failures"' EXIT
 
 # part NAME COMMAND...: runs COMMAND; its count is the sum of the last
 # `[LABEL: ]N passed, M failed` line of each run it made (a run of
@@ -36,6 +38,8 @@ part () {
   [ "$rc" -ne 0 ] && [ "$q" -eq 0 ] && q=1
   [ "$rc" -ne 0 ] && status=1
   grep -aE '^slowest files: ' "$log" | sed -E 's/^slowest files: //; s/, /\n/g' | sed -E "s/^/$name | /" >>"$times"
+  grep -aE '^--- .* failed' "$log" | sed -E "s/^--- /  $name: /" >>"$failures"
+  [ "$rc" -ne 0 ] && ! grep -aqE '^--- .* failed' "$log" && echo "  $name: exit $rc (its output is above)" >>"$failures"
   rm -f "$log"
   total_pass=$((total_pass + p)); total_fail=$((total_fail + q))
   echo "part $name: $p passed, $q failed ($(( $(date +%s) - s )) s)"
@@ -80,5 +84,9 @@ part stress npm run stress --silent
 echo
 echo "slowest tap files of all runs:"
 sort -t'|' -k2 -rn <(sed -E 's/^(.*) \| (.*) ([0-9.]+) s$/\1 | \3 | \2/' "$times") | head -n 10 | awk -F' [|] ' '{ printf "  %6.1f s  %s (%s)\n", $2, $3, $1 }'
+if [ -s "$failures" ]; then
+  echo "failed, and where the log is:"
+  cat "$failures"
+fi
 echo "${total_pass} passed, ${total_fail} failed"
 exit "$status"
