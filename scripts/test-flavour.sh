@@ -47,7 +47,7 @@ for flavour in "${@:-asan}"; do
   fi
   set_args=(--set "$flavour")
   [ ${#names[@]} -gt 0 ] && set_args=()
-  node "$root/scripts/test.js" "${set_args[@]}" "${names[@]}" --dir "$dir" --logs "$dir/logs" --label "flavour $flavour" \
+  node "$root/scripts/test.js" "${set_args[@]}" "${names[@]}" --dir "$dir" --logs "$dir/logs" --label "flavour $flavour" --timeout 600 \
     --env "LD_PRELOAD=$preload" --fail-on 'ERROR: AddressSanitizer|runtime error:|WARNING: ThreadSanitizer' || status=1
 done
 exit $status
