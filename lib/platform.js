@@ -41,7 +41,7 @@ function advice () {
     'source at install, which needs a C compiler, make and Python 3 (Debian/Ubuntu: ' +
     'apt-get install build-essential python3; Alpine: apk add build-base python3; ' +
     'RHEL/Fedora: dnf install gcc make python3; macOS: xcode-select --install), then ' +
-    '`npm rebuild sabsync --build-from-source`.')
+    '`SABSYNC_BUILD_FROM_SOURCE=1 npm rebuild sabsync`.')
 }
 
 module.exports = { libc, describe, unsupported, advice, PREBUILT }

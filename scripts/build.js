@@ -9,7 +9,7 @@
 //    loaded in a child process first: one that needs a newer glibc than
 //    this system's, or a glibc on musl, fails there with the loader's own
 //    message (and one that crashes, crashes there), and we build from
-//    source instead. `npm install --build-from-source` skips this step.
+//    source instead. SABSYNC_BUILD_FROM_SOURCE=1 skips this step.
 // 3. Building needs a C compiler, make and Python 3 (node-gyp's). When one
 //    is missing, one message says what failed to load, what is missing and
 //    how to get it, instead of node-gyp's errors.
@@ -37,7 +37,11 @@ if (unsupported) stop([unsupported])
 
 // Uses the prebuilt binary and exits, or answers why not (a sentence).
 function tryPrebuilt () {
-  if (/^(true|1|sabsync)$/.test(process.env.npm_config_build_from_source || '')) return 'A build from source was asked for.'
+  // SABSYNC_BUILD_FROM_SOURCE=1 asks; so does npm's --build-from-source of
+  // the prebuild tools (npm_config_build_from_source), which current npm
+  // warns is an unknown config.
+  if (/^(true|1)$/.test(process.env.SABSYNC_BUILD_FROM_SOURCE || '') ||
+    /^(true|1|sabsync)$/.test(process.env.npm_config_build_from_source || '')) return 'A build from source was asked for.'
   let found
   try {
     found = require('node-gyp-build').path(root)

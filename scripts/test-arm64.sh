@@ -6,8 +6,8 @@
 #
 # Needs gcc-aarch64-linux-gnu and qemu-user (Debian; .ci/run installs them).
 # Usage: scripts/test-arm64.sh [TEST_FILE ...]  (default: the subset below)
-# Prints `arm64 node vX: N passed, M failed` (each C test program counts
-# as one) and exits non-zero on failure.
+# Prints `arm64 node vX: N passed, M failed` (each C test program and each
+# tap file counts as one) and exits non-zero on failure.
 #
 # What it shows, and what not: qemu on an x86-64 host runs the guest's
 # memory accesses with the host's strong ordering, so a missing acquire or
@@ -20,16 +20,19 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cache="$root/build/arm64"
 export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
 
-# The suite's semantic, FIFO, teardown and primitive tests. Left out:
-# wait-validation and the two fuzzers (argument checking in JS: nothing there
-# depends on the CPU, and they are the slowest files under emulation);
+# The tap files: scripts/test.js's set arm64, the Atomics semantics and
+# FIFO of the lot, and every primitive with a fast path on shared words.
+# Left out: wait-timeout, wait-abort, wait-teardown and wait-loop (timeouts,
+# abort, thread teardown and the event loop: the lot's own atomics and
+# futex calls, which the files above run, and nothing of their own that
+# memory order or the CPU changes; wait-teardown alone took 3 minutes of
+# emulation); wait-validation and the two fuzzers (argument checking in
+# JS: nothing there depends on the CPU);
 # rate-limit (its checks are windows of 30-100 ms of wall time, which
 # emulation, 10-50 times slower, stretches past; its C core is plain
 # loads and stores under the bucket lock); packaging, examples and types.
 # Shared spaces are not run under emulation (no space-* file is): lot runs
 # its table in one process's memory only (LOT_MEMORIES).
-default_files="wait-atomics wait-cells lot wait-timeout wait-abort wait-teardown wait-loop
-  atomic-flag mutex once latch condvar rwlock barrier sema sema-fast sema-fair"
 
 fail_early () { echo "arm64: $1"; echo "arm64 node: 0 passed, 1 failed"; exit 1; }
 for tool in aarch64-linux-gnu-gcc qemu-aarch64; do
@@ -89,24 +92,17 @@ if [ "$crc" -ne 0 ]; then
 fi
 echo "arm64: C tests: $cpass programs passed ($(( $(date +%s) - t0 )) s)"
 
-files=("$@")
-[ ${#files[@]} -eq 0 ] && read -r -a files <<<"$(echo $default_files)"
-for name in "${files[@]}"; do
-  f="$tree/test/${name%.test.js}.test.js"
-  log="$cache/$(basename "$f").log"
-  s=$(date +%s)
-  # tap's own limit per file (30 s) is for native speed; `timeout` guards.
-  (cd "$tree" && LOT_MEMORIES="one process" SABSYNC_TEST_EMULATOR=qemu-aarch64 TAP_TIMEOUT=900 timeout 900 qemu-aarch64 "$bin" "$f" >"$log" 2>&1)
-  rc=$?
-  summary=$(grep -aE '^# \{ total: [0-9]+' "$log" | tail -n 1)
-  p=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); q=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")
-  pass=$((pass + ${p:-0})); fail=$((fail + ${q:-0}))
-  echo "arm64: $(basename "$f"): ${p:-0} passed, ${q:-0} failed ($(( $(date +%s) - s )) s)"
-  if [ "$rc" -ne 0 ]; then
-    echo "--- arm64 node $node_version: $(basename "$f") failed (rc $rc); log: $log"; bash "$root/scripts/show-failures.sh" "$log"
-    fail=$((fail + 1)); status=1
-  fi
-done
+# The tap files (scripts/test.js, set arm64, or those named), side by side.
+# tap's own limit per test is for native speed: emulation is 10-50 times
+# slower.
+rlog="$cache/files.log"
+(cd "$root" && LOT_MEMORIES="one process" node scripts/test.js ${*:---set arm64} --node "qemu-aarch64 $bin" --dir "$tree" \
+  --env "SABSYNC_TEST_EMULATOR=qemu-aarch64" --env "QEMU_LD_PREFIX=$QEMU_LD_PREFIX" --timeout 900 \
+  --logs "$cache/logs" --label "arm64 files") 2>&1 | tee "$rlog"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+line=$(grep -E '^arm64 files: [0-9]+ passed, [0-9]+ failed$' "$rlog" | tail -n 1)
+p=$(sed -nE 's/.*: ([0-9]+) passed.*/\1/p' <<<"$line"); q=$(sed -nE 's/.* ([0-9]+) failed$/\1/p' <<<"$line")
+pass=$((pass + ${p:-0})); fail=$((fail + ${q:-1}))
 echo "arm64: $(( $(date +%s) - t0 )) s in all"
 echo "arm64 node $node_version: $pass passed, $fail failed"
 exit $status

@@ -9,7 +9,7 @@ const os = require('os')
 const path = require('path')
 const { root } = require('./helpers')
 const { blocks, runBlock, spaceNames, emptyDb } = require('./fixtures/markdown/blocks')
-const { execFileSync } = require('child_process')
+const { execFile } = require('child_process')
 const { sharedServer } = require('./fixtures/redis/server')
 const { openShared } = require(root)
 const { CODES } = require('../lib/errors')
@@ -31,6 +31,45 @@ function app () {
   return dir
 }
 
+// The TypeScript blocks compile with tsc --strict against the package as an
+// app resolves it (node_modules/sabsync), with @types/node, each block a
+// module of its own. tsc starts now, beside the js blocks, and the test
+// after theirs reads its answer.
+const tsBlocks = docs.flatMap(f => {
+  const lines = fs.readFileSync(path.join(root, f), 'utf8').split('\n')
+  const found = []
+  for (let i = 0; i < lines.length; i++) {
+    if (lines[i] !== '```ts') continue
+    let end = i + 1
+    while (lines[end] !== '```') end++
+    found.push({ name: `${f}:${i + 1}`, code: lines.slice(i + 1, end).join('\n') + '\n' })
+    i = end
+  }
+  return found
+})
+const tsDir = app()
+const tsc = new Promise(resolve => {
+  const files = tsBlocks.map((b, i) => {
+    const file = `block${i}.ts`
+    fs.writeFileSync(path.join(tsDir, file), `// ${b.name}\n${b.code}`)
+    return file
+  })
+  fs.writeFileSync(path.join(tsDir, 'tsconfig.json'), JSON.stringify({
+    compilerOptions: {
+      strict: true,
+      noEmit: true,
+      target: 'es2022',
+      module: 'nodenext',
+      moduleResolution: 'nodenext',
+      types: ['node'],
+      typeRoots: [path.join(root, 'node_modules', '@types')]
+    },
+    files
+  }))
+  execFile(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: tsDir, encoding: 'utf8', timeout: 300000 },
+    (err, stdout, stderr) => resolve({ ok: err === null, files: files.length, out: `${stdout}${stderr}${err && !stdout && !stderr ? err.message : ''}` }))
+})
+
 t.test('every ```js block runs as written', async t => {
   t.ok(all.length >= 20, `${all.length} blocks in ${docs.length} files`)
   let redisUrl = null
@@ -43,71 +82,71 @@ t.test('every ```js block runs as written', async t => {
       noRedis = e.message
     }
   }
+  // The blocks run side by side, BLOCK_JOBS at a time, each in a
+  // directory and (Redis blocks) a database of its own; blocks that open a
+  // space of the same name run one after another, in the docs' order. The
+  // subtests then report in that order.
+  const skipOf = block => (block.mode === 'redis' && noRedis && `no Redis server, not under CI: ${noRedis}`) ||
+    (/require\('fastify'\)/.test(block.code) && Number(process.versions.node.split('.')[0]) < 20 && 'fastify 5 needs Node 20 or newer')
+  const chains = []
   for (const block of all) {
-    const skip = (block.mode === 'redis' && noRedis && `no Redis server, not under CI: ${noRedis}`) ||
-      (/require\('fastify'\)/.test(block.code) && Number(process.versions.node.split('.')[0]) < 20 && 'fastify 5 needs Node 20 or newer')
-    await t.test(`${block.name} (${block.mode})`, { skip }, async t => {
-      const dir = app()
-      t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+    const names = spaceNames(block.code)
+    const chain = chains.find(c => c.names.some(n => names.includes(n)))
+    if (chain) {
+      chain.blocks.push(block)
+      chain.names.push(...names)
+    } else chains.push({ names, blocks: [block] })
+  }
+  const runOne = async block => {
+    const dir = app()
+    let db = null
+    let r
+    try {
       const env = {}
-      let db = null
       if (block.mode === 'redis') {
         db = await emptyDb(redisUrl)
         env.REDIS_URL = env.SABSYNC_REDIS_URL = db.url
       }
-      try {
-        const r = await runBlock(block, dir, { env })
-        t.ok(r.ok, `${r.why}\n${r.out}`)
-      } finally {
-        for (const name of spaceNames(block.code)) openShared.unlink(name)
-        if (db) await db.clear()
-      }
+      r = await runBlock(block, dir, { env })
+    } catch (err) {
+      r = { ok: false, why: err.message, out: err.stack }
+    }
+    try {
+      for (const name of spaceNames(block.code)) openShared.unlink(name)
+      if (db) await db.clear()
+    } catch (err) {
+      r = { ok: false, why: 'after the block: ' + err.message, out: err.stack }
+    }
+    fs.rmSync(dir, { recursive: true, force: true })
+    return r
+  }
+  const result = new Map(all.map(b => {
+    let settle
+    const p = new Promise(resolve => { settle = resolve })
+    return [b, { p, resolve: settle }]
+  }))
+  const queue = chains.slice()
+  const worker = async () => {
+    for (let c = queue.shift(); c !== undefined; c = queue.shift()) {
+      for (const block of c.blocks) result.get(block).resolve(skipOf(block) ? null : await runOne(block))
+    }
+  }
+  const BLOCK_JOBS = 3
+  const workers = Promise.all(Array.from({ length: BLOCK_JOBS }, worker))
+  for (const block of all) {
+    await t.test(`${block.name} (${block.mode})`, { skip: skipOf(block) }, async t => {
+      const r = await result.get(block).p
+      t.ok(r.ok, `${r.why}\n${r.out}`)
     })
   }
+  await workers
 })
 
-// The TypeScript blocks compile with tsc --strict against the package as an
-// app resolves it (node_modules/sabsync), with @types/node, each block a
-// module of its own.
 t.test('every ```ts block compiles with tsc --strict', async t => {
-  const ts = docs.flatMap(f => {
-    const lines = fs.readFileSync(path.join(root, f), 'utf8').split('\n')
-    const found = []
-    for (let i = 0; i < lines.length; i++) {
-      if (lines[i] !== '```ts') continue
-      let end = i + 1
-      while (lines[end] !== '```') end++
-      found.push({ name: `${f}:${i + 1}`, code: lines.slice(i + 1, end).join('\n') + '\n' })
-      i = end
-    }
-    return found
-  })
-  t.ok(ts.length >= 3, `${ts.length} blocks`)
-  const dir = app()
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  const files = ts.map((b, i) => {
-    const file = `block${i}.ts`
-    fs.writeFileSync(path.join(dir, file), `// ${b.name}\n${b.code}`)
-    return file
-  })
-  fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({
-    compilerOptions: {
-      strict: true,
-      noEmit: true,
-      target: 'es2022',
-      module: 'nodenext',
-      moduleResolution: 'nodenext',
-      types: ['node'],
-      typeRoots: [path.join(root, 'node_modules', '@types')]
-    },
-    files
-  }))
-  try {
-    execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir, encoding: 'utf8', timeout: 300000 })
-    t.pass(`${files.length} blocks compile`)
-  } catch (e) {
-    t.fail(`tsc: ${e.stdout}${e.stderr}`)
-  }
+  t.teardown(() => fs.rmSync(tsDir, { recursive: true, force: true }))
+  t.ok(tsBlocks.length >= 3, `${tsBlocks.length} blocks`)
+  const r = await tsc
+  t.ok(r.ok, r.ok ? `${r.files} blocks compile` : `tsc: ${r.out}`)
 })
 
 // The names a declaration file exports (classes, functions, interfaces,

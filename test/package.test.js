@@ -84,7 +84,8 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
   t.equal(listed.filter(f => f.startsWith('prebuilds/')).length, archs.length, 'and no other binary')
   t.ok(listed.includes('index.d.ts') && listed.includes('index.mjs') && listed.includes('LICENSE'))
   t.ok(listed.includes('redis.d.ts') && listed.includes('redis.mjs') && listed.includes('lib/redis/index.js'), 'sabsync/redis ships')
-  t.notOk(listed.some(f => /^(test|bench|build|node_modules|\.ci)\//.test(f)), 'no tests, benches or build leftovers')
+  t.notOk(listed.some(f => /^(test|bench|build|node_modules|\.ci)\//.test(f) && f !== 'bench/README.md'), 'no tests, benches or build leftovers (the benchmarks\' README, which the README links to, ships)')
+  t.ok(listed.includes('docs/api.md') && listed.includes('CONTRIBUTING.md'), 'docs/ and CONTRIBUTING.md ship')
   const examples = fs.readdirSync(path.join(root, 'examples')).filter(f => f.endsWith('.js'))
   t.same(examples.filter(f => !listed.includes('examples/' + f)), [], 'every example ships')
 
@@ -95,6 +96,13 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
   const log = sh(npm, ['install', '--no-audit', '--no-fund', '--prefer-offline', '--foreground-scripts', path.join(work, out[0].filename)], app)
   t.match(log, 'sabsync: using the prebuilt binary ' + binary(process.arch), 'the install script chose the prebuilt binary')
   t.notOk(fs.existsSync(path.join(pkg, 'build')), 'and compiled nothing')
+  // The README's links resolve inside the installed package (docs/ ships).
+  for (const f of ['README.md', ...fs.readdirSync(path.join(pkg, 'docs')).map(f => 'docs/' + f)]) {
+    const text = fs.readFileSync(path.join(pkg, f), 'utf8')
+    for (const [, target] of text.matchAll(/\]\(((?!https?:|#)[^)#\s]+)(?:#[^)]*)?\)/g)) {
+      t.ok(fs.existsSync(path.join(pkg, path.dirname(f), target)), `node_modules/sabsync/${f} links to ${target}, which is installed`)
+    }
+  }
 
   // The binaries as packed: no glibc symbol newer than 2.17 (objdump -T).
   await t.test('the packed Linux binaries need glibc 2.17 at most', { skip: !linux && 'not Linux' }, async t => {
@@ -176,9 +184,13 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
 
   const probe = ['-p', 'require(\'sabsync\').wait(new Int32Array(new SharedArrayBuffer(8)), 0, 0, 0)']
 
-  // --build-from-source compiles even though a prebuild fits.
-  sh(npm, ['rebuild', 'sabsync', '--build-from-source'], app)
-  t.ok(fs.existsSync(path.join(pkg, 'build', 'Release', 'sabsync.node')), '--build-from-source built the addon')
+  // SABSYNC_BUILD_FROM_SOURCE=1 compiles even though a prebuild fits, and
+  // npm says nothing of an unknown config (it warns of npm's own
+  // --build-from-source and npm_config_build_from_source).
+  const fromSource = spawnSync(npm, ['rebuild', 'sabsync'], { cwd: app, encoding: 'utf8', env: { ...process.env, SABSYNC_BUILD_FROM_SOURCE: '1' }, timeout: 300000 })
+  t.equal(fromSource.status, 0, 'SABSYNC_BUILD_FROM_SOURCE=1 npm rebuild sabsync succeeds')
+  t.notMatch(fromSource.stderr, /[Uu]nknown (cli|env|project|user) config/, 'with no warning from npm')
+  t.ok(fs.existsSync(path.join(pkg, 'build', 'Release', 'sabsync.node')), 'SABSYNC_BUILD_FROM_SOURCE=1 built the addon')
   t.equal(sh(process.execPath, probe, app).trim(), 'timed-out')
 
   // A prebuilt binary that this system's glibc is too old for.
@@ -189,7 +201,7 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
   t.match(loaded.stderr, /sabsync: the native addon did not load: .*version `GLIBC_2\.99' not found/,
     'the error leads with the loader\'s own message')
   t.match(loaded.stderr, new RegExp(`on ${process.platform}-${process.arch}, (glibc [0-9.]+|musl), Node`), 'then the platform and libc')
-  t.match(loaded.stderr, /npm rebuild sabsync --build-from-source/, 'then what to do')
+  t.match(loaded.stderr, /SABSYNC_BUILD_FROM_SOURCE=1 npm rebuild sabsync/, 'then what to do')
   t.match(loaded.stderr, /code: 'ERR_SABSYNC_NOT_BUILT'/)
 
   // The install script, without a compiler, make or Python on PATH (only
