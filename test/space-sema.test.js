@@ -38,6 +38,7 @@ t.test('never more than nr holders across processes and threads', async t => {
     await exited`
   const kids = [spawn(t, name, body), spawn(t, name, body), spawn(t, name, body)]
   await Promise.all(kids.map(k => k.done))
+  await Promise.all(kids.map(k => k.exited)) // their threads ended: nothing of theirs waits
   t.equal(cells[2], 3 * 2 * K, 'every acquire was served')
   t.ok(cells[1] >= 1 && cells[1] <= 2, `at most 2 holders at once (saw ${cells[1]})`)
   const pool = space.sema('pool', 2)

@@ -238,6 +238,11 @@ int sab__sema_in_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t fl
   } else if ((t = ssf_take_in_turn(c, &s, KEY(off), id, since, &w, now)) != SAB_SEMA_NO_TOKEN) {
     *token = t;
     r = SAB_OK;
+    /* F5: a try that takes a slot is the acquire a retry entry of this
+     * thread waited for (lib/sema.js tries before it queues again): the
+     * entry goes, or the thread would count as waiting for as long as it
+     * lives (nrWaiting; other threads' F3 and F5). */
+    if (rec == NULL) (void)retry_take(sp, id, off, now);
   } else if (rec == NULL) {
     r = SAB_TIMED_OUT;
   } else {
