@@ -190,16 +190,20 @@ const alive = pid => {
   }
 }
 
+// The pids in /proc (as strings), or none where it cannot be read.
+function procPids () {
+  try {
+    return fs.readdirSync('/proc').filter(p => /^\d+$/.test(p))
+  } catch {
+    return []
+  }
+}
+
 // Processes (this user's) whose environment carries SABSYNC_TEST_RUN=<tag>
 // (a tag ending in '/' matches every tag it starts), with their command.
 function tagged (tag) {
   const found = []
-  let pids
-  try {
-    pids = fs.readdirSync('/proc').filter(p => /^\d+$/.test(p))
-  } catch {
-    return found
-  }
+  const pids = procPids()
   const wanted = 'SABSYNC_TEST_RUN=' + tag
   for (const p of pids) {
     if (Number(p) === process.pid) continue
@@ -223,9 +227,7 @@ function tagged (tag) {
 // Each process's parent: { pid: ppid }.
 function parents () {
   const map = new Map()
-  let pids = []
-  try { pids = fs.readdirSync('/proc').filter(p => /^\d+$/.test(p)) } catch {}
-  for (const p of pids) {
+  for (const p of procPids()) {
     try {
       const stat = fs.readFileSync(`/proc/${p}/stat`, 'latin1')
       map.set(Number(p), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]))
@@ -267,9 +269,7 @@ function killTagged (tag) {
 // /dev/shm files some process has open or mapped.
 function shmInUse () {
   const used = new Set()
-  let pids = []
-  try { pids = fs.readdirSync('/proc').filter(p => /^\d+$/.test(p)) } catch {}
-  for (const p of pids) {
+  for (const p of procPids()) {
     try {
       for (const line of fs.readFileSync(`/proc/${p}/maps`, 'latin1').split('\n')) {
         const at = line.indexOf('/dev/shm/')
