@@ -160,4 +160,4 @@ function isMemory (buffer) {
   return isSharedArrayBuffer(buffer) || spaces.has(buffer)
 }
 
-module.exports = { LOCAL, backendOf, addSpace, isMemory, parkNow, RESULTS, OUT: native.out }
+module.exports = { LOCAL, backendOf, addSpace, isMemory, parkNow, asyncFlags, guarded, RESULTS, OUT: native.out }

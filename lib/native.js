@@ -73,9 +73,9 @@ function withSabsyncErrors (addon) {
   const out = { ...addon }
   for (const [name, fn] of Object.entries(addon)) {
     if (typeof fn !== 'function' || !/^(sema|rate)[A-Z]/.test(name)) continue
-    out[name] = (a, b, c, d) => {
+    out[name] = (a, b, c, d, e) => {
       try {
-        return fn(a, b, c, d)
+        return fn(a, b, c, d, e)
       } catch (err) {
         throw own(err)
       }

@@ -370,7 +370,8 @@ class Sema {
     if (now < 0 && this.#ops.try(this.#view) === OK) now = OUT[0]
     if (now >= 0 || timeout === 0) return Promise.resolve(now < 0 ? undefined : this.#got(now))
     const r = this.#ops.acquireAsync(this.#view, this.#i32, timeout, signal, ref, this.#fairMs)
-    if (typeof r === 'number') return Promise.resolve(this.#got(r))
+    // A token, or SEMA_TIMED_OUT: a space's bookkeeping lock kept past the timeout.
+    if (typeof r === 'number') return Promise.resolve(r >= 0 ? this.#got(r) : undefined)
     const local = this.#local
     local.queued++
     if (this.#pauseFn !== undefined && !this.#paused) {

@@ -20,7 +20,7 @@
 // kind or other parameters throws ERR_SABSYNC_SHARED_MISMATCH.
 
 const native = require('./native')
-const { LOCAL, addSpace, parkNow, RESULTS, OUT } = require('./backend')
+const { addSpace, parkNow, asyncFlags, guarded, RESULTS, OUT } = require('./backend')
 const { memoized } = require('./lot')
 const {
   OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD, SabsyncError, invalidType, outOfRange
@@ -207,28 +207,13 @@ function backendOfSpace (opened) {
     return native.spaceNotify(h, off, count)
   }
 
-  // An async wait: the record in the space, the promise on an in-process
-  // proxy cell that the registration's waker thread rings; spaceSettle
-  // decides how it ended (see src/napi/space.c).
-  function parkOffAsync (off, size, value, timeout, signal, ref, watch, epoch) {
-    const proxy = new Int32Array(new SharedArrayBuffer(4))
-    const r = native.spaceWaitAsync(h, off, size, value, watch, epoch, proxy, timeout)
-    if (r !== C.PENDING) return codeOf(r, watch !== 0)
-    const rec = OUT[0]
-    const settle = why => {
-      const s = native.spaceSettle(h, rec, why)
-      if (s === C.OK) return 'ok'
-      if (s === C.TIMED_OUT) return 'timed-out'
-      return watch !== 0 ? 'ok' : 'timed-out' // 'ok': look again
-    }
-    const p = LOCAL.parkAsync(proxy, 0, 0, timeout, signal, ref)
-    if (typeof p === 'number') return Promise.resolve(settle(C.CANCELLED)) // rung already
-    return p.then(v => settle(v === 'ok' ? C.CANCELLED : C.TIMED_OUT), err => {
-      // Aborted: unless a notify took the record first (then it counted
-      // this waiter, which must say so).
-      if (native.spaceSettle(h, rec, C.CANCELLED) === C.OK) return 'ok'
-      throw err
-    })
+  // An async wait: a record in the space, its promise settled on this
+  // thread's loop by the addon (src/napi/space.c). A space closed meanwhile
+  // rejects it with ERR_SABSYNC_SHARED_CLOSED, naming the space.
+  const closedOwn = err => { throw err?.code === 'ERR_SABSYNC_SHARED_CLOSED' ? closedError(opened.buffer) : own(err) }
+  function parkAtAsync (ta, index, value, timeout, signal, ref, watch, epoch) {
+    const r = native.waitAsync(ta, index, value, timeout, asyncFlags(ref, signal), watch, epoch, h)
+    return typeof r === 'number' ? r : guarded(r, signal).catch(closedOwn)
   }
 
   return Object.freeze({
@@ -237,13 +222,13 @@ function backendOfSpace (opened) {
     deathEpoch: () => Atomics.load(words, epochIndex) >>> 0,
 
     park (i32, index, value, timeout, watch = 0, epoch = 0) {
-      const r = native.spaceWait(h, offsetOf(i32, index, 4), 4, value, timeout, watch >>> 0, epoch >>> 0)
-      return codeOf(r, watch !== 0)
+      return codeOf(call(native.wait, i32, index, value, timeout, watch >>> 0, epoch >>> 0, h), watch !== 0)
     },
     parkAsync (i32, index, value, timeout, signal, ref, watch = 0, epoch = 0) {
       const now = parkNow(i32, index, value, timeout, signal)
       if (now !== undefined) return now
-      return parkOffAsync(offsetOf(i32, index, 4), 4, value, timeout, signal, ref, watch >>> 0, epoch >>> 0)
+      const r = parkAtAsync(i32, index, value, timeout, signal, ref, watch >>> 0, epoch >>> 0)
+      return typeof r === 'number' ? codeOf(r, watch !== 0) : r
     },
     waker (i32, index) {
       const off = offsetOf(i32, index, 4)
@@ -253,11 +238,11 @@ function backendOfSpace (opened) {
 
     // lib/atomics.js: the public wait / waitAsync / notify / waiters
     waitCell (ta, i, size, value, timeout) {
-      return RESULTS[codeOf(native.spaceWait(h, offsetOf(ta, i, size), size, value, timeout, 0, 0), false)]
+      return RESULTS[codeOf(call(native.wait, ta, i, value, timeout, 0, 0, h), false)]
     },
     waitCellAsync (ta, i, size, value, timeout, signal, ref) {
-      const r = parkOffAsync(offsetOf(ta, i, size), size, value, timeout, signal, ref, 0, 0)
-      return typeof r === 'number' ? RESULTS[r] : r
+      const r = parkAtAsync(ta, i, value, timeout, signal, ref, 0, 0)
+      return typeof r === 'number' ? RESULTS[codeOf(r, false)] : r
     },
     notifyAt (addr, count) {
       return notifyOff(addr - base + pub, count)
@@ -271,46 +256,19 @@ function backendOfSpace (opened) {
     sema: Object.freeze({
       fast: false,
       view: i32 => pub + i32.byteOffset,
-      try: off => call(native.spaceSemaTry, h, off),
-      acquire: (off, ms) => call(native.spaceSemaAcquire, h, off, ms),
+      try: off => call(native.semaTry, off, h),
+      acquire: (off, ms) => call(native.semaAcquire, off, ms, h),
       acquireAsync (off, i32, timeout, signal, ref) {
-        const proxy = new Int32Array(new SharedArrayBuffer(4))
-        const got = call(native.spaceSemaAcquireAsync, h, off, proxy, timeout)
-        if (got === C.OK) return OUT[0]
-        // A live holder kept the Sema's bookkeeping lock past the timeout.
-        if (got === C.TIMED_OUT) return Promise.resolve(C.SEMA_TIMED_OUT)
-        const rec = OUT[0] // PENDING: queued
-        // As the in-process promise resolves: a token, SEMA_TIMED_OUT, or
-        // SEMA_NO_TOKEN (acquire again).
-        const settle = why => {
-          const r = native.spaceSemaSettle(h, rec, why)
-          return r === C.OK ? OUT[0] : r === C.SEMA_NO_TOKEN ? r : C.SEMA_TIMED_OUT
-        }
-        // A wake to try again (SEMA_NO_TOKEN) that will not be acquired on,
-        // its caller aborted, goes on to the next waiter (F4, as the
-        // in-process loop does): else that waiter could wait for the next
-        // call on this Sema, or its timeout.
-        const p = LOCAL.parkAsync(proxy, 0, 0, timeout, signal, ref)
-        if (typeof p === 'number') return Promise.resolve(settle(C.CANCELLED))
-        return p.then(v => {
-          const t = settle(v === 'ok' ? C.CANCELLED : C.TIMED_OUT)
-          if (t === C.SEMA_NO_TOKEN && signal !== undefined && signal.aborted) {
-            native.spaceSemaPassWake(h, off)
-            throw signal.reason
-          }
-          return t
-        }, err => {
-          // Aborted, unless a release handed it a slot first: then the slot
-          // is this caller's (as in-process).
-          const r = native.spaceSemaSettle(h, rec, C.CANCELLED)
-          if (r === C.OK) return OUT[0]
-          if (r === C.SEMA_NO_TOKEN) native.spaceSemaPassWake(h, off)
-          throw err
-        })
+        // A token (one was free), SEMA_TIMED_OUT (a live holder kept the
+        // Sema's bookkeeping lock past the timeout), or a promise of a
+        // token, SEMA_TIMED_OUT or SEMA_NO_TOKEN (acquire again), as the
+        // in-process acquire's.
+        const r = call(native.semaAcquireAsync, i32, timeout, asyncFlags(ref, signal), undefined, h)
+        return typeof r === 'number' ? r : guarded(r, signal).catch(closedOwn)
       },
-      release: (off, slot) => call(native.spaceSemaRelease, h, off, slot),
-      waiting: off => native.spaceSemaWaiting(h, off),
-      available: off => call(native.spaceSemaAvailable, h, off)
+      release: (off, slot) => call(native.semaRelease, off, slot, h),
+      waiting: off => native.semaWaiting(off, h),
+      available: off => call(native.semaAvailable, off, h)
     }),
 
     // lib/rate-limit.js: a RateLimit's grants (src/core/space_sema.c), taken

@@ -52,6 +52,14 @@ static sab_async_hooked_t *hooked_of(sab_async_t *a) {
   return kind_of(a) == SAB_ASYNC_HOOKED ? (sab_async_hooked_t *)a : NULL;
 }
 
+/* Take a record out of its memory's queue for `why`: SAB_OK when a wake
+ * took it first (its delivery is on its way), else `why` (async.h). */
+static int cancel_of(sab_async_t *a, int why) {
+  sab_async_hooked_t *h = hooked_of(a);
+  if (h != NULL && h->hooks->cancel != NULL) return h->hooks->cancel(a, why);
+  return sab_wait_cancel(&a->w, why);
+}
+
 /* Where the record's promise's deferred is (async.h). */
 static napi_deferred deferred_of(sab_async_t *a) {
   sab_async_hooked_t *h = hooked_of(a);
@@ -188,7 +196,8 @@ static void settle(sab_env_t *e, sab_async_t *a, int result) {
   napi_value v;
   napi_status st;
   sab_async_hooked_t *h = hooked_of(a);
-  if (result == SAB_OK && h != NULL && h->hooks->again(a) && !e->closed) {
+  if (result == SAB_OK && h != NULL && h->hooks->again != NULL && h->hooks->again(a) &&
+      !e->closed) {
     if (h->abort_reason != NULL) {
       /* Aborted while woken to try again: pass the wake on, reject. */
       napi_value reason;
@@ -215,7 +224,21 @@ static void settle(sab_env_t *e, sab_async_t *a, int result) {
     }
   }
   untrack(e, a);
-  if (h != NULL) {
+  if (result == SAB_NAPI_CLOSED) {
+    /* Its memory was closed while it waited (space.c): nothing to hand
+     * on, and the promise rejects. */
+    napi_value code, msg;
+    st = napi_create_string_utf8(e->env, "ERR_SABSYNC_SHARED_CLOSED", NAPI_AUTO_LENGTH, &code);
+    if (st == napi_ok)
+      st = napi_create_string_utf8(e->env, "the shared space was closed while this call waited",
+                                   NAPI_AUTO_LENGTH, &msg);
+    if (st == napi_ok) st = napi_create_error(e->env, code, msg, &v);
+    if (st == napi_ok) st = napi_reject_deferred(e->env, deferred_of(a), v);
+    loop_failure(e, st);
+    async_free(e, a);
+    return;
+  }
+  if (h != NULL && h->hooks->value != NULL) {
     st = napi_create_double(e->env, h->hooks->value(a, result), &v);
   } else {
     st = napi_create_string_utf8(e->env, sab_napi_result_name(result), NAPI_AUTO_LENGTH, &v);
@@ -227,6 +250,8 @@ static void settle(sab_env_t *e, sab_async_t *a, int result) {
   }
   async_free(e, a);
 }
+
+void sab_napi_async_deliver(sab_async_t *a) { async_wake(&a->w); }
 
 static void async_wake(sab_waiter_t *w) {
   sab_async_t *a = (sab_async_t *)w;
@@ -268,9 +293,9 @@ int sab_napi_async_cancel(napi_env env, sab_env_t *e, napi_value handle, napi_va
   sab_async_full_t *f = (sab_async_full_t *)sab_pool_find(&e->pools[kind], id);
   if (f == NULL || f->serial != serial) return 0;
   sab_async_t *a = &f->a;
-  int c = sab_wait_cancel(&a->w, SAB_CANCELLED);
+  int c = cancel_of(a, SAB_CANCELLED);
   sab_async_hooked_t *hk = hooked_of(a);
-  if (c == SAB_OK && hk != NULL && hk->hooks->again(a)) {
+  if (c == SAB_OK && hk != NULL && hk->hooks->again != NULL && hk->hooks->again(a)) {
     /* Woken to ask again, its delivery on the way (what it was handed was
      * written under the bucket lock that the cancel took after): it will
      * reject with this reason instead of asking again. */
@@ -414,7 +439,8 @@ static void deliver(sab_env_t *e) {
   scopes_open(e, &s);
   while (a != NULL) {
     sab_async_t *next = (sab_async_t *)a->w.next;
-    settle(e, a, SAB_OK);
+    sab_async_hooked_t *h = hooked_of(a);
+    settle(e, a, h != NULL && h->hooks->arrived != NULL ? h->hooks->arrived(a) : SAB_OK);
     a = next;
   }
   scopes_close(e, &s);
@@ -452,7 +478,7 @@ static void timer_cb(uv_timer_t *t) {
   for (const sab_heap_entry_t *min; (min = sab_heap_min(&e->heap)) != NULL && min->at <= now;) {
     sab_async_full_t *f = heap_record(min);
     heap_remove(e, f);
-    if (sab_wait_cancel(&f->a.w, SAB_TIMED_OUT) != SAB_TIMED_OUT) {
+    if (cancel_of(&f->a, SAB_TIMED_OUT) != SAB_TIMED_OUT) {
       continue; /* a notify won: the record is on its way to async_cb */
     }
     if (!opened) {
@@ -489,7 +515,7 @@ int sab_napi_async_open(sab_env_t *e) {
 /* Teardown: cancel a live record, or count it as owed to the delivery
  * queue when a notify took it first. */
 static void cancel_or_count(sab_waiter_t *w, void *arg) {
-  if (sab_wait_cancel(w, SAB_CANCELLED) == SAB_OK) ++*(uint32_t *)arg;
+  if (cancel_of((sab_async_t *)w, SAB_CANCELLED) == SAB_OK) ++*(uint32_t *)arg;
 }
 
 void sab_napi_async_teardown(sab_env_t *e, uv_close_cb closed) {

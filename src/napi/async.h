@@ -50,14 +50,28 @@ typedef struct {
 
 /*
  * What a hooked record's caller adds to a wait: async.c calls these and
- * knows nothing else of what the record is for. A hooked record may be
- * woken with nothing to deliver, to ask again (a Sema's wake to try again,
- * sema.c F2): `again` says so, and async.c then has it ask on the env's
- * loop (`retry`), with the same record and deadline, or rejects it if an
- * abort came meanwhile (after `hand_on`, which passes that wake on).
+ * knows nothing else of what the record is for, nor of the memory it waits
+ * in. A record of the in-process lot leaves `cancel` and `arrived` NULL; a
+ * record of another memory (a shared space's, space.c) is not in the lot,
+ * and says through them how it leaves its queue and how it ended. A hooked
+ * record may be woken with nothing to deliver, to ask again (a Sema's wake
+ * to try again, sema.c F2): `again` says so, and async.c then has it ask on
+ * the env's loop (`retry`), with the same record and deadline, or rejects
+ * it if an abort came meanwhile (after `hand_on`, which passes that wake
+ * on).
  */
 typedef struct {
-  /* Woken by a notify (result SAB_OK) with nothing to deliver: ask again. */
+  /* Take the record out of its queue for `why` (SAB_TIMED_OUT or
+   * SAB_CANCELLED), on the env's thread: SAB_OK when a wake took it first
+   * (its delivery is then on its way to the env's queue, as the lot's
+   * sab_wait_cancel answers), else `why`. NULL: the lot's. */
+  int (*cancel)(sab_async_t *a, int why);
+  /* A record that came through the delivery queue: how it ended (SAB_OK,
+   * SAB_TIMED_OUT, or SAB_NAPI_CLOSED: its memory went away meanwhile). NULL:
+   * SAB_OK (the lot delivers only notified records). */
+  int (*arrived)(sab_async_t *a);
+  /* Woken by a notify (result SAB_OK) with nothing to deliver: ask again
+   * (NULL: never). */
   int (*again)(const sab_async_t *a);
   /* Ask again with a->w (ready to queue), or without queuing (NULL) past
    * the deadline: SAB_PENDING (queued again), or the result to settle with
@@ -68,9 +82,14 @@ typedef struct {
   void (*hand_on)(sab_async_t *a);
   /* The record is about to be freed, however it settled. */
   void (*done)(sab_async_t *a);
-  /* The promise's value when it settles with `result`. */
+  /* The promise's value when it settles with `result` (NULL: the result's
+   * name, as a waitAsync's: "ok", "timed-out"). */
   double (*value)(const sab_async_t *a, int result);
 } sab_async_hooks_t;
+
+/* arrived's answer for a record whose memory was closed while it waited:
+ * its promise rejects with ERR_SABSYNC_SHARED_CLOSED. */
+#define SAB_NAPI_CLOSED (-1000)
 
 /* The bytes a hooked record keeps for its caller (sab_async_ext). */
 #define SAB_ASYNC_EXT_BYTES 64
@@ -111,6 +130,10 @@ sab_async_t *sab_napi_async_new(napi_env env, sab_env_t *e, const sab_async_hook
 void sab_napi_async_discard(sab_env_t *e, sab_async_t *a);
 /* Register a queued async record. */
 void sab_napi_async_track(sab_env_t *e, sab_async_t *a);
+/* Hand a record that left its queue to its env's delivery queue (from any
+ * thread): what the lot's notify does for its records, for a memory that
+ * decides elsewhere (a space's waker, space.c). Once per record and wake. */
+void sab_napi_async_deliver(sab_async_t *a);
 /* cancel(handle, reason) from JS: answers 1 if the record the handle names
  * was still queued (it is then rejected with `reason`), 0 if it had
  * already settled or been woken; -1 with an exception pending if `handle`

@@ -1,6 +1,10 @@
 /*
  * The binding of the token semaphore: JS values to core calls
- * (src/core/sema.c), nothing more.
+ * (src/core/sema.c, and a shared space's src/core/space_sema.c), nothing
+ * more. Each operation is one function for both memories: a Sema of this
+ * process's memory, or of a shared space's (its calls pass the space's
+ * handle last), whose queue records are the space's (space.h); only the
+ * leaves that touch a record or the pool differ.
  *
  * lib/sema.js validates what users pass. The memory is trusted for nothing:
  * a Sema's view (base, nr) is made once from its Int32Array by
@@ -19,6 +23,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void bad_memory(napi_env env) {
   sab_napi_throw(env, SAB_ERR_BAD_MEMORY, "sabsync: this memory does not hold a Sema");
@@ -141,72 +146,207 @@ static napi_value sema_view(napi_env env, napi_callback_info info) {
   return view;
 }
 
-/* semaTry(view or i32) -> OK with the token in out[0], or TIMED_OUT when
- * none is free (or others wait). */
-static napi_value sema_try(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 1, NULL);
-  sab_env_t *e;
+/*
+ * A Sema of either memory: this process's (its checked view), or a shared
+ * space's (its registration and its offset in the space; the space's core
+ * checks the offset and trusts nothing of the memory).
+ */
+typedef struct {
   sab_sema_t s;
-  uint32_t token;
-  if ((e = sab_napi_env_get(env)) == NULL || get_sema(env, argv[0], &s, NULL) != 0) return NULL;
-  int r = sab_sema_try(&s, e->id, &token);
-  if (r == SAB_E_CORRUPT) return corrupt(env);
+#if defined(__linux__)
+  sab_napi_reg_t *reg; /* NULL: this process's memory */
+  uint32_t off;
+#endif
+} sema_ref_t;
+
+#if defined(__linux__)
+#define IN_SPACE(ref) ((ref)->reg != NULL)
+#else
+#define IN_SPACE(ref) 0
+#endif
+
+/* A Sema from its view or Int32Array `v` (`buffer` wanted: the array's),
+ * in the space `space` when argument `at` was passed and is not
+ * undefined: then `v` is its offset, or its Int32Array (over the space's
+ * buffer). 0, or -1 with an exception pending. */
+static int get_ref(napi_env env, napi_value v, size_t argc, size_t at, napi_value space,
+                   sema_ref_t *ref, napi_value *buffer) {
+  napi_valuetype t = napi_undefined;
+  memset(ref, 0, sizeof *ref);
+  if (argc > at) SAB_CALL(env, napi_typeof(env, space, &t), -1);
+#if defined(__linux__)
+  if (t != napi_undefined) {
+    void *data;
+    size_t bytes;
+    if ((ref->reg = sab_napi_space_unwrap(env, space)) == NULL) return -1;
+    if (buffer == NULL) return sab_napi_get_u32(env, v, &ref->off);
+    if (sab_napi_int32_memory(env, v, "memory", &data, &bytes, buffer) != 0) return -1;
+    uintptr_t base = (uintptr_t)ref->reg->info.base;
+    if ((uintptr_t)data < base || (uintptr_t)data - base >= ref->reg->info.size) {
+      napi_throw_range_error(env, NULL, "memory is not over the space's buffer");
+      return -1;
+    }
+    ref->off = (uint32_t)((uintptr_t)data - base);
+    return 0;
+  }
+#else
+  if (t != napi_undefined) {
+    napi_throw_type_error(env, NULL, "space must be undefined: shared spaces need Linux");
+    return -1;
+  }
+#endif
+  return get_sema(env, v, &ref->s, buffer);
+}
+
+/* A call that met `r` on a Sema: thrown where it is an error (a broken
+ * state; in a space, no free record, or a bookkeeping lock a live holder
+ * kept), naming `what`. Answers whether it threw. */
+static int sema_failed(napi_env env, const sema_ref_t *ref, int r, const char *what) {
+  if (!IN_SPACE(ref)) {
+    if (r == SAB_E_CORRUPT) corrupt(env);
+    return r == SAB_E_CORRUPT;
+  }
+#if defined(__linux__)
+  if (r != SAB_E_CORRUPT && r != SAB_E_SPACE_FULL && r != SAB_E_SPACE_BUSY) return 0;
+  sab_napi_throw_core(env, r, what);
+#endif
+  return 1;
+}
+
+#if defined(__linux__)
+/* How long a try waits for a space's bookkeeping lock: a live holder
+ * keeps one for microseconds unless it is preempted or stopped, and a try
+ * answers at once. */
+#define TRY_LOCK_NS (10ull * 1000000ull)
+#endif
+
+/* semaTry(view or i32 | off[, space]) -> OK with the token in out[0], or
+ * TIMED_OUT when none is free (or others wait). */
+static napi_value sema_try(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 2, NULL);
+  sab_env_t *e;
+  sema_ref_t ref;
+  uint32_t token = SAB_SEMA_NO_TOKEN;
+  int r;
+  if ((e = sab_napi_env_get(env)) == NULL || get_ref(env, argv[0], argc, 1, argv[1], &ref, NULL))
+    return NULL;
+#if defined(__linux__)
+  if (IN_SPACE(&ref)) {
+    uint64_t old = sab_space_deadline(sab_now() + TRY_LOCK_NS);
+    r = sab_space_sema_acquire(ref.reg->sp, ref.reg->id, ref.off, 0, &token, NULL);
+    sab_space_deadline(old);
+    /* SAB_E_SPACE_BUSY: a live holder keeps the lock; a try answers none. */
+    if (r == SAB_E_SPACE_BUSY) r = SAB_TIMED_OUT;
+  } else
+#endif
+    r = sab_sema_try(&ref.s, e->id, &token);
+  if (sema_failed(env, &ref, r, "Sema")) return NULL;
   return sab_napi_token_result(env, r == SAB_OK, token);
 }
 
 /*
- * semaAcquire(view or i32, timeoutMs) -> OK with the token in out[0], or
- * TIMED_OUT. Parks
- * with sab_napi_park: a thread torn down meanwhile leaves the queue, gives
- * back a slot handed over to it, and returns with the exception pending.
+ * One ask of a blocking acquire, queued (`queue`) or not: parks until its
+ * record is handed a slot or woken, or `deadline`. Answers SAB_OK with
+ * *token a slot, or SAB_SEMA_NO_TOKEN (woken to try again, as a release
+ * that left the slot to running threads does, or a bookkeeping lock a live
+ * holder kept: ask again); SAB_TIMED_OUT; a code to throw; or
+ * SAB_NAPI_TERMINATED, the thread torn down, with a slot it was handed
+ * given back, a wake to try again passed on, and an exception pending.
+ */
+static int ask_once(sab_env_t *e, const sema_ref_t *ref, sab_sema_ask_t *ask, int queue,
+                    uint64_t deadline, uint32_t *token) {
+  int r, woken = 0;
+  *token = SAB_SEMA_NO_TOKEN;
+#if defined(__linux__)
+  if (IN_SPACE(ref)) {
+    sab_napi_reg_t *reg = ref->reg;
+    uint32_t rec;
+    r = sab_space_sema_acquire(reg->sp, reg->id, ref->off, 0, token, queue ? &rec : NULL);
+    if (r == SAB_E_SPACE_BUSY) {
+      int again = sab_napi_space_busy_again(e, deadline);
+      return again < 0 ? SAB_NAPI_TERMINATED : again == 0 ? SAB_TIMED_OUT : SAB_OK;
+    }
+    if (r != SAB_PENDING) return r;
+    sab_napi_space_parker_t p;
+    sab_napi_space_parker_init(&p, reg, rec, ref->off, 0, 0, token);
+    r = sab_napi_park_on(e, &p.base, deadline, &woken);
+    if (r == SAB_NAPI_TERMINATED && woken)
+      sab_space_sema_give_back(reg->sp, reg->id, ref->off, *token);
+    return r;
+  }
+#endif
+  sab_waiter_t w;
+  sab_waiter_init_blocking(&w);
+  r = sab_sema_ask(ask, e->id, queue ? &w : NULL, token); /* SAB_OK sets token */
+  if (r == SAB_PENDING) {
+    r = sab_napi_park(e, &w, deadline, &woken);
+    *token = w.token;
+  }
+  sab_waiter_destroy(&w);
+  if (r == SAB_NAPI_TERMINATED && woken) sab_sema_give_back(ask, e->id, *token);
+  return r;
+}
+
+/*
+ * semaAcquire(view or i32 | off, timeoutMs[, space]) -> OK with the token
+ * in out[0], or TIMED_OUT. Parks with the binding's one park loop: a thread
+ * torn down meanwhile leaves the queue, gives back a slot handed over to
+ * it, and returns with the exception pending. A space's waiters probe its
+ * holders' lifelines meanwhile (a holder killed with SIGKILL gives its
+ * slot back when found).
  */
 static napi_value sema_acquire(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 2, NULL);
+  SAB_ARGS(env, info, 3, NULL);
   sab_env_t *e;
-  sab_sema_t s;
+  sema_ref_t ref;
   double ms;
   uint32_t token = SAB_SEMA_NO_TOKEN;
-  if ((e = sab_napi_env_get(env)) == NULL || get_sema(env, argv[0], &s, NULL) != 0) return NULL;
+  if ((e = sab_napi_env_get(env)) == NULL || get_ref(env, argv[0], argc, 2, argv[2], &ref, NULL))
+    return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[1], &ms), NULL);
   uint64_t deadline = sab_napi_deadline(ms);
   sab_sema_ask_t ask; /* its since: when this call first asked (sema.c F2) */
-  sab_sema_ask_init(&ask, &s);
+  sab_sema_ask_init(&ask, &ref.s);
+#if defined(__linux__)
+  uint64_t old = sab_space_deadline(UINT64_MAX);
+  if (IN_SPACE(&ref)) sab_napi_space_lock_deadline(deadline);
+#endif
   int r;
   for (;;) {
-    sab_waiter_t w;
-    int woken = 0;
-    sab_waiter_init_blocking(&w);
-    r = sab_sema_ask(&ask, e->id, &w, &token); /* SAB_OK sets token */
-    if (r == SAB_PENDING) {
-      r = sab_napi_park(e, &w, deadline, &woken);
-      token = w.token;
-    }
-    sab_waiter_destroy(&w);
-    if (r == SAB_NAPI_TERMINATED) {
-      /* A slot handed over goes back; a wake to try again is passed on. */
-      if (woken) sab_sema_give_back(&ask, e->id, token);
-      return NULL;
-    }
-    /* Woken without a slot (to try again, as a release that left the slot
-     * to running threads does, or by a raw notify on the waiters' key;
-     * sab_napi_park has looked for termination after the wake): ask again
-     * in the same place, and once more even past the deadline (F4). */
+    r = ask_once(e, &ref, &ask, 1, deadline, &token);
+    /* Woken without a slot (to try again; the park has looked for
+     * termination after the wake): ask again in the same place, and once
+     * more even past the deadline (F4). */
     if (r != SAB_OK || token != SAB_SEMA_NO_TOKEN) break;
     if (sab_now() >= deadline) {
-      r = sab_sema_ask(&ask, e->id, NULL, &token);
+      r = ask_once(e, &ref, &ask, 0, deadline, &token);
       break;
     }
   }
-  if (r == SAB_E_CORRUPT) return corrupt(env);
-  return sab_napi_token_result(env, r == SAB_OK, token);
+#if defined(__linux__)
+  sab_space_deadline(old);
+#endif
+  if (r == SAB_NAPI_TERMINATED || sema_failed(env, &ref, r, "Sema acquire")) return NULL;
+  if (r != SAB_OK || token == SAB_SEMA_NO_TOKEN) return sab_napi_number(env, SAB_TIMED_OUT);
+#if defined(__linux__)
+  if (IN_SPACE(&ref) && sab_napi_env_terminating(e)) {
+    /* Taken as the thread is torn down: JS would never see it, and the
+     * space's owner id outlives this thread only until its close. */
+    sab_space_sema_give_back(ref.reg->sp, ref.reg->id, ref.off, token);
+    return NULL;
+  }
+#endif
+  return sab_napi_token_result(env, 1, token);
 }
 
 /*
- * An async acquire's record (async.h, hooked): its ask, in the record's
- * own bytes (w.ctx points there while queued). Woken without a slot, to
- * try again (F2), it asks again on its env's loop in the place its first
- * ask gave it (the ask's `since`); past its deadline once without queuing
- * (F4). A slot it was handed and will never deliver goes back.
+ * An async acquire's record (async.h, hooked). In this process's memory:
+ * its ask, in the record's own bytes (w.ctx points there while queued).
+ * Woken without a slot, to try again (F2), it asks again on its env's loop
+ * in the place its first ask gave it (the ask's `since`); past its
+ * deadline once without queuing (F4). A slot it was handed and will never
+ * deliver goes back. In a space: the space's record (space.h), which asks
+ * again the same way through the space's Sema.
  */
 _Static_assert(sizeof(sab_sema_ask_t) <= SAB_ASYNC_EXT_BYTES, "a Sema's ask fits a hooked record");
 
@@ -234,88 +374,201 @@ static void acquire_hand_on(sab_async_t *a) {
  * its ask leaves the Sema's list of retries (F5), and the wake goes on. */
 static void acquire_done(sab_async_t *a) { sab_sema_ask_done(ask_of(a)); }
 
-static double acquire_value(const sab_async_t *a, int result) {
-  return result != SAB_OK                  ? SAB_NAPI_SEMA_TIMED_OUT
-         : a->w.token == SAB_SEMA_NO_TOKEN ? SAB_NAPI_SEMA_NO_TOKEN
-                                           : (double)a->w.token;
+/* The promise's value: a token, or why there is none. */
+static double token_value(int result, uint32_t token) {
+  return result != SAB_OK                ? SAB_NAPI_SEMA_TIMED_OUT
+         : token == SAB_SEMA_NO_TOKEN ? SAB_NAPI_SEMA_NO_TOKEN
+                                      : (double)token;
 }
 
-static const sab_async_hooks_t acquire_hooks = {acquire_again, acquire_retry, acquire_hand_on,
-                                                acquire_done, acquire_value};
+static double acquire_value(const sab_async_t *a, int result) {
+  return token_value(result, a->w.token);
+}
+
+static const sab_async_hooks_t acquire_hooks = {
+    NULL, NULL, acquire_again, acquire_retry, acquire_hand_on, acquire_done, acquire_value};
+
+#if defined(__linux__)
+static int space_acquire_again(const sab_async_t *a) {
+  const sab_napi_space_async_t *sx = sab_napi_space_async_of(a);
+  return sx->reg != NULL && sx->token == SAB_SEMA_NO_TOKEN;
+}
+
+/* Queue a space's acquire record `a` (its bytes begun, the registration
+ * locked: sab_napi_space_async_begin), or take a slot at once: as
+ * sab_space_sema_acquire, and unlocked. */
+static int space_ask(sab_async_t *a, uint32_t *token) {
+  sab_napi_space_async_t *sx = sab_napi_space_async_of(a);
+  sab_napi_reg_t *reg = sx->reg;
+  uint32_t rec = 0;
+  int r = sab_space_sema_acquire(reg->sp, reg->id, sx->off, SAB_SPACE_ASYNC, token, &rec);
+  sab_napi_space_async_end(a, r, rec);
+  return r;
+}
+
+static int space_acquire_retry(sab_env_t *e, sab_async_t *a, sab_waiter_t *w) {
+  (void)e;
+  sab_napi_space_async_t *sx = sab_napi_space_async_of(a);
+  sab_napi_reg_t *reg = sx->reg;
+  uint32_t token = SAB_SEMA_NO_TOKEN;
+  uint64_t old = sab_napi_space_async_bound(a);
+  int r;
+  if (w == NULL) {
+    /* Past its deadline: one more try, without queuing (F4). */
+    r = sab_space_sema_acquire(reg->sp, reg->id, sx->off, 0, &token, NULL);
+  } else {
+    pthread_mutex_lock(&reg->mu);
+    r = space_ask(a, &token);
+  }
+  sab_space_deadline(old);
+  if (r == SAB_PENDING) return r;
+  /* Anything else than a slot (no slot past the deadline: timed out; no
+   * free record, a kept lock, a broken state): the JS acquire asks anew,
+   * and throws what there is to throw. */
+  sx->token = r == SAB_OK ? token : SAB_SEMA_NO_TOKEN;
+  return r == SAB_OK || w != NULL ? SAB_OK : SAB_TIMED_OUT;
+}
+
+static double space_acquire_value(const sab_async_t *a, int result) {
+  return token_value(result, sab_napi_space_async_of(a)->token);
+}
+
+static const sab_async_hooks_t space_acquire_hooks = {
+    sab_napi_space_async_cancel, sab_napi_space_async_arrived, space_acquire_again,
+    space_acquire_retry,         sab_napi_space_async_hand_on, sab_napi_space_async_done,
+    space_acquire_value};
+#endif
+
+/* Ask for a slot with the new record `a`: SAB_PENDING (queued), SAB_OK
+ * with *token, or another answer of the memory's acquire. */
+static int ask_async(napi_env env, sab_env_t *e, sab_async_t *a, const sema_ref_t *ref,
+                     uint64_t deadline, uint32_t *token) {
+#if defined(__linux__)
+  if (IN_SPACE(ref)) {
+    uint64_t old = sab_space_deadline(UINT64_MAX);
+    sab_napi_space_lock_deadline(deadline);
+    int r = sab_napi_space_async_begin(env, ref->reg, a, ref->off, 0, 0, 1) != 0
+                ? SAB_NAPI_TERMINATED
+                : space_ask(a, token);
+    sab_space_deadline(old);
+    return r;
+  }
+#endif
+  (void)env;
+  (void)deadline;
+  sab_sema_ask_init(ask_of(a), &ref->s); /* w.ctx points here while queued */
+  return sab_sema_ask(ask_of(a), e->id, &a->w, token);
+}
 
 /*
- * semaAcquireAsync(i32, timeoutMs, flags, fairMs?) -> a token (a slot was
- * free), or the promise, or [promise, handle] with SAB_ASYNC_HANDLE;
- * SAB_ASYNC_REF: keep the loop alive. fairMs: as semaView's. timeoutMs > 0
- * (JS tries first for 0). A record woken to try again asks again on the
- * loop (async.c, sema_retry). The promise
- * resolves with the token, SAB_NAPI_SEMA_TIMED_OUT, or
- * SAB_NAPI_SEMA_NO_TOKEN (woken without one: acquire again).
+ * semaAcquireAsync(i32, timeoutMs, flags, fairMs?[, space]) -> a token (a
+ * slot was free), or the promise, or [promise, handle] with
+ * SAB_ASYNC_HANDLE; SAB_ASYNC_REF: keep the loop alive. fairMs: as
+ * semaView's. timeoutMs > 0 (JS tries first for 0). A record woken to try
+ * again asks again on the loop (async.c retry). The promise resolves with
+ * the token, SAB_NAPI_SEMA_TIMED_OUT, or SAB_NAPI_SEMA_NO_TOKEN (woken
+ * without one: acquire again); a space's rejects with
+ * ERR_SABSYNC_SHARED_CLOSED when the space is closed meanwhile. Answers
+ * SAB_NAPI_SEMA_TIMED_OUT at once when a live holder kept a space's
+ * bookkeeping lock past the timeout.
  */
 static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 4, NULL);
+  SAB_ARGS(env, info, 5, NULL);
   sab_env_t *e;
   double ms;
-  uint32_t flags, token;
+  uint32_t flags, token = SAB_SEMA_NO_TOKEN;
   napi_value buffer, result;
+  sema_ref_t ref;
   if ((e = sab_napi_env_get(env)) == NULL) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[1], &ms), NULL);
   SAB_CALL(env, napi_get_value_uint32(env, argv[2], &flags), NULL);
-  sab_sema_t s;
-  if (get_sema(env, argv[0], &s, &buffer) != 0) return NULL;
-  if (fair_ns_of(env, argv[3], "semaAcquireAsync", &s.fair_ns) != 0) return NULL;
-  /* Queued, the record's key is the Sema's (sabsync.h); a token it cannot
-   * deliver goes back (acquire_hand_on). */
-  sab_async_t *a =
-      sab_napi_async_new(env, e, &acquire_hooks, buffer, (uintptr_t)s.base + SAB_SEMA_KEY_OFFSET,
-                         flags, ms, "semaAcquireAsync", &result);
-  if (a == NULL) return NULL;
-  sab_sema_ask_init(ask_of(a), &s); /* w.ctx points here while queued */
-  int r = sab_sema_ask(ask_of(a), e->id, &a->w, &token);
-  if (r != SAB_PENDING) {
-    /* Not queued: the promise is never handed out. */
-    sab_napi_async_discard(e, a);
-    if (r == SAB_E_CORRUPT) return corrupt(env);
-    return sab_napi_number(env, token);
+  if (get_ref(env, argv[0], argc, 4, argv[4], &ref, &buffer) != 0) return NULL;
+  const sab_async_hooks_t *hooks = &acquire_hooks;
+  /* Queued, a record's key is the Sema's (sabsync.h). */
+  uintptr_t key = (uintptr_t)ref.s.base + SAB_SEMA_KEY_OFFSET;
+#if defined(__linux__)
+  if (IN_SPACE(&ref)) {
+    hooks = &space_acquire_hooks;
+    key = (uintptr_t)ref.reg->info.base + ref.off;
+  } else
+#endif
+  if (fair_ns_of(env, argv[3], "semaAcquireAsync", &ref.s.fair_ns) != 0) {
+    return NULL;
   }
-  sab_napi_async_track(e, a);
-  return result;
+  uint64_t deadline = sab_napi_deadline(ms);
+  sab_async_t *a =
+      sab_napi_async_new(env, e, hooks, buffer, key, flags, ms, "semaAcquireAsync", &result);
+  if (a == NULL) return NULL;
+  int r = ask_async(env, e, a, &ref, deadline, &token);
+  if (r == SAB_PENDING) {
+    sab_napi_async_track(e, a);
+    return result;
+  }
+  /* Not queued: the promise is never handed out. */
+  sab_napi_async_discard(e, a);
+  if (r == SAB_NAPI_TERMINATED) return NULL;
+  /* A live holder kept a space's bookkeeping lock past the timeout. */
+  if (r == SAB_E_SPACE_BUSY && sab_now() >= deadline)
+    return sab_napi_number(env, SAB_NAPI_SEMA_TIMED_OUT);
+  if (sema_failed(env, &ref, r, "Sema acquire")) return NULL;
+  return sab_napi_number(env, token);
 }
 
 /*
- * semaRelease(view or i32, slot) -> OK with the info bits
- * (SAB_SEMA_HANDED_SELF, SAB_SEMA_POOLED) in out[0] and the slot in out[1],
- * or BAD_TOKEN: not a slot this thread holds. slot -1: the one this thread
- * got most recently.
+ * semaRelease(view or i32 | off, slot[, space]) -> OK with the info bits
+ * (SAB_SEMA_HANDED_SELF, SAB_SEMA_POOLED) in out[0] and the slot in
+ * out[1], or BAD_TOKEN: not a slot this thread holds. slot -1: the one
+ * this thread got most recently.
  */
 static napi_value sema_release(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 2, NULL);
+  SAB_ARGS(env, info, 3, NULL);
   sab_env_t *e;
-  sab_sema_t s;
+  sema_ref_t ref;
   int64_t slot;
   uint32_t bits = 0;
-  if ((e = sab_napi_env_get(env)) == NULL || get_sema(env, argv[0], &s, NULL) != 0) return NULL;
+  int r;
+  if ((e = sab_napi_env_get(env)) == NULL || get_ref(env, argv[0], argc, 2, argv[2], &ref, NULL))
+    return NULL;
   SAB_CALL(env, napi_get_value_int64(env, argv[1], &slot), NULL);
-  int r = sab_sema_release(&s, e->id, slot < 0 ? -1 : slot, &bits);
-  if (r == SAB_E_CORRUPT) return corrupt(env);
+#if defined(__linux__)
+  if (IN_SPACE(&ref))
+    r = sab_space_sema_release(ref.reg->sp, ref.reg->id, ref.off, slot < 0 ? -1 : slot, &bits);
+  else
+#endif
+    r = sab_sema_release(&ref.s, e->id, slot < 0 ? -1 : slot, &bits);
+  if (sema_failed(env, &ref, r, "Sema release")) return NULL;
   return sab_napi_release_result(env, r, bits);
 }
 
-/* semaWaiting(view or i32) -> queued waiters of every thread */
+/* semaWaiting(view or i32 | off[, space]) -> queued waiters of every
+ * thread (every process of a space) */
 static napi_value sema_waiting(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 1, NULL);
-  sab_sema_t s;
-  if (get_sema(env, argv[0], &s, NULL) != 0) return NULL;
-  return sab_napi_number(env, sab_sema_waiting(&s));
+  SAB_ARGS(env, info, 2, NULL);
+  sema_ref_t ref;
+  if (get_ref(env, argv[0], argc, 1, argv[1], &ref, NULL) != 0) return NULL;
+#if defined(__linux__)
+  if (IN_SPACE(&ref)) return sab_napi_number(env, sab_space_sema_waiting(ref.reg->sp, ref.off));
+#endif
+  return sab_napi_number(env, sab_sema_waiting(&ref.s));
 }
 
-/* semaAvailable(view or i32) -> slots in the pool, after reclaiming dead holders' */
+/* semaAvailable(view or i32 | off[, space]) -> slots in the pool, after
+ * reclaiming dead holders' */
 static napi_value sema_available(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 1, NULL);
-  sab_sema_t s;
-  if (get_sema(env, argv[0], &s, NULL) != 0) return NULL;
-  int r = sab_sema_available(&s);
-  if (r < 0) return corrupt(env);
+  SAB_ARGS(env, info, 2, NULL);
+  sema_ref_t ref;
+  int r;
+  if (get_ref(env, argv[0], argc, 1, argv[1], &ref, NULL) != 0) return NULL;
+#if defined(__linux__)
+  if (IN_SPACE(&ref))
+    r = sab_space_sema_available(ref.reg->sp, ref.off);
+  else
+#endif
+    r = sab_sema_available(&ref.s);
+  if (r < 0) {
+    if (!sema_failed(env, &ref, r, "Sema")) sema_failed(env, &ref, SAB_E_CORRUPT, "Sema");
+    return NULL;
+  }
   return sab_napi_number(env, r);
 }
 
@@ -329,215 +582,6 @@ static napi_value sema_kick(napi_env env, napi_callback_info info) {
   return sab_napi_number(env, sab_sema_kick(&s));
 }
 
-#if defined(__linux__)
-
-/* ---- a Sema in a shared space (src/core/space_sema.c, space.h) ---- */
-
-static napi_value sema_corrupt(napi_env env) {
-  sab_napi_throw_core(env, SAB_E_CORRUPT, "Sema");
-  return NULL;
-}
-
-/* (handle, off) of a Sema in a space. */
-static sab_napi_reg_t *sema_args(napi_env env, napi_value h, napi_value voff, uint32_t *off) {
-  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, h);
-  if (reg == NULL || sab_napi_get_u32(env, voff, off) != 0) return NULL;
-  return reg;
-}
-
-/* How long a try waits for a bookkeeping lock: a live holder keeps one
- * for microseconds unless it is preempted or stopped, and a try answers
- * at once. */
-#define TRY_LOCK_NS (10ull * 1000000ull)
-
-/* spaceSemaTry(handle, off) -> OK with the token in out[0], or TIMED_OUT
- * when none is free (or others wait) */
-static napi_value space_sema_try(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 2, NULL);
-  uint32_t off, token;
-  sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  if (reg == NULL) return NULL;
-  uint64_t old = sab_space_deadline(sab_now() + TRY_LOCK_NS);
-  int r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, NULL);
-  sab_space_deadline(old);
-  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
-  /* SAB_E_SPACE_BUSY: a live holder keeps the lock; a try answers none. */
-  return sab_napi_token_result(env, r == SAB_OK, token);
-}
-
-/* spaceSemaAcquire(handle, off, timeoutMs) -> OK with the token in out[0],
- * or TIMED_OUT. Blocks
- * in slices as spaceWait does, probing lifelines meanwhile (a holder killed
- * with SIGKILL gives its slot back when found). */
-static napi_value space_sema_acquire_in(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 3, NULL);
-  uint32_t off, token = SAB_SEMA_NO_TOKEN, rec;
-  double ms;
-  sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  sab_env_t *e = reg != NULL ? sab_napi_space_env(env) : NULL;
-  if (e == NULL || sab_napi_get_double(env, argv[2], &ms) != 0) return NULL;
-  uint64_t deadline = sab_napi_deadline(ms);
-  sab_napi_space_lock_deadline(deadline);
-  int r, again;
-  for (;;) {
-    r = sab_space_sema_acquire(reg->sp, reg->id, off, 0, &token, &rec);
-    if (r == SAB_E_SPACE_BUSY) {
-      if ((again = sab_napi_space_busy_again(e, deadline)) < 0) return NULL;
-      if (again == 0) break; /* its timeout's answer */
-      continue;
-    }
-    if (r == SAB_PENDING) {
-      sab_napi_space_parker_t p;
-      int woken = 0;
-      sab_napi_space_parker_init(&p, reg, rec, off, 0, 0, &token);
-      r = sab_napi_park_on(e, &p.base, deadline, &woken);
-      if (r == SAB_NAPI_TERMINATED) {
-        /* A slot handed over goes back; a wake to try again is passed on
-         * (F4). */
-        if (woken) sab_space_sema_give_back(reg->sp, reg->id, off, token);
-        return NULL;
-      }
-    }
-    /* Woken without a slot, to try again (F2; the park has looked for
-     * termination after the wake): ask again. */
-    if (r != SAB_OK || token != SAB_SEMA_NO_TOKEN) break;
-  }
-  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
-  if (r == SAB_E_SPACE_FULL) {
-    sab_napi_throw_core(env, r, "Sema acquire");
-    return NULL;
-  }
-  if (r != SAB_OK) return sab_napi_number(env, SAB_TIMED_OUT);
-  if (sab_napi_env_terminating(e)) {
-    /* Taken as the thread is torn down: JS would never see it. */
-    sab_space_sema_give_back(reg->sp, reg->id, off, token);
-    return NULL;
-  }
-  return sab_napi_token_result(env, 1, token);
-}
-
-static napi_value space_sema_acquire(napi_env env, napi_callback_info info) {
-  return sab_napi_space_blocking(env, info, space_sema_acquire_in);
-}
-
-/* spaceSemaAcquireAsync(handle, off, proxy, timeoutMs) -> OK with a token
- * in out[0] (one was free), PENDING with the record in out[0]: queued, its
- * slot delivered through `proxy` (as spaceWaitAsync), then taken with
- * spaceSemaSettle; or TIMED_OUT: a live holder kept the bookkeeping lock
- * past the call's timeout. */
-static napi_value space_sema_acquire_async_in(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 4, NULL);
-  uint32_t off, token, rec;
-  double ms;
-  sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  if (reg == NULL || sab_napi_get_double(env, argv[3], &ms) != 0) return NULL;
-  uint64_t deadline = sab_napi_deadline(ms);
-  sab_napi_space_lock_deadline(deadline);
-  sab_napi_pending_t *p = sab_napi_space_pending_new(env, reg, argv[2]);
-  if (p == NULL) return NULL;
-  p->off = off;
-  p->flags = SAB_SPACE_SEMA;
-  pthread_mutex_lock(&reg->mu);
-  int r = sab_space_sema_acquire(reg->sp, reg->id, off, SAB_SPACE_ASYNC, &token, &rec);
-  int wake = r == SAB_PENDING && sab_napi_space_pending_add(reg, p, rec);
-  pthread_mutex_unlock(&reg->mu);
-  if (wake) sab_napi_space_ring(reg);
-  if (r == SAB_PENDING) return sab_napi_result1(env, SAB_PENDING, rec);
-  sab_napi_space_pending_free(reg, p);
-  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
-  if (r == SAB_E_SPACE_BUSY && sab_now() >= deadline) return sab_napi_number(env, SAB_TIMED_OUT);
-  if (r != SAB_OK) { /* SAB_E_SPACE_FULL, SAB_E_SPACE_BUSY */
-    sab_napi_throw_core(env, r, "Sema acquire");
-    return NULL;
-  }
-  return sab_napi_result1(env, SAB_OK, token);
-}
-
-static napi_value space_sema_acquire_async(napi_env env, napi_callback_info info) {
-  return sab_napi_space_blocking(env, info, space_sema_acquire_async_in);
-}
-
-/* spaceSemaSettle(handle, rec, why) -> OK with the token the record was
- * handed in out[0], TIMED_OUT (it left the queue by its deadline or an
- * abort), or SEMA_NO_TOKEN (woken without a slot: acquire again). */
-static napi_value space_sema_settle(napi_env env, napi_callback_info info) {
-  uint32_t token = SAB_SEMA_NO_TOKEN;
-  int r;
-  if (sab_napi_space_settle(env, info, &token, &r) != 0) return NULL;
-  if (r != SAB_OK) return sab_napi_number(env, SAB_TIMED_OUT);
-  if (token == SAB_SEMA_NO_TOKEN) return sab_napi_number(env, SAB_NAPI_SEMA_NO_TOKEN);
-  return sab_napi_result1(env, SAB_OK, token);
-}
-
-/* spaceSemaPassWake(handle, off): an async acquire woken to try again
- * (spaceSemaSettle answered SEMA_NO_TOKEN) that will not, because it was
- * aborted, passes its wake on to the next waiter (F4). */
-static napi_value space_sema_pass_wake(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 2, NULL);
-  uint32_t off;
-  sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  if (reg == NULL) return NULL;
-  sab_space_sema_give_back(reg->sp, reg->id, off, SAB_SEMA_NO_TOKEN);
-  return NULL;
-}
-
-/* spaceSemaRelease(handle, off, slot) -> as semaRelease: OK with the info
- * bits in out[0] and the slot in out[1], or BAD_TOKEN (not a slot this
- * thread holds); slot -1: the one it got most recently. */
-static napi_value space_sema_release(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 3, NULL);
-  uint32_t off, bits = 0;
-  int64_t slot;
-  sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  if (reg == NULL) return NULL;
-  SAB_CALL(env, napi_get_value_int64(env, argv[2], &slot), NULL);
-  int r = sab_space_sema_release(reg->sp, reg->id, off, slot < 0 ? -1 : slot, &bits);
-  if (r == SAB_E_CORRUPT) return sema_corrupt(env);
-  if (r == SAB_E_SPACE_BUSY) {
-    sab_napi_throw_core(env, r, "Sema release");
-    return NULL;
-  }
-  return sab_napi_release_result(env, r, bits);
-}
-
-/* spaceSemaWaiting(handle, off) -> queued acquires, every process */
-static napi_value space_sema_waiting(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 2, NULL);
-  uint32_t off;
-  sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  return reg != NULL ? sab_napi_number(env, sab_space_sema_waiting(reg->sp, off)) : NULL;
-}
-
-/* spaceSemaAvailable(handle, off) -> pooled slots, after reclaiming the dead's */
-static napi_value space_sema_available(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 2, NULL);
-  uint32_t off;
-  sab_napi_reg_t *reg = sema_args(env, argv[0], argv[1], &off);
-  if (reg == NULL) return NULL;
-  int r = sab_space_sema_available(reg->sp, off);
-  if (r == SAB_E_SPACE_BUSY) {
-    sab_napi_throw_core(env, r, "Sema");
-    return NULL;
-  }
-  return r < 0 ? sema_corrupt(env) : sab_napi_number(env, r);
-}
-
-static int space_register(napi_env env, napi_value exports) {
-  static const sab_napi_fn_t fns[] = {
-      {"spaceSemaTry", space_sema_try},
-      {"spaceSemaAcquire", space_sema_acquire},
-      {"spaceSemaAcquireAsync", space_sema_acquire_async},
-      {"spaceSemaSettle", space_sema_settle},
-      {"spaceSemaPassWake", space_sema_pass_wake},
-      {"spaceSemaRelease", space_sema_release},
-      {"spaceSemaWaiting", space_sema_waiting},
-      {"spaceSemaAvailable", space_sema_available},
-  };
-  return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
-}
-
-#endif /* __linux__ */
-
 int sab_napi_sema_register(napi_env env, napi_value exports) {
   static const sab_napi_fn_t fns[] = {
       {"semaBytes", sema_bytes},         {"semaInit", sema_init},
@@ -546,9 +590,5 @@ int sab_napi_sema_register(napi_env env, napi_value exports) {
       {"semaRelease", sema_release},     {"semaWaiting", sema_waiting},
       {"semaAvailable", sema_available}, {"semaKick", sema_kick},
   };
-  if (sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]) != 0) return -1;
-#if defined(__linux__)
-  if (space_register(env, exports) != 0) return -1; /* a space's twins */
-#endif
-  return 0;
+  return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
 }

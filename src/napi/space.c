@@ -9,18 +9,20 @@
  * over the public part, and its async waits. lib/space.js makes one per
  * thread and space name; it is handed to JS as a tagged external.
  *
- * Async waits ride on the in-process lot. A space waiter's record lives in
- * the space, where a notifier in any process can reach it, but a promise
- * must be settled on its own thread's loop, which only this process can
- * wake. So each async wait also parks an in-process waitAsync on a private
- * "proxy" cell (lib/space.js), with the timeout, abort and loop-ref handling
- * every waitAsync has; a waker thread per registration sleeps on the
- * registration's doorbell in the space, and when a notifier rings it, stores
- * 1 into the proxy of each record that left the queue and notifies the
- * proxy. However the proxy settles (woken, timed out, aborted), JS then
- * calls spaceSettle, which decides under the space's bucket lock: a record
- * that a notify took is "ok" whatever the proxy said, so counts and results
- * agree across processes as they do within one.
+ * Async waits are hooked records of async.c (async.h): their promise,
+ * deadline, abort and delivery on their thread's loop are every async
+ * record's. A space waiter's queue entry lives in the space, where a
+ * notifier in any process can reach it, but a promise must be settled on
+ * its own thread's loop, which only this process can wake. So a waker
+ * thread per registration sleeps on the registration's doorbell in the
+ * space; when a notifier rings it, it decides, under the space's bucket
+ * lock (sab_space_settle), how each record that left its queue ended, and
+ * hands the record to its env's delivery queue, as the lot's notify does
+ * for its own. A deadline or an abort, on the env's thread, decides under
+ * the same lock: a record that a notify took is "ok" whatever else raced
+ * with it, so counts and results agree across processes as within one.
+ * Each record is decided once, under the registration's lock (`queued`
+ * says it is still the waker's to look at), and delivered once.
  *
  * Blocking waits park on their record's futex through the binding's one
  * park loop (park.c), in timed slices, looking for their thread's
@@ -31,12 +33,13 @@
  * every WATCH_NS, for deaths the watcher cannot see (a reused pid, a kernel
  * without pidfds).
  *
- * Threads: a reg's pending list and `stop` are guarded by reg->mu and read
+ * Threads: a reg's records list and `stop` are guarded by reg->mu and read
  * by its waker thread; everything else belongs to the registering thread.
  * Lock order: reg->mu, then a bucket lock of the space, then (in the waker)
  * a bucket lock of the in-process lot.
  */
 #define _GNU_SOURCE
+#include "async.h"
 #include "env.h"
 #include "park.h"
 #include "register.h"
@@ -86,10 +89,38 @@ sab_napi_reg_t *sab_napi_space_unwrap(napi_env env, napi_value v) {
 
 /* ---- the waker thread ---- */
 
-static void ring_proxy(sab_napi_pending_t *p) {
-  __atomic_store_n(p->proxy, 1, __ATOMIC_SEQ_CST);
-  sab_notify((uintptr_t)p->proxy, 1);
-  p->delivered = 1;
+static sab_async_t *record_of(sab_napi_space_async_t *sx) {
+  return (sab_async_t *)((char *)sx - offsetof(sab_async_hooked_t, ext));
+}
+
+sab_napi_space_async_t *sab_napi_space_async_of(const sab_async_t *a) {
+  return sab_async_ext((sab_async_t *)a);
+}
+
+/* How a record that left its queue ended, from sab_space_settle's answer
+ * `r` (for `why`): SAB_OK (a wake: a Sema's slot in token; or an owner
+ * died since a watching wait looked, which then looks again), else
+ * SAB_TIMED_OUT or `why`. A Sema's record that left without a wake asks
+ * again (SAB_OK without a slot), unless its own caller took it out. */
+static int outcome(sab_napi_space_async_t *sx, int r, int why) {
+  if (r == SAB_OK || r == why) return r;
+  if (r == SAB_CANCELLED && sx->sema) {
+    sx->token = SAB_SEMA_NO_TOKEN;
+    return SAB_OK;
+  }
+  return r == SAB_CANCELLED && sx->watch != 0 ? SAB_OK : SAB_TIMED_OUT;
+}
+
+/* Under reg->mu: decide a queued record for `why`: it is the waker's no
+ * longer, and its caller delivers it, or settles it at once. Answers its
+ * outcome. */
+static int decide(sab_napi_reg_t *reg, sab_napi_space_async_t *sx, int why) {
+  uint32_t token = SAB_SEMA_NO_TOKEN;
+  int r = sab_space_settle(reg->sp, reg->id, sx->rec, sx->off, why, &token);
+  sx->queued = 0;
+  sx->token = token;
+  sx->result = outcome(sx, r, why);
+  return sx->result;
 }
 
 static void *waker_main(void *arg) {
@@ -105,17 +136,21 @@ static void *waker_main(void *arg) {
       pthread_mutex_unlock(&reg->mu);
       return NULL;
     }
-    for (sab_napi_pending_t *p = reg->pending; p != NULL; p = p->next) {
-      if (p->delivered) continue;
-      int s = sab_space_peek(reg->sp, reg->id, p->rec, p->off);
+    /* One bound for the pass, whatever the memory says (see reg_close). */
+    sab_space_deadline(sab_now() + WAKER_REAP_NS);
+    for (sab_napi_space_async_t *sx = reg->records; sx != NULL; sx = sx->next) {
+      if (!sx->queued) continue;
+      int s = sab_space_peek(reg->sp, reg->id, sx->rec, sx->off);
       /* Left the queue, or watches owners and a death happened since it
-       * looked: its JS looks again (spaceSettle decides which). */
-      if (s != SAB_PENDING || (p->watch != 0 && p->epoch != epoch)) {
-        ring_proxy(p);
-      } else if (p->watch != 0 || (p->flags & SAB_SPACE_SEMA)) {
+       * looked: decided now (a wait whose owner died looks again). */
+      if (s != SAB_PENDING || (sx->watch != 0 && sx->epoch != epoch)) {
+        (void)decide(reg, sx, SAB_CANCELLED);
+        sab_napi_async_deliver(record_of(sx));
+      } else if (sx->watch != 0 || sx->sema) {
         watching = 1; /* a semaphore's waiter waits for holders that may die */
       }
     }
+    sab_space_deadline(UINT64_MAX);
     reg->idle = !watching;
     pthread_mutex_unlock(&reg->mu);
     uint64_t now = sab_now();
@@ -156,23 +191,25 @@ static void waker_stop(sab_napi_reg_t *reg) {
 
 /* ---- closing ---- */
 
-/* A wait whose JS will never look at it again (its thread ends, or its
- * space is closed): take it out of the space; a wake it was counted for is
- * handed to the next waiter, a slot it was handed goes back. At a close
- * (`ring`), its proxy is rung too: its JS looks, finds the space closed
- * and rejects with ERR_SABSYNC_SHARED_CLOSED, instead of waiting for its
- * timeout (or for ever). */
-static void drop_pending(sab_napi_reg_t *reg, sab_napi_pending_t *p, int ring) {
-  if (ring) ring_proxy(p);
-  uint32_t token = SAB_SEMA_NO_TOKEN;
-  int r = sab_space_settle(reg->sp, reg->id, p->rec, p->off, SAB_CANCELLED, &token);
-  if (r == SAB_OK && (p->flags & SAB_SPACE_SEMA)) {
-    sab_space_sema_give_back(reg->sp, reg->id, p->off, token);
-  } else if (r == SAB_OK) {
-    sab_space_notify(reg->sp, p->off, 1);
+/* An async record whose space is closed (or whose thread ends): taken out
+ * of the space; a wake it was counted for, or a slot it was handed, goes
+ * on to the next waiter now, while the space is open. Its promise then
+ * rejects with ERR_SABSYNC_SHARED_CLOSED (arrived: SAB_NAPI_CLOSED), and
+ * its hooks never touch the registration again. */
+static void drop_record(sab_napi_reg_t *reg, sab_napi_space_async_t *sx) {
+  /* Not queued: decided already, and on its way to the delivery queue. */
+  if (sx->queued) {
+    (void)decide(reg, sx, SAB_CANCELLED);
+    sab_napi_async_deliver(record_of(sx));
   }
-  if (p->keep != NULL) napi_delete_reference(reg->env, p->keep);
-  free(p);
+  int woken = sx->result == SAB_OK;
+  if (woken && sx->sema) {
+    sab_space_sema_give_back(reg->sp, reg->id, sx->off, sx->token);
+  } else if (woken) {
+    sab_space_notify(reg->sp, sx->off, 1);
+  }
+  sx->result = SAB_NAPI_CLOSED;
+  sx->reg = NULL;
 }
 
 static void env_cleanup(void *arg);
@@ -189,11 +226,10 @@ static void reg_close(sab_napi_reg_t *reg, int in_cleanup) {
   reg->closed = 1;
   uint64_t old = sab_space_deadline(sab_now() + CLOSE_NS);
   waker_stop(reg);
-  while (reg->pending != NULL) {
-    sab_napi_pending_t *p = reg->pending;
-    reg->pending = p->next;
-    drop_pending(reg, p, !in_cleanup);
-  }
+  pthread_mutex_lock(&reg->mu);
+  for (sab_napi_space_async_t *sx = reg->records; sx != NULL; sx = sx->next) drop_record(reg, sx);
+  reg->records = NULL;
+  pthread_mutex_unlock(&reg->mu);
   if (!in_cleanup) {
     napi_value ab;
     if (reg->buffer != NULL && napi_get_reference_value(reg->env, reg->buffer, &ab) == napi_ok &&
@@ -558,89 +594,97 @@ void sab_napi_space_parker_init(sab_napi_space_parker_t *p, sab_napi_reg_t *reg,
   p->token = token;
 }
 
-/* A pending entry for an async wait whose wake goes through `proxy` (an
- * Int32Array of one element over a SharedArrayBuffer, holding 0). NULL
- * with an exception pending. */
-sab_napi_pending_t *sab_napi_space_pending_new(napi_env env, sab_napi_reg_t *reg,
-                                               napi_value proxy) {
-  napi_typedarray_type type;
-  size_t length = 0, boff;
-  void *data = NULL;
-  napi_value ab;
-  bool is_ta = false, is_ab = true;
-  SAB_CALL(env, napi_is_typedarray(env, proxy, &is_ta), NULL);
-  if (is_ta) {
-    SAB_CALL(env, napi_get_typedarray_info(env, proxy, &type, &length, &data, &ab, &boff), NULL);
-    /* Node 20 has no napi_is_sharedarraybuffer; a typed array's buffer that
-     * is no ArrayBuffer is a SharedArrayBuffer, which cannot be detached,
-     * so `data` stays valid while p->keep holds it. */
-    SAB_CALL(env, napi_is_arraybuffer(env, ab, &is_ab), NULL);
-  }
-  if (!is_ta || type != napi_int32_array || length < 1 || data == NULL || is_ab) {
-    napi_throw_type_error(env, NULL, "proxy must be an Int32Array over a SharedArrayBuffer");
-    return NULL;
-  }
-  sab_napi_pending_t *p = calloc(1, sizeof *p);
-  if (p == NULL) {
-    sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
-    return NULL;
-  }
-  if (napi_create_reference(env, ab, 1, &p->keep) != napi_ok || waker_start(env, reg) != 0) {
-    if (p->keep != NULL) napi_delete_reference(env, p->keep);
-    free(p);
-    return NULL;
-  }
-  p->proxy = data;
-  return p;
-}
+/* ---- async records (space.h): the memory's hooks ---- */
 
-void sab_napi_space_pending_free(sab_napi_reg_t *reg, sab_napi_pending_t *p) {
-  napi_delete_reference(reg->env, p->keep);
-  free(p);
-}
-
-/* Under reg->mu: list a queued record (see waker_main). Answers whether the
- * waker must be rung after unlocking: it sleeps without a deadline, and
- * this record needs lifeline probes while it waits. */
-int sab_napi_space_pending_add(sab_napi_reg_t *reg, sab_napi_pending_t *p, uint32_t rec) {
-  p->rec = rec;
-  p->next = reg->pending;
-  reg->pending = p;
-  int wake = reg->idle && (p->watch != 0 || (p->flags & SAB_SPACE_SEMA));
-  if (wake) reg->idle = 0;
-  return wake;
-}
-
-/* The pending entry of `rec`, unlisted; NULL with an exception pending. */
-sab_napi_pending_t *sab_napi_space_pending_take(napi_env env, sab_napi_reg_t *reg, uint32_t rec) {
-  sab_napi_pending_t *p = NULL;
+int sab_napi_space_async_begin(napi_env env, sab_napi_reg_t *reg, sab_async_t *a, uint32_t off,
+                               uint32_t watch, uint32_t epoch, int sema) {
+  sab_napi_space_async_t *sx = sab_napi_space_async_of(a);
+  if (waker_start(env, reg) != 0) return -1;
+  memset(sx, 0, sizeof *sx);
+  sx->reg = reg;
+  sx->off = off;
+  sx->watch = watch;
+  sx->epoch = epoch;
+  sx->sema = sema != 0;
+  sx->result = SAB_TIMED_OUT;
   pthread_mutex_lock(&reg->mu);
-  for (sab_napi_pending_t **pp = &reg->pending; *pp != NULL; pp = &(*pp)->next) {
-    if ((*pp)->rec == rec) {
-      p = *pp;
-      *pp = p->next;
-      break;
-    }
+  sx->next = reg->records;
+  if (reg->records != NULL) reg->records->prev = sx;
+  reg->records = sx;
+  return 0;
+}
+
+/* Under reg->mu (begin, or a retry's relock): list a queued record with
+ * the waker, and unlock. */
+void sab_napi_space_async_end(sab_async_t *a, int r, uint32_t rec) {
+  sab_napi_space_async_t *sx = sab_napi_space_async_of(a);
+  sab_napi_reg_t *reg = sx->reg;
+  int wake = 0;
+  if (r == SAB_PENDING) {
+    sx->rec = rec;
+    sx->queued = 1;
+    /* The waker sleeps without a deadline, and this record needs lifeline
+     * probes while it waits. */
+    wake = reg->idle && (sx->watch != 0 || sx->sema);
+    if (wake) reg->idle = 0;
   }
   pthread_mutex_unlock(&reg->mu);
-  if (p == NULL) sab_napi_throw(env, SAB_ERR_NAPI, "no such pending wait");
-  return p;
+  if (wake) sab_napi_space_ring(reg);
 }
 
-int sab_napi_space_settle(napi_env env, napi_callback_info info, uint32_t *token, int *result) {
-  SAB_ARGS(env, info, 3, -1);
-  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
-  uint32_t rec, why;
-  if (reg == NULL || sab_napi_get_u32(env, argv[1], &rec) != 0 ||
-      sab_napi_get_u32(env, argv[2], &why) != 0) {
-    return -1;
+uint64_t sab_napi_space_async_bound(const sab_async_t *a) {
+  uint64_t old = sab_space_deadline(UINT64_MAX);
+  sab_napi_space_lock_deadline(((const sab_async_hooked_t *)a)->deadline);
+  return old;
+}
+
+int sab_napi_space_async_cancel(sab_async_t *a, int why) {
+  sab_napi_space_async_t *sx = sab_napi_space_async_of(a);
+  sab_napi_reg_t *reg = sx->reg;
+  /* Closed, or decided by the waker: on its way to the delivery queue. */
+  if (reg == NULL) return SAB_OK;
+  pthread_mutex_lock(&reg->mu);
+  int r = SAB_OK;
+  if (sx->queued) {
+    uint64_t old = sab_napi_space_async_bound(a);
+    r = decide(reg, sx, why);
+    sab_space_deadline(old);
+    if (r == SAB_OK) sab_napi_async_deliver(a);
   }
-  sab_napi_pending_t *p = sab_napi_space_pending_take(env, reg, rec);
-  if (p == NULL) return -1;
-  *result = sab_space_settle(reg->sp, reg->id, rec, p->off,
-                             why == SAB_TIMED_OUT ? SAB_TIMED_OUT : SAB_CANCELLED, token);
-  sab_napi_space_pending_free(reg, p);
-  return 0;
+  pthread_mutex_unlock(&reg->mu);
+  return r == SAB_OK ? SAB_OK : why;
+}
+
+int sab_napi_space_async_arrived(sab_async_t *a) {
+  int r = sab_napi_space_async_of(a)->result;
+  return r == SAB_OK || r == SAB_NAPI_CLOSED ? r : SAB_TIMED_OUT;
+}
+
+void sab_napi_space_async_hand_on(sab_async_t *a) {
+  sab_napi_space_async_t *sx = sab_napi_space_async_of(a);
+  sab_napi_reg_t *reg = sx->reg;
+  if (reg == NULL || sx->result != SAB_OK) return; /* closed: handed on then */
+  uint64_t old = sab_napi_space_async_bound(a);
+  if (sx->sema) {
+    sab_space_sema_give_back(reg->sp, reg->id, sx->off, sx->token);
+  } else {
+    sab_space_notify(reg->sp, sx->off, 1);
+  }
+  sab_space_deadline(old);
+}
+
+void sab_napi_space_async_done(sab_async_t *a) {
+  sab_napi_space_async_t *sx = sab_napi_space_async_of(a);
+  sab_napi_reg_t *reg = sx->reg;
+  if (reg == NULL) return; /* its space closed: reg_close unlisted it */
+  pthread_mutex_lock(&reg->mu);
+  if (sx->prev != NULL)
+    sx->prev->next = sx->next;
+  else
+    reg->records = sx->next;
+  if (sx->next != NULL) sx->next->prev = sx->prev;
+  pthread_mutex_unlock(&reg->mu);
+  sx->reg = NULL;
 }
 
 static const sab_napi_fn_t fns[] = {

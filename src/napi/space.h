@@ -16,15 +16,24 @@
 #include <pthread.h>
 #include <stdint.h>
 
-/* A pending async wait of a registration (space.c's waker delivers it). */
-typedef struct sab_napi_pending_s {
-  struct sab_napi_pending_s *next;
-  uint32_t rec, off, watch, epoch;
-  int32_t *proxy; /* the in-process cell its JS promise parks on */
-  napi_ref keep;  /* the proxy's SharedArrayBuffer; env thread only */
-  int delivered;  /* the proxy was rung */
-  uint32_t flags; /* SAB_SPACE_SEMA: hand a slot back, not a wake */
-} sab_napi_pending_t;
+/*
+ * An async record of a space: a hooked record of async.c (its promise,
+ * deadline, abort and delivery are the in-process ones'), whose hooks keep
+ * this in the record's bytes (sab_async_ext). Its queue entry is in the
+ * space, where a notifier in any process reaches it; the registration's
+ * waker thread, rung by that notifier, decides how it ended and hands it
+ * to its env's delivery queue (space.c).
+ */
+typedef struct sab_napi_space_async_s sab_napi_space_async_t;
+struct sab_napi_space_async_s {
+  sab_napi_space_async_t *next, *prev; /* the registration's records; reg->mu */
+  struct sab_napi_reg_s *reg;          /* NULL once its space was closed */
+  uint32_t rec, off, watch, epoch;     /* its record in the space, and what it was asked */
+  uint32_t token;                      /* a Sema's: the slot it was handed */
+  uint8_t sema;                        /* a Sema's acquire (SAB_SPACE_SEMA) */
+  uint8_t queued;                      /* its record is queued: the waker looks at it; reg->mu */
+  int result;                          /* once not queued: how it ended */
+};
 
 typedef struct sab_napi_reg_s {
   sab_space_t *sp;
@@ -35,7 +44,7 @@ typedef struct sab_napi_reg_s {
   int closed;      /* env thread only */
   int orphaned;    /* the JS handle was collected; env thread only */
   pthread_mutex_t mu;
-  sab_napi_pending_t *pending; /* guarded by mu */
+  sab_napi_space_async_t *records; /* guarded by mu: its async records, until freed */
   int stop;                    /* guarded by mu */
   int idle;                    /* guarded by mu: the waker sleeps with no deadline */
   int waker_started;           /* env thread only */
@@ -81,24 +90,30 @@ typedef struct {
 void sab_napi_space_parker_init(sab_napi_space_parker_t *p, sab_napi_reg_t *reg, uint32_t rec,
                                 uint32_t off, uint32_t watch, uint32_t epoch, uint32_t *token);
 
-/* An async wait's entry, its wake delivered through `proxy` (an
- * Int32Array of one element over a SharedArrayBuffer, holding 0): NULL
- * with an exception pending. Listed with pending_add, under reg->mu, in
- * the same hold as the enqueue (the waker must see it whenever it looks
- * after a notify rang); pending_add answers whether to ring the waker once
- * unlocked. pending_take unlists the entry of `rec` (NULL with an
- * exception pending). */
-sab_napi_pending_t *sab_napi_space_pending_new(napi_env env, sab_napi_reg_t *reg, napi_value proxy);
-void sab_napi_space_pending_free(sab_napi_reg_t *reg, sab_napi_pending_t *p);
-int sab_napi_space_pending_add(sab_napi_reg_t *reg, sab_napi_pending_t *p, uint32_t rec);
-sab_napi_pending_t *sab_napi_space_pending_take(napi_env env, sab_napi_reg_t *reg, uint32_t rec);
-/* The end of an async wait's record, from JS's (handle, rec, why) (why:
- * SAB_TIMED_OUT, or SAB_CANCELLED: the proxy woke or was aborted),
- * decided by sab_space_settle under its bucket lock into *result (`token`
- * as there); its entry is freed. 0, or -1 with an exception pending. */
-int sab_napi_space_settle(napi_env env, napi_callback_info info, uint32_t *token, int *result);
-/* Wake the registration's waker: it looks at its pending waits again. */
-void sab_napi_space_ring(sab_napi_reg_t *reg);
+/*
+ * Async records of a space (async.h, hooked). sab_napi_space_async_begin
+ * fills a new record's bytes and takes the registration's lock; the caller
+ * queues the record in the space (sab_space_enqueue or a Sema's acquire,
+ * with SAB_SPACE_ASYNC) and ends with sab_napi_space_async_end, which lists
+ * it with the waker when it was queued (in the same hold: the waker must
+ * see it whenever it looks after a notify rang) and unlocks. 0, or -1 with
+ * an exception pending (the waker thread could not start: nothing locked).
+ * The hooks that are the memory's, not the operation's: cancel, arrived,
+ * hand_on (a wake it will never deliver: to the next waiter, or a Sema's
+ * slot back), done.
+ */
+int sab_napi_space_async_begin(napi_env env, sab_napi_reg_t *reg, sab_async_t *a, uint32_t off,
+                               uint32_t watch, uint32_t epoch, int sema);
+void sab_napi_space_async_end(sab_async_t *a, int r, uint32_t rec);
+sab_napi_space_async_t *sab_napi_space_async_of(const sab_async_t *a);
+int sab_napi_space_async_cancel(sab_async_t *a, int why);
+int sab_napi_space_async_arrived(sab_async_t *a);
+void sab_napi_space_async_hand_on(sab_async_t *a);
+void sab_napi_space_async_done(sab_async_t *a);
+/* A bookkeeping lock bound for a loop callback's call on a record's space
+ * (no JS call sets one): the record's deadline plus slack, or a short
+ * bound. Put the previous one back with sab_space_deadline. */
+uint64_t sab_napi_space_async_bound(const sab_async_t *a);
 
 #endif /* __linux__ */
 

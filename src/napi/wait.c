@@ -1,6 +1,9 @@
 /*
  * The binding of the Atomics-style calls: wait, waitAsync, cancel, notify,
  * waiters, base. Translates between JS values and core calls, nothing more.
+ * A wait is one function for both memories: a cell of this process's
+ * memory, or of a shared space's (given its handle), whose records are the
+ * space's (space.h); only the leaves that touch a record differ.
  *
  * lib/atomics.js validates every argument with the exact conversions and
  * errors of the Atomics built-ins before it calls here; this file re-checks
@@ -15,16 +18,30 @@
 
 #include <math.h>
 
-/* A validated cell: its address and size. */
+/* A validated cell of either memory: this process's (reg NULL), or a
+ * shared space's (its registration, and the cell's offset in the space). */
 typedef struct {
   void *cell;
   int size;
+  napi_value buffer;
+#if defined(__linux__)
+  sab_napi_reg_t *reg;
+  uint32_t off;
+#endif
 } cell_t;
 
+#if !defined(__linux__)
+static int not_a_space(napi_env env) {
+  napi_throw_type_error(env, NULL, "space must be undefined: shared spaces need Linux");
+  return -1;
+}
+#endif
+
 /* `ta` must be an Int32Array or BigInt64Array and `index` an index in
- * range; answers 0 or throws. */
-static int get_cell(napi_env env, napi_value ta, napi_value index, cell_t *out,
-                    napi_value *buffer) {
+ * range; with `space` (argument `has_space` given and not undefined), over
+ * that space's buffer. Answers 0 or throws. */
+static int get_cell(napi_env env, napi_value ta, napi_value index, int has_space,
+                    napi_value space, cell_t *out) {
   bool is_ta = false;
   napi_typedarray_type type;
   size_t length = 0, offset = 0;
@@ -35,7 +52,8 @@ static int get_cell(napi_env env, napi_value ta, napi_value index, cell_t *out,
     napi_throw_type_error(env, NULL, "typedArray must be an Int32Array or BigInt64Array");
     return -1;
   }
-  SAB_CALL(env, napi_get_typedarray_info(env, ta, &type, &length, &data, buffer, &offset), -1);
+  SAB_CALL(env,
+           napi_get_typedarray_info(env, ta, &type, &length, &data, &out->buffer, &offset), -1);
   if (type != napi_int32_array && type != napi_bigint64_array) {
     napi_throw_type_error(env, NULL, "typedArray must be an Int32Array or BigInt64Array");
     return -1;
@@ -47,7 +65,24 @@ static int get_cell(napi_env env, napi_value ta, napi_value index, cell_t *out,
   }
   out->size = type == napi_int32_array ? 4 : 8;
   out->cell = (char *)data + (size_t)i * (size_t)out->size;
+  napi_valuetype t = napi_undefined;
+  if (has_space) SAB_CALL(env, napi_typeof(env, space, &t), -1);
+#if defined(__linux__)
+  out->reg = NULL;
+  if (t == napi_undefined) return 0;
+  if ((out->reg = sab_napi_space_unwrap(env, space)) == NULL) return -1;
+  /* The cell must lie in the space's mapping (the core checks that it is
+   * in its public part). */
+  uintptr_t at = (uintptr_t)out->cell - (uintptr_t)out->reg->info.base;
+  if ((uintptr_t)out->cell < (uintptr_t)out->reg->info.base || at >= out->reg->info.size) {
+    napi_throw_range_error(env, NULL, "typedArray is not over the space's buffer");
+    return -1;
+  }
+  out->off = (uint32_t)at;
   return 0;
+#else
+  return t == napi_undefined ? 0 : not_a_space(env);
+#endif
 }
 
 /* Optional (watch, epoch) arguments: see sab_wait_enqueue_watch. */
@@ -61,62 +96,144 @@ static int get_watch(napi_env env, napi_value watch, napi_value epoch, uint32_t 
   return 0;
 }
 
-/* wait(ta, index, value, timeoutMs[, watch, epoch]) -> SAB_OK,
- * SAB_NOT_EQUAL, SAB_TIMED_OUT or SAB_OWNER_DEAD (constants) */
-static napi_value wait_sync(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 6, NULL);
-  sab_env_t *e = sab_napi_env_get(env);
-  cell_t c;
-  int64_t expected;
-  double ms;
-  uint32_t watch, epoch;
-  if (e == NULL || get_cell(env, argv[0], argv[1], &c, NULL) != 0) return NULL;
-  if (sab_napi_cell_value(env, argv[2], c.size, &expected) != 0) return NULL;
-  SAB_CALL(env, napi_get_value_double(env, argv[3], &ms), NULL);
-  if (get_watch(env, argv[4], argv[5], &watch, &epoch) != 0) return NULL;
-  uint64_t deadline = sab_napi_deadline(ms);
+#if defined(__linux__)
+/* A space's enqueue failed in a way its caller must hear of: thrown. */
+static int space_enqueue_failed(napi_env env, int r, const char *what) {
+  if (r != SAB_E_SPACE_FULL && r != SAB_E_INVAL && r != SAB_E_CORRUPT && r != SAB_E_SPACE_BUSY)
+    return 0;
+  sab_napi_throw_core(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, what);
+  return 1;
+}
+#endif
 
+/* Wait on a cell of either memory until notified or `deadline`: SAB_OK,
+ * SAB_NOT_EQUAL, SAB_TIMED_OUT, SAB_OWNER_DEAD; SAB_NAPI_TERMINATED (the
+ * thread is torn down) or -1 with an exception pending. */
+static int wait_cell(napi_env env, sab_env_t *e, const cell_t *c, int64_t expected,
+                     uint32_t watch, uint32_t epoch, uint64_t deadline) {
+  int r, woken = 0;
+#if defined(__linux__)
+  if (c->reg != NULL) {
+    sab_napi_reg_t *reg = c->reg;
+    uint32_t rec;
+    int again;
+    sab_napi_space_lock_deadline(deadline);
+    while ((r = sab_space_enqueue(reg->sp, reg->id, c->off, c->size, expected, watch, epoch, 0,
+                                  &rec)) == SAB_E_SPACE_BUSY) {
+      if ((again = sab_napi_space_busy_again(e, deadline)) < 0) return -1;
+      if (again == 0) return SAB_TIMED_OUT;
+    }
+    if (space_enqueue_failed(env, r, "wait")) return -1;
+    if (r != SAB_PENDING) return r;
+    sab_napi_space_parker_t p;
+    sab_napi_space_parker_init(&p, reg, rec, c->off, watch, epoch, NULL);
+    r = sab_napi_park_on(e, &p.base, deadline, &woken);
+    /* Torn down: a wake that counted this thread goes on. */
+    if (r == SAB_NAPI_TERMINATED && woken) sab_space_notify(reg->sp, c->off, 1);
+    return r;
+  }
+#endif
+  (void)env;
   sab_waiter_t w;
-  int woken = 0;
   sab_waiter_init_blocking(&w);
-  int r = sab_wait_enqueue_watch(&w, c.cell, c.size, expected, watch, epoch);
+  r = sab_wait_enqueue_watch(&w, c->cell, c->size, expected, watch, epoch);
   if (r == SAB_PENDING) r = sab_napi_park(e, &w, deadline, &woken);
   sab_waiter_destroy(&w);
-  if (r == SAB_NAPI_TERMINATED) {
-    /* A wake counted for this dying thread goes to the next waiter. */
-    if (woken) sab_notify((uintptr_t)c.cell, 1);
-    return NULL;
-  }
-  return sab_napi_number(env, r);
+  /* Torn down: a wake that counted this thread goes on. */
+  if (r == SAB_NAPI_TERMINATED && woken) sab_notify((uintptr_t)c->cell, 1);
+  return r;
 }
 
-/*
- * waitAsync(ta, index, value, timeoutMs, flags[, watch, epoch]) ->
- * SAB_NOT_EQUAL or SAB_OWNER_DEAD, or the promise, or [promise, handle]
- * with SAB_ASYNC_HANDLE; SAB_ASYNC_REF: keep the loop alive. timeoutMs > 0
- * (JS answers 0 itself). The promise resolves "ok" or "timed-out".
- */
-static napi_value wait_async(napi_env env, napi_callback_info info) {
+/* wait(ta, index, value, timeoutMs[, watch, epoch[, space]]) -> SAB_OK,
+ * SAB_NOT_EQUAL, SAB_TIMED_OUT or SAB_OWNER_DEAD (constants). `space`: the
+ * handle of the shared space ta is over (lib/space.js). */
+static napi_value wait_sync(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 7, NULL);
   sab_env_t *e = sab_napi_env_get(env);
   cell_t c;
   int64_t expected;
   double ms;
+  uint32_t watch, epoch;
+  if (e == NULL || get_cell(env, argv[0], argv[1], argc > 6, argv[6], &c) != 0) return NULL;
+  if (sab_napi_cell_value(env, argv[2], c.size, &expected) != 0) return NULL;
+  SAB_CALL(env, napi_get_value_double(env, argv[3], &ms), NULL);
+  if (get_watch(env, argv[4], argv[5], &watch, &epoch) != 0) return NULL;
+  uint64_t deadline = sab_napi_deadline(ms);
+#if defined(__linux__)
+  uint64_t old = c.reg != NULL ? sab_space_deadline(UINT64_MAX) : 0;
+  int r = wait_cell(env, e, &c, expected, watch, epoch, deadline);
+  if (c.reg != NULL) sab_space_deadline(old);
+#else
+  int r = wait_cell(env, e, &c, expected, watch, epoch, deadline);
+#endif
+  if (r < 0) return NULL; /* torn down, or thrown */
+  return sab_napi_number(env, r);
+}
+
+#if defined(__linux__)
+/* A space's async wait: its hooks are the memory's (space.c). */
+static const sab_async_hooks_t space_wait_hooks = {
+    sab_napi_space_async_cancel, sab_napi_space_async_arrived, NULL, NULL,
+    sab_napi_space_async_hand_on, sab_napi_space_async_done,   NULL};
+#endif
+
+/* Queue an async record `a` (new, untracked) on a cell of either memory:
+ * SAB_PENDING (queued), or the result, or -1 with an exception pending. */
+static int wait_async_queue(napi_env env, sab_async_t *a, const cell_t *c, int64_t expected,
+                            uint32_t watch, uint32_t epoch, uint64_t deadline) {
+#if defined(__linux__)
+  if (c->reg != NULL) {
+    uint32_t rec = 0;
+    uint64_t old = sab_space_deadline(UINT64_MAX);
+    sab_napi_space_lock_deadline(deadline);
+    if (sab_napi_space_async_begin(env, c->reg, a, c->off, watch, epoch, 0) != 0) return -1;
+    int r = sab_space_enqueue(c->reg->sp, c->reg->id, c->off, c->size, expected, watch, epoch,
+                              SAB_SPACE_ASYNC, &rec);
+    sab_napi_space_async_end(a, r, rec);
+    sab_space_deadline(old);
+    /* A live holder kept the bucket's lock past the timeout. */
+    if (r == SAB_E_SPACE_BUSY && sab_now() >= deadline) return SAB_TIMED_OUT;
+    return space_enqueue_failed(env, r, "waitAsync") ? -1 : r;
+  }
+#endif
+  (void)env;
+  (void)deadline;
+  return sab_wait_enqueue_watch(&a->w, c->cell, c->size, expected, watch, epoch);
+}
+
+/*
+ * waitAsync(ta, index, value, timeoutMs, flags[, watch, epoch[, space]]) ->
+ * SAB_NOT_EQUAL, SAB_OWNER_DEAD or SAB_TIMED_OUT, or the promise, or
+ * [promise, handle] with SAB_ASYNC_HANDLE; SAB_ASYNC_REF: keep the loop
+ * alive. timeoutMs > 0 (JS answers 0 itself). The promise resolves "ok" or
+ * "timed-out" (a space's rejects with ERR_SABSYNC_SHARED_CLOSED when the
+ * space is closed meanwhile).
+ */
+static napi_value wait_async(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 8, NULL);
+  sab_env_t *e = sab_napi_env_get(env);
+  cell_t c;
+  int64_t expected;
+  double ms;
   uint32_t flags, watch, epoch;
-  napi_value buffer, result;
-  if (e == NULL || get_cell(env, argv[0], argv[1], &c, &buffer) != 0) return NULL;
+  napi_value result;
+  if (e == NULL || get_cell(env, argv[0], argv[1], argc > 7, argv[7], &c) != 0) return NULL;
   if (sab_napi_cell_value(env, argv[2], c.size, &expected) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[3], &ms), NULL);
   SAB_CALL(env, napi_get_value_uint32(env, argv[4], &flags), NULL);
   if (get_watch(env, argv[5], argv[6], &watch, &epoch) != 0) return NULL;
 
-  sab_async_t *a =
-      sab_napi_async_new(env, e, NULL, buffer, (uintptr_t)c.cell, flags, ms, "waitAsync", &result);
+  const sab_async_hooks_t *hooks = NULL;
+#if defined(__linux__)
+  if (c.reg != NULL) hooks = &space_wait_hooks;
+#endif
+  sab_async_t *a = sab_napi_async_new(env, e, hooks, c.buffer, (uintptr_t)c.cell, flags, ms,
+                                      "waitAsync", &result);
   if (a == NULL) return NULL;
-  int r = sab_wait_enqueue_watch(&a->w, c.cell, c.size, expected, watch, epoch);
+  int r = wait_async_queue(env, a, &c, expected, watch, epoch, sab_napi_deadline(ms));
   if (r != SAB_PENDING) {
     sab_napi_async_discard(e, a);
-    return sab_napi_number(env, r);
+    return r < 0 ? NULL : sab_napi_number(env, r);
   }
   sab_napi_async_track(e, a);
   return result;
@@ -198,120 +315,6 @@ static napi_value base_of(napi_env env, napi_callback_info info) {
 
 /* ---- a shared space's cells (space.h): the same calls, by offset ---- */
 
-/* (off, size) of a cell of a space. */
-static int space_cell(napi_env env, napi_value voff, napi_value vsize, uint32_t *off, int *size) {
-  uint32_t s;
-  if (sab_napi_get_u32(env, voff, off) != 0 || sab_napi_get_u32(env, vsize, &s) != 0) return -1;
-  if (s != 4 && s != 8) {
-    napi_throw_range_error(env, NULL, "size must be 4 or 8");
-    return -1;
-  }
-  *size = (int)s;
-  return 0;
-}
-
-/* spaceWait(handle, off, size, value, timeoutMs, watch, epoch) -> result */
-static napi_value space_wait_in(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 7, NULL);
-  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
-  sab_env_t *e = reg != NULL ? sab_napi_space_env(env) : NULL;
-  uint32_t off, watch, epoch, rec;
-  int size;
-  int64_t expected;
-  double ms;
-  if (reg == NULL || e == NULL) return NULL;
-  if (space_cell(env, argv[1], argv[2], &off, &size) != 0 ||
-      sab_napi_cell_value(env, argv[3], size, &expected) != 0 ||
-      sab_napi_get_double(env, argv[4], &ms) != 0 || sab_napi_get_u32(env, argv[5], &watch) != 0 ||
-      sab_napi_get_u32(env, argv[6], &epoch) != 0) {
-    return NULL;
-  }
-  uint64_t deadline = sab_napi_deadline(ms);
-  sab_napi_space_lock_deadline(deadline);
-  int r, again;
-  while ((r = sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch, 0, &rec)) ==
-         SAB_E_SPACE_BUSY) {
-    if ((again = sab_napi_space_busy_again(e, deadline)) < 0) return NULL;
-    if (again == 0) return sab_napi_number(env, SAB_TIMED_OUT);
-  }
-  if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT) {
-    sab_napi_throw_core(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "wait");
-    return NULL;
-  }
-  if (r == SAB_PENDING) {
-    sab_napi_space_parker_t p;
-    int woken = 0;
-    sab_napi_space_parker_init(&p, reg, rec, off, watch, epoch, NULL);
-    r = sab_napi_park_on(e, &p.base, deadline, &woken);
-    if (r == SAB_NAPI_TERMINATED) {
-      /* Torn down: a wake that counted this thread goes on. */
-      if (woken) sab_space_notify(reg->sp, off, 1);
-      return NULL;
-    }
-  }
-  return sab_napi_number(env, r);
-}
-
-static napi_value space_wait(napi_env env, napi_callback_info info) {
-  return sab_napi_space_blocking(env, info, space_wait_in);
-}
-
-/* spaceWaitAsync(handle, off, size, value, watch, epoch, proxy, timeoutMs)
- * -> PENDING with the record in out[0], queued, its wake delivered through
- * `proxy`; or the result (NOT_EQUAL, OWNER_DEAD, TIMED_OUT: a live holder
- * kept the bucket's lock past the timeout). */
-static napi_value space_wait_async_in(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 8, NULL);
-  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
-  uint32_t off, watch, epoch, rec;
-  int size;
-  int64_t expected;
-  double ms;
-  if (reg == NULL) return NULL;
-  if (space_cell(env, argv[1], argv[2], &off, &size) != 0 ||
-      sab_napi_cell_value(env, argv[3], size, &expected) != 0 ||
-      sab_napi_get_u32(env, argv[4], &watch) != 0 || sab_napi_get_u32(env, argv[5], &epoch) != 0 ||
-      sab_napi_get_double(env, argv[7], &ms) != 0) {
-    return NULL;
-  }
-  uint64_t deadline = sab_napi_deadline(ms);
-  sab_napi_space_lock_deadline(deadline);
-  sab_napi_pending_t *p = sab_napi_space_pending_new(env, reg, argv[6]);
-  if (p == NULL) return NULL;
-  p->off = off;
-  p->watch = watch;
-  p->epoch = epoch;
-  /* Queued and listed under reg->mu: the waker sees the record listed
-   * whenever it looks after a notify rang the doorbell (see waker_main). */
-  pthread_mutex_lock(&reg->mu);
-  int r =
-      sab_space_enqueue(reg->sp, reg->id, off, size, expected, watch, epoch, SAB_SPACE_ASYNC, &rec);
-  int wake = r == SAB_PENDING && sab_napi_space_pending_add(reg, p, rec);
-  pthread_mutex_unlock(&reg->mu);
-  if (wake) sab_napi_space_ring(reg);
-  if (r == SAB_PENDING) return sab_napi_result1(env, SAB_PENDING, rec);
-  sab_napi_space_pending_free(reg, p);
-  if (r == SAB_E_SPACE_BUSY && sab_now() >= deadline) return sab_napi_number(env, SAB_TIMED_OUT);
-  if (r == SAB_E_SPACE_FULL || r == SAB_E_INVAL || r == SAB_E_CORRUPT || r == SAB_E_SPACE_BUSY) {
-    sab_napi_throw_core(env, r == SAB_E_INVAL ? SAB_E_CORRUPT : r, "waitAsync");
-    return NULL;
-  }
-  return sab_napi_number(env, r);
-}
-
-static napi_value space_wait_async(napi_env env, napi_callback_info info) {
-  return sab_napi_space_blocking(env, info, space_wait_async_in);
-}
-
-/* spaceSettle(handle, rec, why) -> result: the record's end, decided under
- * its bucket lock (see the top of this file). why: SAB_TIMED_OUT or
- * SAB_CANCELLED (the proxy woke or was aborted). */
-static napi_value space_settle(napi_env env, napi_callback_info info) {
-  int r;
-  if (sab_napi_space_settle(env, info, NULL, &r) != 0) return NULL;
-  return sab_napi_number(env, r);
-}
-
 /* spaceNotify(handle, off, count) -> woken */
 static napi_value space_notify(napi_env env, napi_callback_info info) {
   SAB_ARGS(env, info, 3, NULL);
@@ -357,9 +360,9 @@ static napi_value space_waiters(napi_env env, napi_callback_info info) {
 
 static int space_register(napi_env env, napi_value exports) {
   static const sab_napi_fn_t fns[] = {
-      {"spaceWait", space_wait},       {"spaceWaitAsync", space_wait_async},
-      {"spaceSettle", space_settle},   {"spaceNotify", space_notify},
-      {"spaceWaiters", space_waiters}, {"spaceBucket", space_bucket},
+      {"spaceNotify", space_notify},
+      {"spaceWaiters", space_waiters},
+      {"spaceBucket", space_bucket},
   };
   return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
 }
@@ -374,7 +377,7 @@ int sab_napi_wait_register(napi_env env, napi_value exports) {
   };
   if (sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]) != 0) return -1;
 #if defined(__linux__)
-  if (space_register(env, exports) != 0) return -1; /* a space's twins */
+  if (space_register(env, exports) != 0) return -1; /* a space's cells by offset */
 #endif
   return 0;
 }
