@@ -227,12 +227,8 @@ static void settle(sab_env_t *e, sab_async_t *a, int result) {
   if (result == SAB_NAPI_CLOSED) {
     /* Its memory was closed while it waited (space.c): nothing to hand
      * on, and the promise rejects. */
-    napi_value code, msg;
-    st = napi_create_string_utf8(e->env, "ERR_SABSYNC_SHARED_CLOSED", NAPI_AUTO_LENGTH, &code);
-    if (st == napi_ok)
-      st = napi_create_string_utf8(e->env, "the shared space was closed while this call waited",
-                                   NAPI_AUTO_LENGTH, &msg);
-    if (st == napi_ok) st = napi_create_error(e->env, code, msg, &v);
+    st = sab_napi_error(e->env, SAB_ERR_SHARED_CLOSED,
+                        "the shared space was closed while this call waited", &v);
     if (st == napi_ok) st = napi_reject_deferred(e->env, deferred_of(a), v);
     loop_failure(e, st);
     async_free(e, a);

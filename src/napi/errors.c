@@ -54,6 +54,15 @@ static const struct {
      "lives (stopped, in a debugger, or a co-tenant writing the space); try again"},
 };
 
+napi_status sab_napi_error(napi_env env, sab_napi_err_t err, const char *msg, napi_value *out) {
+  napi_value code, text;
+  if ((unsigned)err >= SAB_ERR_COUNT_) err = SAB_ERR_NAPI;
+  napi_status st = napi_create_string_utf8(env, codes[err], NAPI_AUTO_LENGTH, &code);
+  if (st == napi_ok) st = napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &text);
+  if (st == napi_ok) st = napi_create_error(env, code, text, out);
+  return st;
+}
+
 void sab_napi_throw(napi_env env, sab_napi_err_t err, const char *msg) {
   bool pending = false;
   if (napi_is_exception_pending(env, &pending) != napi_ok || pending) return;

@@ -30,6 +30,8 @@ typedef enum {
 /* Throw an Error whose code is `err`'s, with `msg`. Does nothing when an
  * exception is already pending (that one is what JS sees). */
 void sab_napi_throw(napi_env env, sab_napi_err_t err, const char *msg);
+/* The same error, made (for a promise to reject with), not thrown. */
+napi_status sab_napi_error(napi_env env, sab_napi_err_t err, const char *msg, napi_value *out);
 
 /* Throw the error of a core code (SAB_E_*, include/sabsync.h and
  * sabsync_space.h): "<what>: <what the code means>"; a code with no entry

@@ -376,7 +376,7 @@ static void acquire_done(sab_async_t *a) { sab_sema_ask_done(ask_of(a)); }
 
 /* The promise's value: a token, or why there is none. */
 static double token_value(int result, uint32_t token) {
-  return result != SAB_OK                ? SAB_NAPI_SEMA_TIMED_OUT
+  return result != SAB_OK             ? SAB_NAPI_SEMA_TIMED_OUT
          : token == SAB_SEMA_NO_TOKEN ? SAB_NAPI_SEMA_NO_TOKEN
                                       : (double)token;
 }
@@ -490,11 +490,10 @@ static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
   if (IN_SPACE(&ref)) {
     hooks = &space_acquire_hooks;
     key = (uintptr_t)ref.reg->info.base + ref.off;
-  } else
-#endif
-  if (fair_ns_of(env, argv[3], "semaAcquireAsync", &ref.s.fair_ns) != 0) {
-    return NULL;
   }
+#endif
+  if (!IN_SPACE(&ref) && fair_ns_of(env, argv[3], "semaAcquireAsync", &ref.s.fair_ns) != 0)
+    return NULL;
   uint64_t deadline = sab_napi_deadline(ms);
   sab_async_t *a =
       sab_napi_async_new(env, e, hooks, buffer, key, flags, ms, "semaAcquireAsync", &result);

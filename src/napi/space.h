@@ -45,9 +45,9 @@ typedef struct sab_napi_reg_s {
   int orphaned;    /* the JS handle was collected; env thread only */
   pthread_mutex_t mu;
   sab_napi_space_async_t *records; /* guarded by mu: its async records, until freed */
-  int stop;                    /* guarded by mu */
-  int idle;                    /* guarded by mu: the waker sleeps with no deadline */
-  int waker_started;           /* env thread only */
+  int stop;                        /* guarded by mu */
+  int idle;                        /* guarded by mu: the waker sleeps with no deadline */
+  int waker_started;               /* env thread only */
   pthread_t waker;
 } sab_napi_reg_t;
 

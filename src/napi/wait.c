@@ -40,8 +40,8 @@ static int not_a_space(napi_env env) {
 /* `ta` must be an Int32Array or BigInt64Array and `index` an index in
  * range; with `space` (argument `has_space` given and not undefined), over
  * that space's buffer. Answers 0 or throws. */
-static int get_cell(napi_env env, napi_value ta, napi_value index, int has_space,
-                    napi_value space, cell_t *out) {
+static int get_cell(napi_env env, napi_value ta, napi_value index, int has_space, napi_value space,
+                    cell_t *out) {
   bool is_ta = false;
   napi_typedarray_type type;
   size_t length = 0, offset = 0;
@@ -52,8 +52,8 @@ static int get_cell(napi_env env, napi_value ta, napi_value index, int has_space
     napi_throw_type_error(env, NULL, "typedArray must be an Int32Array or BigInt64Array");
     return -1;
   }
-  SAB_CALL(env,
-           napi_get_typedarray_info(env, ta, &type, &length, &data, &out->buffer, &offset), -1);
+  SAB_CALL(env, napi_get_typedarray_info(env, ta, &type, &length, &data, &out->buffer, &offset),
+           -1);
   if (type != napi_int32_array && type != napi_bigint64_array) {
     napi_throw_type_error(env, NULL, "typedArray must be an Int32Array or BigInt64Array");
     return -1;
@@ -109,8 +109,8 @@ static int space_enqueue_failed(napi_env env, int r, const char *what) {
 /* Wait on a cell of either memory until notified or `deadline`: SAB_OK,
  * SAB_NOT_EQUAL, SAB_TIMED_OUT, SAB_OWNER_DEAD; SAB_NAPI_TERMINATED (the
  * thread is torn down) or -1 with an exception pending. */
-static int wait_cell(napi_env env, sab_env_t *e, const cell_t *c, int64_t expected,
-                     uint32_t watch, uint32_t epoch, uint64_t deadline) {
+static int wait_cell(napi_env env, sab_env_t *e, const cell_t *c, int64_t expected, uint32_t watch,
+                     uint32_t epoch, uint64_t deadline) {
   int r, woken = 0;
 #if defined(__linux__)
   if (c->reg != NULL) {
@@ -173,8 +173,8 @@ static napi_value wait_sync(napi_env env, napi_callback_info info) {
 #if defined(__linux__)
 /* A space's async wait: its hooks are the memory's (space.c). */
 static const sab_async_hooks_t space_wait_hooks = {
-    sab_napi_space_async_cancel, sab_napi_space_async_arrived, NULL, NULL,
-    sab_napi_space_async_hand_on, sab_napi_space_async_done,   NULL};
+    sab_napi_space_async_cancel,  sab_napi_space_async_arrived, NULL, NULL,
+    sab_napi_space_async_hand_on, sab_napi_space_async_done,    NULL};
 #endif
 
 /* Queue an async record `a` (new, untracked) on a cell of either memory:
