@@ -442,6 +442,7 @@ static uint32_t retries_before(const sab__bucket_t *b, const sab_sema_t *s, uint
   ((void)(s), retry_link((c), (sab_sema_ask_t *)(h)->ctx), \
    sab__wake_list_add((x), sab__dequeue_locked((c), (h), SAB_W_NOTIFIED)))
 #define F_RETRIES_BEFORE(c, s, since) retries_before((c), (s), (since))
+#define F_RECLAIM(c, s, force)        ((void)(c), (void)(force), reclaim(s)) /* R1: by the epoch */
 #include "sema_fair.h"
 
 /* After unlocking, when a slot may have become free: wake those who wait
@@ -455,15 +456,10 @@ static void refilled(const sab_sema_t *s) {
   }
 }
 
-/* Under the lock: R1, then free slots go to the queued waiters first (K3):
- * to every waiter when slots came back or `all` (nobody else would wake
- * them: F4), else to those that waited the bound (F1). Answers how many
- * came back. */
+/* Under the lock: R1, then free slots to the queued waiters (lsf_sync). */
 static int sync_deaths(sab__bucket_t *b, const sab_sema_t *s, sab__wake_list_t *l, int all,
                        uint64_t now) {
-  int back = reclaim(s);
-  lsf_hand_out(b, s, key_of(s), l, all || back > 0, now);
-  return back;
+  return lsf_sync(b, s, key_of(s), 0, all, l, now);
 }
 
 /* The records' death hook (R2), called with the oldest queued record. */
@@ -493,10 +489,7 @@ int sab_sema_ask(sab_sema_ask_t *a, uint32_t owner, sab_waiter_t *w, uint32_t *t
   retry_unlink(b, a); /* F5: back (a retry) */
   uint64_t now = sab_now();
   if (a->since == 0 || a->since > now) a->since = now;
-  uint64_t since = a->since;
-  back = reclaim(s);
-  if (back > 0) lsf_hand_out(b, s, key, &l, 1, now);
-  t = lsf_take_in_turn(b, s, key, owner, since, &l, now); /* F3, F1, K3 */
+  t = lsf_ask(b, s, key, owner, a->since, 0, &l, now, &back); /* F4, F3, F1, K3 */
   if (t != SAB_SEMA_NO_TOKEN) {
     *token = t;
     r = SAB_OK;
@@ -570,21 +563,12 @@ int sab__sema_pool_put(const sab_sema_t *s, int64_t slot, uint32_t owner) {
 int sab_sema_release(const sab_sema_t *s, uint32_t owner, int64_t slot, uint32_t *info) {
   uintptr_t key = key_of(s);
   sab__wake_list_t l;
-  uint32_t flags = 0;
+  uint32_t flags = 0, free_before;
   int r, back;
   if (owner == 0 || (owner & ~OWNER_MASK) != 0) return SAB_E_BAD_TOKEN;
   sab__wake_list_init(&l);
   sab__bucket_t *b = sab__lock(key);
-  uint64_t now = sab_now();
-  back = sync_deaths(b, s, &l, 0, now);
-  slot = sab__sema_held(s, owner, slot);
-  if (slot < 0) {
-    r = SAB_E_BAD_TOKEN;
-    goto out;
-  }
-  r = (int)slot;
-  if (lsf_release(b, s, key, owner, slot, &l, now, &flags) != 0) r = SAB_E_CORRUPT;
-out:
+  r = lsf_release_held(b, s, key, owner, slot, &l, sab_now(), &flags, &back, &free_before);
   sab__unlock(b);
   sab__wake_list_run(&l);
   if ((flags & SAB_SEMA_POOLED) || back > 0) refilled(s);

@@ -22,6 +22,9 @@
  *   F_RETRIES_BEFORE(c, s, since)
  *                          retries of s (woken by F2, not back yet) that
  *                          first asked before `since`
+ *   F_RECLAIM(c, s, force) dead holders' slots back to the pool (sema.c R1;
+ *                          a space's S1 probes every holder when `force`):
+ *                          how many came back
  *
  * In a space each of these reads the record's words afresh, into a local;
  * since, the bound and the owner are values to compare and to hand to the
@@ -99,4 +102,44 @@ static inline int F_(release)(F_C c, const sab_sema_t *s, F_KEY_T key, uint32_t 
   *flags |= SAB_SEMA_POOLED;
   if (h != F_NIL) F_RETRY(c, s, h, x);
   return 0;
+}
+
+/* Under the lock: dead holders' slots back (R1), then free slots to the
+ * queued records first (K3): to every record when slots came back or
+ * `all` (nobody else would wake them: F4), else to those that waited the
+ * bound (F1). Answers how many came back (or a negative code). */
+static inline int F_(sync)(F_C c, const sab_sema_t *s, F_KEY_T key, int force, int all,
+                           F_WAKES_T *x, uint64_t now) {
+  int back = F_RECLAIM(c, s, force);
+  if (back < 0) return back;
+  F_(hand_out)(c, s, key, x, all || back > 0, now);
+  return back;
+}
+
+/* The ask of `owner`, whose acquire first asked at `since`, under the
+ * lock: slots that came back (probing every holder with `force`: a space's
+ * S1, when none is free) go to every queued record (F4), then the caller's
+ * turn (F3, F1, K3).
+ * Answers a token or SAB_SEMA_NO_TOKEN, and in *back how many came back
+ * (negative: a broken state, and no token). */
+static inline uint32_t F_(ask)(F_C c, const sab_sema_t *s, F_KEY_T key, uint32_t owner,
+                               uint64_t since, int force, F_WAKES_T *x, uint64_t now, int *back) {
+  *back = F_RECLAIM(c, s, force);
+  if (*back < 0) return SAB_SEMA_NO_TOKEN;
+  if (*back > 0) F_(hand_out)(c, s, key, x, 1, now);
+  return F_(take_in_turn)(c, s, key, owner, since, x, now);
+}
+
+/* The release of `slot` (-1: the one `owner` got most recently) under the
+ * lock: deaths first (F_(sync)), then the slot checked as `owner`'s, then
+ * F_(release). Answers the slot, SAB_E_BAD_TOKEN or SAB_E_CORRUPT; *back
+ * as F_(ask)'s, *free_before the free slots just before the release. */
+static inline int F_(release_held)(F_C c, const sab_sema_t *s, F_KEY_T key, uint32_t owner,
+                                   int64_t slot, F_WAKES_T *x, uint64_t now, uint32_t *flags,
+                                   int *back, uint32_t *free_before) {
+  *free_before = 0;
+  if ((*back = F_(sync)(c, s, key, 0, 0, x, now)) < 0) return SAB_E_CORRUPT;
+  if ((slot = sab__sema_held(s, owner, slot)) < 0) return SAB_E_BAD_TOKEN;
+  *free_before = sab__sema_count_free(s);
+  return F_(release)(c, s, key, owner, slot, x, now, flags) != 0 ? SAB_E_CORRUPT : (int)slot;
 }

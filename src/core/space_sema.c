@@ -167,6 +167,8 @@ static void retry_wake(ssf_c c, uint32_t i, sab__wakes_t *w) {
 #define F_RETRY(c, s, h, x) ((void)(s), retry_wake((c), (h), (x)))
 #define F_RETRIES_BEFORE(c, s, since) \
   ((void)(s), retries_before((c).sp, (c).off, (since), (c).dead))
+#define F_RECLAIM(c, s, force) reclaim((c), (s), (force))
+static int reclaim(ssf_c c, const sab_sema_t *s, int force);
 #include "sema_fair.h"
 
 static ssf_c bucket_at(sab_space_t *sp, uint32_t off, sab__deaths_t *dead) {
@@ -186,10 +188,7 @@ static int reclaim(ssf_c c, const sab_sema_t *s, int force) {
 
 static int sync_deaths(ssf_c c, const sab_sema_t *s, int force, int all, sab__wakes_t *w,
                        uint64_t now) {
-  int back = reclaim(c, s, force);
-  if (back < 0) return back;
-  ssf_hand_out(c, s, KEY(c.off), w, all || back > 0, now);
-  return back;
+  return ssf_sync(c, s, KEY(c.off), force, all, w, now);
 }
 
 void sab__space_sema_died(sab_space_t *sp, uint32_t b, uint32_t off, sab__wakes_t *w,
@@ -229,13 +228,12 @@ int sab__sema_in_acquire(sab_space_t *sp, uint32_t id, uint32_t off, uint32_t fl
   /* F2, F5: an acquire woken to try again asks with its first ask's since
    * (a try asks afresh, as sema.c's). */
   uint64_t since = rec != NULL ? retry_take(sp, id, off, now) : now;
-  int before = avail_of(&s), back = reclaim(c, &s, before == 0);
-  /* As sema.c's ask: slots that came back go to every queued record (F4);
-   * then the caller's turn (F3, F1). */
-  if (back > 0) ssf_hand_out(c, &s, KEY(off), &w, 1, now);
+  int before = avail_of(&s), back;
+  /* As sema.c's ask (sema_fair.h). */
+  t = ssf_ask(c, &s, KEY(off), id, since, before == 0, &w, now, &back); /* S1 */
   if (back < 0) {
     r = SAB_E_CORRUPT;
-  } else if ((t = ssf_take_in_turn(c, &s, KEY(off), id, since, &w, now)) != SAB_SEMA_NO_TOKEN) {
+  } else if (t != SAB_SEMA_NO_TOKEN) {
     *token = t;
     r = SAB_OK;
     /* F5: a try that takes a slot is the acquire a retry entry of this
@@ -270,16 +268,7 @@ int sab__sema_in_release(sab_space_t *sp, uint32_t id, uint32_t off, int64_t slo
   if (view_of(sp, off, &s) != 0) return SAB_E_CORRUPT;
   sab__sbucket_t *bk = sab__space_lock(sp, c.b);
   if (bk == NULL) return SAB_E_SPACE_BUSY;
-  uint64_t now = sab_now();
-  if ((back = sync_deaths(c, &s, 0, 0, &w, now)) < 0) {
-    r = SAB_E_CORRUPT;
-  } else if ((slot = sab__sema_held(&s, id, slot)) < 0) {
-    r = SAB_E_BAD_TOKEN;
-  } else {
-    r = (int)slot;
-    avail = sab__sema_count_free(&s);
-    if (ssf_release(c, &s, KEY(off), id, slot, &w, now, &flags) != 0) r = SAB_E_CORRUPT;
-  }
+  r = ssf_release_held(c, &s, KEY(off), id, slot, &w, sab_now(), &flags, &back, &avail);
   sab__space_unlock(bk);
   sab__wakes_run(&w);
   if (((flags & SAB_SEMA_POOLED) && avail == 0) || back > 0) refilled(sp, off, dead);
