@@ -1,8 +1,8 @@
 /*
  * The binding of shared spaces (src/core/space*.c, lifeline.c): open, close,
- * the directory, owners, the waker of async waits, and the parker of a
- * space's records. The calls on a space's cells, Semas and RateLimits are
- * in wait.c, sema.c and rate.c, beside their in-process twins (space.h).
+ * the directory, owners, the waker of async waits, and the parker and the
+ * async hooks of a space's records. The calls on a space's cells, Semas
+ * and RateLimits are wait.c's, sema.c's and rate.c's (space.h).
  *
  * A registration ("reg") is one JS thread's use of one space: its owner id
  * (a slot of the space, whose lifeline this thread holds), its JS buffer
@@ -710,7 +710,7 @@ static const sab_napi_fn_t fns[] = {{"spaceOpen", unsupported}, {"spaceUnlink", 
 #endif /* __linux__ */
 
 /* The calls on a space's cells, Semas and RateLimits are registered by
- * wait.c, sema.c and rate.c, beside their in-process twins. */
+ * wait.c, sema.c and rate.c. */
 int sab_napi_space_register(napi_env env, napi_value exports) {
   return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
 }

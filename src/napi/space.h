@@ -1,8 +1,10 @@
 /*
  * A shared space's registration as the binding files that serve both
- * memories see it: wait.c, sema.c and rate.c take a space's calls beside
- * their in-process ones; space.c keeps open, close, the directory, owners
- * and the waker thread that delivers async waits (see its top). Linux only.
+ * memories see it: wait.c and sema.c take a space's handle as the last
+ * argument of each call, rate.c has a space's calls beside its in-process
+ * ones; space.c keeps open, close, the directory, owners, the waker thread
+ * that decides and delivers async records, and the memory's parker and
+ * async hooks (see its top). Linux only.
  */
 #ifndef SAB_NAPI_SPACE_H
 #define SAB_NAPI_SPACE_H
