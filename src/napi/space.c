@@ -246,6 +246,11 @@ static void reg_close(sab_napi_reg_t *reg, int in_cleanup) {
   sab_space_close(reg->sp);
 }
 
+/* The thread ends. Node runs cleanup hooks in the reverse order of their
+ * registration: this one, added at the open, runs before the env's own
+ * teardown (added when the addon was loaded on this thread, binding.c), so
+ * the registration's async records are dropped here while their pool and
+ * their loop still exist (async.c then finds them closed). */
 static void env_cleanup(void *arg) {
   sab_napi_reg_t *reg = arg;
   reg_close(reg, 1);
