@@ -276,9 +276,8 @@ function backendOfSpace (opened) {
     // grant ring at i32, its turn after it. A caller that finds the turn
     // free with nobody queued is granted without taking it.
     rate (i32, turnByteOffset) {
-      const rateOff = pub + i32.byteOffset
       const turnOff = pub + turnByteOffset
-      const grant = turnFreeOnly => call(native.spaceRateTake, h, turnOff, rateOff, turnFreeOnly)
+      const grant = turnFreeOnly => call(native.rateTake, i32, turnFreeOnly, turnOff, h)
       return { grant, grantIfTurnFree: grant }
     }
   })

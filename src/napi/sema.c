@@ -181,13 +181,7 @@ static int get_ref(napi_env env, napi_value v, size_t argc, size_t at, napi_valu
     if ((ref->reg = sab_napi_space_unwrap(env, space)) == NULL) return -1;
     if (buffer == NULL) return sab_napi_get_u32(env, v, &ref->off);
     if (sab_napi_int32_memory(env, v, "memory", &data, &bytes, buffer) != 0) return -1;
-    uintptr_t base = (uintptr_t)ref->reg->info.base;
-    if ((uintptr_t)data < base || (uintptr_t)data - base >= ref->reg->info.size) {
-      napi_throw_range_error(env, NULL, "memory is not over the space's buffer");
-      return -1;
-    }
-    ref->off = (uint32_t)((uintptr_t)data - base);
-    return 0;
+    return sab_napi_space_off(env, ref->reg, data, &ref->off);
   }
 #else
   if (t != napi_undefined) {

@@ -523,7 +523,16 @@ static napi_value space_reap(napi_env env, napi_callback_info info) {
   return reg != NULL ? sab_napi_number(env, sab_space_reap(reg->sp)) : NULL;
 }
 
-/* (handle, off, size) of a cell; the offset is checked by the core. */
+int sab_napi_space_off(napi_env env, const sab_napi_reg_t *reg, const void *data, uint32_t *off) {
+  uintptr_t base = (uintptr_t)reg->info.base, at = (uintptr_t)data;
+  if (at < base || at - base >= reg->info.size) {
+    napi_throw_range_error(env, NULL, "the typed array is not over the space's buffer");
+    return -1;
+  }
+  *off = (uint32_t)(at - base);
+  return 0;
+}
+
 sab_env_t *sab_napi_space_env(napi_env env) {
   sab_env_t *e = sab_napi_env_get(env);
   bool pending = false;

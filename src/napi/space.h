@@ -57,6 +57,11 @@ typedef struct sab_napi_reg_s {
  * pending (a TypeError, or ERR_SABSYNC_SHARED_CLOSED). */
 sab_napi_reg_t *sab_napi_space_unwrap(napi_env env, napi_value v);
 
+/* The offset in reg's space of `data`, an address JS gave as a typed
+ * array over the space's buffer: 0, or -1 with a RangeError pending when
+ * it does not lie in the space's mapping (the core checks the rest). */
+int sab_napi_space_off(napi_env env, const sab_napi_reg_t *reg, const void *data, uint32_t *off);
+
 /* This thread's env; NULL with an exception pending. */
 sab_env_t *sab_napi_space_env(napi_env env);
 

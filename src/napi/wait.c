@@ -71,15 +71,7 @@ static int get_cell(napi_env env, napi_value ta, napi_value index, int has_space
   out->reg = NULL;
   if (t == napi_undefined) return 0;
   if ((out->reg = sab_napi_space_unwrap(env, space)) == NULL) return -1;
-  /* The cell must lie in the space's mapping (the core checks that it is
-   * in its public part). */
-  uintptr_t at = (uintptr_t)out->cell - (uintptr_t)out->reg->info.base;
-  if ((uintptr_t)out->cell < (uintptr_t)out->reg->info.base || at >= out->reg->info.size) {
-    napi_throw_range_error(env, NULL, "typedArray is not over the space's buffer");
-    return -1;
-  }
-  out->off = (uint32_t)at;
-  return 0;
+  return sab_napi_space_off(env, out->reg, out->cell, &out->off);
 #else
   return t == napi_undefined ? 0 : not_a_space(env);
 #endif
