@@ -225,3 +225,18 @@ t.test('CONTRIBUTING.md\'s table of tests names every tap file, and every worker
   }
   t.same(unused, [], 'every fixture under test/fixtures/<tap file>/ is started by a test or required by a fixture')
 })
+
+// The binding writes each operation once for both memories (issue 28): a
+// space's wait, Sema and RateLimit calls are the in-process ones with the
+// space's handle last, and a space's async waits settle in C, not through
+// natives called from JS.
+t.test('the binding has one call per operation for both memories: no space twin of a wait, Sema or rate call', async t => {
+  const names = Object.keys(native).filter(n => typeof native[n] === 'function')
+  const twins = names.filter(n => /^space(Wait|Settle|Sema|Rate)/.test(n))
+  t.same(twins, [], 'no spaceWait*, spaceSettle, spaceSema* or spaceRate* native')
+  for (const op of ['wait', 'waitAsync', 'semaTry', 'semaAcquire', 'semaAcquireAsync', 'semaRelease', 'semaWaiting', 'semaAvailable', 'rateTake']) {
+    t.equal(typeof native[op], 'function', `${op} serves both memories`)
+  }
+  const space = read('lib/space.js')
+  t.notMatch(space, /new SharedArrayBuffer\(4\)/, 'lib/space.js makes no proxy cell for an async wait')
+})
