@@ -204,7 +204,7 @@ function backendOfSpace (opened) {
 
   function notifyOff (off, count) {
     if (Atomics.add(words, countOf(off), 0) === 0) return 0
-    return native.spaceNotify(h, off, count)
+    return native.notify(off, count, h)
   }
 
   // An async wait: a record in the space, its promise settled on this
@@ -233,7 +233,7 @@ function backendOfSpace (opened) {
     waker (i32, index) {
       const off = offsetOf(i32, index, 4)
       const count = countOf(off)
-      return n => Atomics.add(words, count, 0) === 0 ? 0 : native.spaceNotify(h, off, n)
+      return n => Atomics.add(words, count, 0) === 0 ? 0 : native.notify(off, n, h)
     },
 
     // lib/atomics.js: the public wait / waitAsync / notify / waiters
@@ -248,7 +248,7 @@ function backendOfSpace (opened) {
       return notifyOff(addr - base + pub, count)
     },
     waitersAt (addr) {
-      return native.spaceWaiters(h, addr - base + pub)
+      return native.waiters(addr - base + pub, h)
     },
 
     // lib/sema.js: a Sema's pool and queue in the space (src/core/space_sema.c),

@@ -232,9 +232,9 @@ t.test('CONTRIBUTING.md\'s table of tests names every tap file, and every worker
 // natives called from JS.
 t.test('the binding has one call per operation for both memories: no space twin of a wait, Sema or rate call', async t => {
   const names = Object.keys(native).filter(n => typeof native[n] === 'function')
-  const twins = names.filter(n => /^space(Wait|Settle|Sema|Rate)/.test(n))
-  t.same(twins, [], 'no spaceWait*, spaceSettle, spaceSema* or spaceRate* native')
-  for (const op of ['wait', 'waitAsync', 'semaTry', 'semaAcquire', 'semaAcquireAsync', 'semaRelease', 'semaWaiting', 'semaAvailable', 'rateTake']) {
+  const twins = names.filter(n => /^space(Wait|Settle|Sema|Rate|Notify)/.test(n))
+  t.same(twins, [], 'no spaceWait*, spaceSettle, spaceSema*, spaceRate*, spaceNotify or spaceWaiters native')
+  for (const op of ['wait', 'waitAsync', 'notify', 'waiters', 'semaTry', 'semaAcquire', 'semaAcquireAsync', 'semaRelease', 'semaWaiting', 'semaAvailable', 'rateTake']) {
     t.equal(typeof native[op], 'function', `${op} serves both memories`)
   }
   const space = read('lib/space.js')

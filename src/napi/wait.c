@@ -37,11 +37,26 @@ static int not_a_space(napi_env env) {
 }
 #endif
 
+/* The space named by argument `at` of a call that takes one last, or
+ * NULL (this process's memory) when it was not passed or is undefined; -1
+ * with an exception pending. */
+static int space_arg(napi_env env, size_t argc, size_t at, napi_value v, void **reg) {
+  napi_valuetype t = napi_undefined;
+  *reg = NULL;
+  if (argc > at) SAB_CALL(env, napi_typeof(env, v, &t), -1);
+  if (t == napi_undefined) return 0;
+#if defined(__linux__)
+  return (*reg = sab_napi_space_unwrap(env, v)) != NULL ? 0 : -1;
+#else
+  return not_a_space(env);
+#endif
+}
+
 /* `ta` must be an Int32Array or BigInt64Array and `index` an index in
- * range; with `space` (argument `has_space` given and not undefined), over
- * that space's buffer. Answers 0 or throws. */
-static int get_cell(napi_env env, napi_value ta, napi_value index, int has_space, napi_value space,
-                    cell_t *out) {
+ * range; with a space (argument `at`, space_arg), over that space's
+ * buffer. Answers 0 or throws. */
+static int get_cell(napi_env env, napi_value ta, napi_value index, size_t argc, size_t at,
+                    napi_value space, cell_t *out) {
   bool is_ta = false;
   napi_typedarray_type type;
   size_t length = 0, offset = 0;
@@ -65,16 +80,12 @@ static int get_cell(napi_env env, napi_value ta, napi_value index, int has_space
   }
   out->size = type == napi_int32_array ? 4 : 8;
   out->cell = (char *)data + (size_t)i * (size_t)out->size;
-  napi_valuetype t = napi_undefined;
-  if (has_space) SAB_CALL(env, napi_typeof(env, space, &t), -1);
+  void *reg;
+  if (space_arg(env, argc, at, space, &reg) != 0) return -1;
 #if defined(__linux__)
-  out->reg = NULL;
-  if (t == napi_undefined) return 0;
-  if ((out->reg = sab_napi_space_unwrap(env, space)) == NULL) return -1;
-  return sab_napi_space_off(env, out->reg, out->cell, &out->off);
-#else
-  return t == napi_undefined ? 0 : not_a_space(env);
+  if ((out->reg = reg) != NULL) return sab_napi_space_off(env, out->reg, out->cell, &out->off);
 #endif
+  return 0;
 }
 
 /* Optional (watch, epoch) arguments: see sab_wait_enqueue_watch. */
@@ -146,7 +157,7 @@ static napi_value wait_sync(napi_env env, napi_callback_info info) {
   int64_t expected;
   double ms;
   uint32_t watch, epoch;
-  if (e == NULL || get_cell(env, argv[0], argv[1], argc > 6, argv[6], &c) != 0) return NULL;
+  if (e == NULL || get_cell(env, argv[0], argv[1], argc, 6, argv[6], &c) != 0) return NULL;
   if (sab_napi_cell_value(env, argv[2], c.size, &expected) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[3], &ms), NULL);
   if (get_watch(env, argv[4], argv[5], &watch, &epoch) != 0) return NULL;
@@ -209,7 +220,7 @@ static napi_value wait_async(napi_env env, napi_callback_info info) {
   double ms;
   uint32_t flags, watch, epoch;
   napi_value result;
-  if (e == NULL || get_cell(env, argv[0], argv[1], argc > 7, argv[7], &c) != 0) return NULL;
+  if (e == NULL || get_cell(env, argv[0], argv[1], argc, 7, argv[7], &c) != 0) return NULL;
   if (sab_napi_cell_value(env, argv[2], c.size, &expected) != 0) return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[3], &ms), NULL);
   SAB_CALL(env, napi_get_value_uint32(env, argv[4], &flags), NULL);
@@ -256,25 +267,42 @@ static int get_addr(napi_env env, napi_value v, uintptr_t *out) {
   return 0;
 }
 
-/* notify(address, count) -> woken. count: a number >= 0, Infinity = all. */
+/* notify(address, count[, space]) -> woken. count: a number >= 0,
+ * Infinity = all. In a space, the address is the cell's offset. */
 static napi_value notify_addr(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 2, NULL);
+  SAB_ARGS(env, info, 3, NULL);
   uintptr_t addr;
   double count;
-  if (get_addr(env, argv[0], &addr) != 0) return NULL;
+  void *reg;
+  if (get_addr(env, argv[0], &addr) != 0 || space_arg(env, argc, 2, argv[2], &reg) != 0)
+    return NULL;
   SAB_CALL(env, napi_get_value_double(env, argv[1], &count), NULL);
   uint64_t n = !(count < 1.8e19) ? UINT64_MAX : count > 0 ? (uint64_t)count : 0;
+#if defined(__linux__)
+  if (reg != NULL) {
+    if (addr > UINT32_MAX) return sab_napi_number(env, 0); /* the core checks the rest */
+    return sab_napi_number(
+        env, (double)sab_space_notify(((sab_napi_reg_t *)reg)->sp, (uint32_t)addr, n));
+  }
+#endif
   return sab_napi_number(env, (double)sab_notify(addr, n));
 }
-
-/* waiters(address) -> records queued on it, every thread */
+/* waiters(address[, space]) -> records queued on it, every thread (every
+ * process of a space, where the address is the cell's offset) */
 static napi_value waiters_on(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 1, NULL);
+  SAB_ARGS(env, info, 2, NULL);
   uintptr_t addr;
-  if (get_addr(env, argv[0], &addr) != 0) return NULL;
+  void *reg;
+  if (get_addr(env, argv[0], &addr) != 0 || space_arg(env, argc, 1, argv[1], &reg) != 0)
+    return NULL;
+#if defined(__linux__)
+  if (reg != NULL) {
+    if (addr > UINT32_MAX) return sab_napi_number(env, 0);
+    return sab_napi_number(env, sab_space_waiters(((sab_napi_reg_t *)reg)->sp, (uint32_t)addr));
+  }
+#endif
   return sab_napi_number(env, sab_waiters(addr));
 }
-
 /* bucketOf(address) -> the index in `counts` of the waiter counter of the
  * bucket of that address: the lot's own hash (sab_bucket_of), so that JS
  * never restates it. lib/lot.js memoizes it per address. */
@@ -307,20 +335,6 @@ static napi_value base_of(napi_env env, napi_callback_info info) {
 
 /* ---- a shared space's cells (space.h): the same calls, by offset ---- */
 
-/* spaceNotify(handle, off, count) -> woken */
-static napi_value space_notify(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 3, NULL);
-  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
-  uint32_t off;
-  double count;
-  if (reg == NULL || sab_napi_get_u32(env, argv[1], &off) != 0 ||
-      sab_napi_get_double(env, argv[2], &count) != 0) {
-    return NULL;
-  }
-  uint64_t n = !(count < 1.8e19) ? UINT64_MAX : count > 0 ? (uint64_t)count : 0;
-  return sab_napi_number(env, (double)sab_space_notify(reg->sp, off, n));
-}
-
 /* spaceBucket(handle, off) -> the index, in an Int32Array over the space's
  * public part, of the waiter counter of the bucket of the cell at `off`.
  * The space's buckets are the top info.bucket_bits bits of the in-process
@@ -341,19 +355,8 @@ static napi_value space_bucket(napi_env env, napi_callback_info info) {
                                        b * (reg->info.count_stride / 4)));
 }
 
-/* spaceWaiters(handle, off) -> queued waiters of that cell, every process */
-static napi_value space_waiters(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 2, NULL);
-  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
-  uint32_t off;
-  if (reg == NULL || sab_napi_get_u32(env, argv[1], &off) != 0) return NULL;
-  return sab_napi_number(env, sab_space_waiters(reg->sp, off));
-}
-
 static int space_register(napi_env env, napi_value exports) {
   static const sab_napi_fn_t fns[] = {
-      {"spaceNotify", space_notify},
-      {"spaceWaiters", space_waiters},
       {"spaceBucket", space_bucket},
   };
   return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);
