@@ -148,10 +148,12 @@ function checkKey (key) {
 }
 
 function parseOpenOptions (options) {
-  if (options === undefined) return { size: 0, mode: 0o600, versioned: false }
+  if (options === undefined) return { size: 0, mode: 0o600, versioned: STATE }
   if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options)
-  const { size, mode = 0o600, versioned = false } = options
-  if (typeof versioned !== 'boolean') throw invalidType('options.versioned', 'a boolean', versioned)
+  const { size, mode = 0o600, versioned = STATE } = options
+  if (typeof versioned !== 'boolean' && versioned !== STATE) {
+    throw invalidType('options.versioned', 'a boolean (leave it out for the default: see docs/processes.md)', versioned)
+  }
   if (size !== undefined) {
     if (typeof size !== 'number') throw invalidType('options.size', 'a number of bytes', size)
     if (!Number.isInteger(size) || size < C.SPACE_MIN_SIZE || size > C.SPACE_MAX_SIZE) {
@@ -339,6 +341,7 @@ function backendOfSpace (opened) {
 // getters throw ERR_SABSYNC_SHARED_CLOSED, naming the space.
 const spaceNames = new WeakMap() // a space's buffer -> its name
 const closedProtos = new Map() // class -> the prototype of its closed space objects
+const freedProtos = new Map() // class -> the prototype of its objects after space.free(key)
 
 function closedError (buffer) {
   const name = spaceNames.get(buffer)
@@ -347,36 +350,47 @@ function closedError (buffer) {
     `Open it again (openShared(${JSON.stringify(name)})) and get the object again by its key`)
 }
 
-function closedProto (Class) {
-  let proto = closedProtos.get(Class)
+function freedError (buffer) {
+  const name = spaceNames.get(buffer)
+  return new SabsyncError('ERR_SABSYNC_SHARED_CLOSED',
+    `this object's key was freed in this thread (space.free(key) on "${name}"): its room may hold ` +
+    'another object now. Ask the space for the key again (space.mutex(key), ...) to use a live one')
+}
+
+function closedProto (Class, freed = false) {
+  const protos = freed ? freedProtos : closedProtos
+  const error = freed ? freedError : closedError
+  let proto = protos.get(Class)
   if (proto !== undefined) return proto
   proto = Object.create(Class.prototype)
   for (const name of Object.getOwnPropertyNames(Class.prototype)) {
     const d = Object.getOwnPropertyDescriptor(Class.prototype, name)
     if (name === 'constructor') continue
     if (typeof d.value === 'function') {
-      d.value = { [name] () { throw closedError(this.buffer) } }[name]
+      d.value = { [name] () { throw error(this.buffer) } }[name]
     } else if (d.get !== undefined) {
-      d.get = function () { throw closedError(this.buffer) }
+      d.get = function () { throw error(this.buffer) }
     } else {
       continue
     }
     Object.defineProperty(proto, name, d)
   }
-  closedProtos.set(Class, proto)
+  protos.set(Class, proto)
   return proto
 }
 
 // Remember an object made from the space `st` for its close (weakly: a
 // key asked for again makes a new object each time, and objects nobody
 // holds go).
-function track (st, object) {
+function track (st, object, key) {
   const proto = Object.getPrototypeOf(object)
   if (proto === null || typeof proto.constructor !== 'function' || proto === Object.prototype ||
       ArrayBuffer.isView(object) || typeof object === 'function') {
     return object
   }
-  st.objects.add(new WeakRef(object))
+  const ref = new WeakRef(object)
+  if (key !== undefined) keyOfRef.set(ref, key)
+  st.objects.add(ref)
   if (st.objects.size > st.pruneAt) {
     for (const ref of st.objects) if (ref.deref() === undefined) st.objects.delete(ref)
     st.pruneAt = 2 * st.objects.size + 64
@@ -384,12 +398,23 @@ function track (st, object) {
   return object
 }
 
-function closeObjects (st) {
+const keyOfRef = new WeakMap() // a tracked object's WeakRef -> the caller's key
+
+// Close this thread's objects of the space (of `key` alone, when given).
+function closeObjects (st, key) {
   for (const ref of st.objects) {
+    if (key !== undefined && keyOfRef.get(ref) !== key) continue
     const object = ref.deref()
-    if (object !== undefined) Object.setPrototypeOf(object, closedProto(Object.getPrototypeOf(object).constructor))
+    if (object !== undefined) {
+      // An object already closed (freed before) keeps its prototype.
+      const proto = Object.getPrototypeOf(object)
+      if (!closedProtos.has(proto.constructor) || closedProtos.get(proto.constructor) !== proto) {
+        Object.setPrototypeOf(object, closedProto(proto.constructor, key !== undefined))
+      }
+    }
+    if (key !== undefined) st.objects.delete(ref)
   }
-  st.objects.clear()
+  if (key === undefined) st.objects.clear()
 }
 
 // ---- this thread's open spaces ----
@@ -406,6 +431,17 @@ const opened = new Map() // name -> { name, handle, buffer, pubOff, size, refs }
 // limits hold at once (each over its own processes). Old objects stay in the
 // directory until the space is unlinked.
 const VERSION_MARK = '\u0002' // refused in callers' keys, so a versioned key is never one of theirs
+
+// The default (versioned left out): the kinds whose parameters are state
+// that cannot change under the processes that use it (a Sema's tokens, a
+// Barrier's parties) are versioned, so a deploy that changes them meets no
+// mismatch; the others keep one object per key (an array's length, a
+// lock's reader slots: a mismatch stays an error that says what to do).
+// A new version retires the others of its key, whose room is reclaimed at
+// the next lookup after their last user has gone (src/core/space.c).
+const STATE = 'state'
+const STATE_KINDS = new Set([KIND.barrier, KIND.sema])
+const versions = (mode, kind) => mode === true || (mode === STATE && STATE_KINDS.has(kind))
 
 function versionedKey (key, kind, params) {
   const k = `${key}${VERSION_MARK}${kind}:${params.join(',')}`
@@ -430,7 +466,11 @@ class Space {
     this.#versioned = versioned
   }
 
-  /** Whether this view derives directory keys from the kind and parameters (openShared's options.versioned). */
+  /**
+   * How this view derives directory keys (openShared's options.versioned):
+   * true (every kind's key carries its parameters), false (none), or
+   * 'state' (the default: sema and barrier keys carry theirs).
+   */
   get versioned () { return this.#versioned }
 
   /** The space's name. */
@@ -458,11 +498,12 @@ class Space {
   #object (kind, key, params, bytes, create, attach) {
     checkKey(key)
     if (key.includes(VERSION_MARK)) throw invalidValue('key', 'a string without U+0002 (versioned spaces use it)', key)
-    if (this.#versioned) key = versionedKey(key, kind, params)
-    return this.#lookup(kind, key, params, bytes, create, attach)
+    const versioned = versions(this.#versioned, kind)
+    if (versioned) key = versionedKey(key, kind, params)
+    return this.#lookup(kind, key, params, bytes, create, attach, versioned)
   }
 
-  #lookup (kind, key, params, bytes, create, attach) {
+  #lookup (kind, key, params, bytes, create, attach, versioned = false) {
     const st = this.#live()
     checkKey(key)
     let created, off
@@ -474,16 +515,58 @@ class Space {
       throw err.code === 'ERR_SABSYNC_SHARED_MISMATCH' ? this.#mismatch(key, kind, params) : own(err)
     }
     const memory = { buffer: st.buffer, byteOffset: off - st.pubOff }
-    if (!created) return track(st, attach(memory))
+    const shown = shownKey(key)
+    if (!created) return track(st, attach(memory), shown)
     let made = false
+    let object
     try {
-      const object = create(memory)
+      object = create(memory)
       made = true
-      return track(st, object)
     } finally {
       if (made) native.spacePublish(st.handle, off)
       else native.spaceAbandon(st.handle)
     }
+    // A new version retires the others of its key: the processes that use
+    // them keep them; their room is reclaimed once the last has gone.
+    if (versioned) call(native.spaceRetire, st.handle, shown, C.SPACE_RETIRE_VERSIONS, off)
+    return track(st, object, shown)
+  }
+
+  /**
+   * Free the object of `key` (every version of it, in a versioned space):
+   * this thread stops using it (its objects of `key` here throw
+   * ERR_SABSYNC_SHARED_CLOSED from now on), and its room (a directory
+   * entry and its bytes) is reclaimed now if no other thread or process
+   * uses it, else once the last of them has closed the space or ended.
+   * Until then others keep using it, and a lookup of `key` finds it.
+   * Answers true when nothing of `key` is left in the space, false when
+   * others still use it. Free only what this thread no longer holds or
+   * waits on.
+   */
+  free (key) {
+    const st = this.#live()
+    checkKey(key)
+    if (key.includes(VERSION_MARK)) throw invalidValue('key', 'a string without U+0002 (versioned spaces use it)', key)
+    closeObjects(st, key)
+    // A rateLimiter's table is its key + U+0001: freed with it.
+    let left = 0
+    for (const k of [key, key + '\u0001']) {
+      if (Buffer.byteLength(k) > C.SPACE_KEY_MAX) continue
+      const matched = call(native.spaceRetire, st.handle, k, C.SPACE_RETIRE_VERSIONS | C.SPACE_RETIRE_SELF, 0)
+      left += matched - OUT[0]
+    }
+    return left === 0
+  }
+
+  /**
+   * What the space holds: { objects, maxObjects, retired, bytesUsed,
+   * bytes } (retired: objects freed or replaced by a new version whose
+   * room waits for their last user to go; bytes: the heap for objects).
+   */
+  usage () {
+    const st = this.#live()
+    const objects = native.spaceUsage(st.handle)
+    return { objects, maxObjects: OUT[0], retired: OUT[1], bytesUsed: OUT[2], bytes: OUT[3] }
   }
 
   // What a key holds and what was asked, with a way out: a space outlives
@@ -589,7 +672,7 @@ class Space {
   rateLimiter (key, options) {
     checkKey(key)
     if (key.includes(VERSION_MARK)) throw invalidValue('key', 'a string without U+0002 (versioned spaces use it)', key)
-    if (this.#versioned) {
+    if (this.#versioned === true) {
       // The header's parameters live in its memory, not in the directory.
       const p = parseRateLimiterOptions(options)
       key = versionedKey(key, KIND.rateLimiter, [p.limit, p.window, p.burst, p.keys, p.whenFull])
@@ -598,7 +681,7 @@ class Space {
       throw outOfRange('key', `a string of 1 to ${C.SPACE_KEY_MAX - 1} bytes (UTF-8) for a rateLimiter`, Buffer.byteLength(key))
     }
     const lookup = (...args) => this.#lookup(...args)
-    return track(this.#live(), rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable }))
+    return track(this.#live(), rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable }), shownKey(key))
   }
 
   /**
