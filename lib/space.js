@@ -55,30 +55,34 @@ const KIND = {
   rateLimiterTable: 13
 }
 
-// How a mismatch describes an entry: the call that makes it, and what its
-// directory params mean (lib/space.js passes them in this order).
-const DESCRIBE = {
-  [KIND.int32Array]: p => `int32Array(key, ${p[0]})`,
-  [KIND.bigInt64Array]: p => `bigInt64Array(key, ${p[0]})`,
-  [KIND.mutex]: () => 'mutex(key)',
-  [KIND.atomicFlag]: () => 'atomicFlag(key)',
-  [KIND.once]: () => 'once(key)',
-  [KIND.latch]: p => `latch(key, ${p[0]})`,
-  [KIND.condVar]: () => 'condVar(key)',
-  [KIND.rwlock]: p => `rwlock(key, { readerSlots: ${p[0]} })`,
-  [KIND.barrier]: p => `barrier(key, ${p[0]})`,
-  [KIND.sema]: p => `sema(key, ${p[0]})`,
-  [KIND.rateLimit]: p => {
-    const unit = new Float64Array(new Uint32Array([p[1], p[2]]).buffer)[0]
-    return `rateLimit(key, ${p[0]}, { timeUnit: ${unit}, uniformDistribution: ${p[3] !== 0} })`
+// What a directory entry's params mean, kind by kind (lib/space.js passes
+// them in this order): the call that makes one, and each parameter's name
+// and value, for a mismatch said in the caller's terms.
+const unitOf = p => new Float64Array(new Uint32Array([p[1], p[2]]).buffer)[0]
+const KINDS = {
+  [KIND.int32Array]: { call: 'int32Array', params: p => [['length', p[0]]] },
+  [KIND.bigInt64Array]: { call: 'bigInt64Array', params: p => [['length', p[0]]] },
+  [KIND.mutex]: { call: 'mutex', params: () => [] },
+  [KIND.atomicFlag]: { call: 'atomicFlag', params: () => [] },
+  [KIND.once]: { call: 'once', params: () => [] },
+  [KIND.latch]: { call: 'latch', params: p => [['count', p[0]]] },
+  [KIND.condVar]: { call: 'condVar', params: () => [] },
+  [KIND.rwlock]: { call: 'rwlock', params: p => [['readerSlots', p[0]]] },
+  [KIND.barrier]: { call: 'barrier', params: p => [['parties', p[0]]] },
+  [KIND.sema]: { call: 'sema', params: p => [['nr', p[0]]] },
+  [KIND.rateLimit]: {
+    call: 'rateLimit',
+    params: p => [['rps', p[0]], ['timeUnit', unitOf(p)], ['uniformDistribution', p[3] !== 0]]
   },
-  [KIND.rateLimiter]: () => 'rateLimiter(key, options)',
-  [KIND.rateLimiterTable]: p => `rateLimiter(key, { keys: ${p[0]} })`
+  [KIND.rateLimiter]: { call: 'rateLimiter', params: () => [] },
+  [KIND.rateLimiterTable]: { call: 'rateLimiter', params: p => [['keys', p[0]]] }
 }
 
 function describeEntry (kind, params) {
-  const d = DESCRIBE[kind]
-  return d === undefined ? `an entry of unknown kind ${kind} (overwritten?)` : d(params)
+  const d = KINDS[kind]
+  if (d === undefined) return `an entry of unknown kind ${kind} (overwritten?)`
+  const ps = d.params(params).map(([n, v]) => `${n} ${v}`)
+  return `${/^[aeiou]/i.test(d.call) ? 'an' : 'a'} ${d.call}${ps.length === 0 ? '' : ` with ${ps.join(', ')}`}`
 }
 
 const MAX_CELLS = 1 << 27 // per array: 512 MiB of Int32, below the largest space
@@ -569,18 +573,41 @@ class Space {
     return { objects, maxObjects: OUT[0], retired: OUT[1], bytesUsed: OUT[2], bytes: OUT[3] }
   }
 
-  // What a key holds and what was asked, with a way out: a space outlives
-  // every process, so a deploy that changes parameters meets the old object.
+  // What a key holds and what was asked, in the caller's terms (which
+  // parameter, the value in use, the value asked) and what to do: a space
+  // outlives every process, so a deploy that changes parameters meets the
+  // old object.
   #mismatch (key, kind, params) {
     const st = this.#st
     const p = [0, 1, 2, 3].map(i => params[i] || 0)
     const found = call(native.spaceEntry, st.handle, key) === C.SPACE_ATTACH
-    const has = found ? describeEntry(OUT[0], [OUT[2], OUT[3], OUT[4], OUT[5]]) : 'nothing now (it was asked again meanwhile?)'
-    const name = shownKey(key)
+    const name = JSON.stringify(shownKey(key))
+    const where = `the key ${name} of the space "${st.name}" (/dev/shm/sabsync.${st.name})`
+    const asked = KINDS[kind]
+    const ways = 'another key for the new object (say ' + JSON.stringify(shownKey(key) + '-v2') + '), ' +
+      'or openShared(name, { versioned: true }) in every process, which makes one object per set of parameters ' +
+      '(old processes keep the old one, new ones share the new one; docs/processes.md, "Changing parameters across a rolling deploy")'
+    if (!found) {
+      return new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH',
+        `openShared: ${where} changed while this call asked for it: ask again`)
+    }
+    const inUse = OUT[0]
+    const used = [OUT[2], OUT[3], OUT[4], OUT[5]]
+    if (inUse !== kind || KINDS[inUse] === undefined) {
+      return new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH',
+        `openShared: ${where} holds ${describeEntry(inUse, used)}, and this call asked for ${describeEntry(kind, p)}: ` +
+        `a key names one object for the life of the space. Use ${ways}`)
+    }
+    const mine = asked.params(p)
+    const theirs = asked.params(used)
+    const diff = mine.filter(([n, v], i) => theirs[i][1] !== v)
+      .map(([n, v], i) => `${n}: ${JSON.stringify(theirs[mine.findIndex(m => m[0] === n)][1])} is in use, this call asked for ${JSON.stringify(v)}`)
+    const what = diff.length > 0 ? diff.join('; ') : `its size in bytes differs (${describeEntry(inUse, used)})`
+    const same = theirs.filter(([n, v], i) => mine[i][1] !== v).map(([n, v]) => `${n}: ${JSON.stringify(v)}`).join(', ')
     return new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH',
-      `openShared: the key ${JSON.stringify(name)} in /dev/shm/sabsync.${st.name} holds ${has}, not ${describeEntry(kind, p)}: ` +
-      'a key keeps its kind and parameters for the life of the space. Use the same parameters, another key ' +
-      '(openShared(name, { versioned: true }) derives keys from the parameters), or unlink the space when no process uses it')
+      `openShared: ${asked.call}(${name}) of the space "${st.name}": ${what}. ` +
+      'A key keeps its parameters until the space is unlinked, or the key freed (space.free(key)) once no process uses it. ' +
+      `To change them: ${same === '' ? '' : `ask with ${same} to share the object in use, use `}${ways}`)
   }
 
   #cells (kind, key, length, Type) {

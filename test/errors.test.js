@@ -49,23 +49,32 @@ t.test('every object of a closed space throws ERR_SABSYNC_SHARED_CLOSED, methods
   }
 })
 
-t.test('a mismatch names the file, the key, what the key holds and what was asked', platform, async t => {
+t.test('a mismatch says which parameter, the value in use, the value asked, and what to do', platform, async t => {
   const name = spaceName(t)
-  const space = openShared(name)
+  const space = openShared(name, { versioned: false })
   space.sema('pool', 2)
   space.rateLimit('rate', 5, { timeUnit: 1000 })
   const file = `/dev/shm/sabsync.${name}`
   const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
   t.throws(() => space.sema('pool', 3), {
     code: 'ERR_SABSYNC_SHARED_MISMATCH',
-    message: new RegExp(`"pool" in ${esc(file)} holds sema\\(key, 2\\), not sema\\(key, 3\\).*versioned: true`)
+    message: new RegExp(`sema\\("pool"\\) of the space "${esc(name)}": nr: 2 is in use, this call asked for 3\\. ` +
+      '.*ask with nr: 2 to share the object in use, use another key for the new object \\(say "pool-v2"\\).*versioned: true')
   })
-  t.throws(() => space.mutex('pool'), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /holds sema\(key, 2\), not mutex\(key\)/ })
+  t.throws(() => space.mutex('pool'), {
+    code: 'ERR_SABSYNC_SHARED_MISMATCH',
+    message: new RegExp(`the key "pool" of the space "${esc(name)}" \\(${esc(file)}\\) holds a sema with nr 2, and this call asked for a mutex`)
+  })
   t.throws(() => space.rateLimit('rate', 5, { timeUnit: 60000 }), {
     code: 'ERR_SABSYNC_SHARED_MISMATCH',
-    message: /holds rateLimit\(key, 5, \{ timeUnit: 1000, uniformDistribution: false \}\), not rateLimit\(key, 5, \{ timeUnit: 60000/
+    message: /rateLimit\("rate"\).*timeUnit: 1000 is in use, this call asked for 60000\. .*ask with timeUnit: 1000/
   })
-  t.throws(() => space.int32Array('pool', 4), { message: /holds sema\(key, 2\), not int32Array\(key, 4\)/ })
+  t.throws(() => space.int32Array('pool', 4), { message: /holds a sema with nr 2, and this call asked for an int32Array with length 4/ })
+  // The default versions a Sema's key: no mismatch at all.
+  const byDefault = openShared(name)
+  t.equal(byDefault.sema('pool', 2).nr, 2)
+  t.equal(byDefault.sema('pool', 3).nr, 3)
+  byDefault.close()
   space.close()
 })
 

@@ -23,6 +23,7 @@ const {
 } = require('./common')
 
 const KEY_SUFFIXES = ['m', 'q', 'b', 'l', 'f'] // the KEYS of lib/redis/scripts.js
+const MAX_SLOT = 0x7FFFFFFE // below a Sema's largest nr (lib/redis/common.js checkCount)
 
 // Resolves once the hub's eviction check passed (skipped with
 // unsafeAllowEviction), rejects with its error, with ERR_SABSYNC_REDIS when
@@ -227,12 +228,14 @@ class LeaseQueue {
     })
   }
 
-  // What is wrong with a grant the server answered, or null: a slot in
-  // 0 … nr-1, a fence that is a positive integer (0 without fences), a
-  // lease left in 0 … lease ms.
+  // What is wrong with a grant the server answered, or null: a slot (0
+  // for a Mutex; for a Sema below the largest nr of its clients, which a
+  // deploy may change: lib/redis/scripts.js, take), a fence that is a
+  // positive integer (0 without fences), a lease left in 0 … lease ms.
   checkGrant (slot, fence, leaseLeft) {
-    if (!Number.isSafeInteger(slot) || slot < 0 || slot >= this.nr) {
-      return `slot ${malformed(slot)}, outside 0 … ${this.nr - 1}`
+    const top = this.nr === 1 ? 0 : MAX_SLOT
+    if (!Number.isSafeInteger(slot) || slot < 0 || slot > top) {
+      return `slot ${malformed(slot)}, outside 0 … ${top}`
     }
     if (this.fencing ? !(Number.isSafeInteger(fence) && fence > 0) : fence !== 0) {
       return `fence ${malformed(fence)}, not ${this.fencing ? 'a positive integer' : '0'}`

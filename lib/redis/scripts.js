@@ -386,9 +386,23 @@ if st.nr ~= nr and not st.fencing and not fencing and st.held == 0 and st.nw == 
   -- An idle Sema keeps only its counters: it may be made again with another nr.
   st.nr, st.top, st.dirty = nr, 0, true
 end
-if st.nr ~= nr or st.fencing ~= fencing then
+if st.nr ~= nr and not st.fencing and not fencing and st.nr > 1 and nr > 1 then
+  -- A Sema's nr is its caller's: this take is granted while fewer than nr
+  -- hold, and the queue is served up to the nr of the latest take. Across a
+  -- deploy that changes nr, at most the larger of the two hold at once, and
+  -- the new nr alone once the old clients are gone. Slots stay below the
+  -- largest nr used since the Sema was last idle.
+  st.nr, st.dirty = nr, true
+end
+if st.fencing ~= fencing then
   return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. M .. ' is in use as ' .. kind(st.nr, st.fencing) ..
-    ', not as ' .. kind(nr, fencing) .. ' (the names of the two objects make the same key)')
+    ', and this call asked for ' .. kind(nr, fencing) .. ': a Mutex and a Sema whose names make the same key.' ..
+    ' Give one of them another key or prefix')
+end
+if st.nr ~= nr then
+  return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. M .. ': nr = ' .. st.nr .. ' is in use (' .. st.held ..
+    ' held, ' .. st.nw .. ' waiting), this call asked for nr = ' .. nr .. '. A Sema in use changes nr between two' ..
+    ' values above 1; to or from nr = 1 only once it is idle (nobody holds or waits): try again then, or use another key')
 end
 pump(st)
 -- The same id again (a command resent after a reconnect) gets the same answer.
