@@ -31,7 +31,7 @@
 
 const { randomBytes } = require('crypto')
 const { commands, WAKE } = require('./scripts')
-const { within, redisError, evictionError, noPolicyError, isRefusal, quiet } = require('./common')
+const { within, redisError, evictionError, noPolicyError, isRefusal, isUnreachable, quiet } = require('./common')
 
 const LINGER_MS = 5000 // how long the subscriber outlives its last waiter
 
@@ -261,7 +261,7 @@ class Hub {
   checkEviction (ms) {
     if (this.eviction === null) {
       const redis = this.redis
-      const info = n => within(n.info('memory'), ms, 'INFO memory', n)
+      const info = n => within(n.info('memory'), ms, 'INFO memory, at the first call', n)
       // A Cluster lists its masters once connected: the first INFO (to
       // any node) connects it, then every master is asked.
       this.eviction = info(redis)
@@ -276,7 +276,7 @@ class Hub {
           }
         }, err => {
           // No reply: said as for any call (and a late one may be a timeout).
-          if (err.cause && err.cause.noReply) throw err
+          if ((err.cause && err.cause.noReply) || isUnreachable(err)) throw err
           throw noPolicyError('INFO memory failed: ' + err.message, err.cause !== undefined ? err.cause : err)
         })
       // A failure is not remembered: the next first call asks again.
