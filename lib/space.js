@@ -516,6 +516,7 @@ class Space {
         params[0] || 0, params[1] || 0, params[2] || 0, params[3] || 0) === C.SPACE_CREATE
       off = OUT[0]
     } catch (err) {
+      if (err.code === 'ERR_SABSYNC_SHARED_FULL') throw this.#full(key, bytes)
       throw err.code === 'ERR_SABSYNC_SHARED_MISMATCH' ? this.#mismatch(key, kind, params) : own(err)
     }
     const memory = { buffer: st.buffer, byteOffset: off - st.pubOff }
@@ -571,6 +572,29 @@ class Space {
     const st = this.#live()
     const objects = native.spaceUsage(st.handle)
     return { objects, maxObjects: OUT[0], retired: OUT[1], bytesUsed: OUT[2], bytes: OUT[3] }
+  }
+
+  // A directory or heap with no room for a new object: which limit was
+  // met, and what to do.
+  #full (key, bytes) {
+    const st = this.#st
+    const u = this.usage()
+    const need = Math.ceil(bytes / 64) * 64
+    const name = JSON.stringify(shownKey(key))
+    const where = `openShared: no room for ${name} in the space "${st.name}" (/dev/shm/sabsync.${st.name}): `
+    const retired = u.retired === 0
+      ? ''
+      : ` (${u.retired} of them freed or replaced, whose room comes back once the processes that still use them close the space or end)`
+    let why
+    if (u.objects + u.retired >= u.maxObjects) {
+      why = `it holds ${u.objects + u.retired} objects, the most a space has${retired}. ` +
+        'Free the keys no longer used (space.free(key), say when a keyed object is done), or put the objects in several spaces'
+    } else {
+      why = `this object needs ${need} bytes and ${u.bytes - u.bytesUsed} of the space's ${u.bytes} bytes for objects are left` +
+        `${retired}. Free objects no longer used (space.free(key)), or open a bigger space under a new name ` +
+        `(openShared(name, { size }), size now ${st.size}; a space's size is fixed when it is made)`
+    }
+    return new SabsyncError('ERR_SABSYNC_SHARED_FULL', where + why)
   }
 
   // What a key holds and what was asked, in the caller's terms (which

@@ -504,7 +504,9 @@ static int entry_used(sab_space_t *sp, uint32_t i) {
       uint32_t slot = w * 32 + b;
       uint32_t live = sab__slot_live_id(sp, slot);
       if (live == 0) continue;
-      if (sab__slot_alive(sp, live) != 0) return 1; /* -1 (dead, unburied) still holds records */
+      /* -1: dead and not yet buried; what it left in queues is found by
+       * records_in, and its id in the object's words goes with the object. */
+      if (sab__slot_alive(sp, live) == 1) return 1;
     }
   }
   return 0;
