@@ -59,6 +59,7 @@ class Hub {
     this.linger = null
     this.idleSince = 0
     this.eviction = null // the promise of the eviction check (checkEviction)
+    this.holdings = new Set() // leases held through this client (queue.js Holding), for letGo()
     for (const [name, def] of Object.entries(commands)) {
       if (typeof redis[name] !== 'function') redis.defineCommand(name, def)
     }

@@ -278,6 +278,7 @@ class Holding {
     this.failure = undefined // the last renewal's error, until one succeeds
     this.timer = null
     this.arm(queue.lease / 3)
+    queue.hub.holdings.add(this)
   }
 
   arm (delay) {
@@ -341,6 +342,7 @@ class Holding {
   lose (why, cause) {
     if (this.state !== 'held') return
     this.state = 'lost'
+    this.queue.hub.holdings.delete(this)
     clearTimeout(this.timer)
     this.abort(why, cause)
     this.queue.leaveQuietly(this.wid)
@@ -365,6 +367,19 @@ class Holding {
     return this.ac.signal
   }
 
+  // letGo(): the lease is given back now, its holder still inside its
+  // critical section: `signal` aborts (ERR_SABSYNC_LEASE_LOST, saying
+  // why), and the holder's own release later answers false, as for any
+  // lost lease. Resolves when the server has it back (true), or it had
+  // run out there (false).
+  giveUp () {
+    if (this.state !== 'held') return Promise.resolve(false)
+    this.abort('released by letGo() (the process is letting go of what it holds, on shutdown)')
+    const r = this.release()
+    this.state = 'lost'
+    return r
+  }
+
   // true: it was still held, and is released; false: it had been lost.
   release () {
     this.checkDeadline()
@@ -373,6 +388,7 @@ class Holding {
       return Promise.resolve(false)
     }
     this.state = 'released'
+    this.queue.hub.holdings.delete(this)
     clearTimeout(this.timer)
     const q = this.queue
     let reply
