@@ -201,8 +201,8 @@ void sab_space_abandon(sab_space_t *sp);
  */
 #define SAB_RETIRE_VERSIONS 1u
 #define SAB_RETIRE_SELF     2u
-int sab_space_retire(sab_space_t *sp, uint32_t id, const char *key, size_t keylen,
-                     uint32_t flags, uint32_t keep_off, uint32_t *freed);
+int sab_space_retire(sab_space_t *sp, uint32_t id, const char *key, size_t keylen, uint32_t flags,
+                     uint32_t keep_off, uint32_t *freed);
 /* What the directory and heap hold now, for a message that says which
  * limit was met (the header's words, read once and clamped). */
 typedef struct {

@@ -119,7 +119,7 @@ t.test('free racing openers and holders in other processes: no object shares ano
   const kidsDone = Promise.all(kids.map(k => k.done))
   let finished = false
   kidsDone.then(() => { finished = true }, () => { finished = true })
-  while (!finished) {
+  while (!finished) { // eslint-disable-line no-unmodified-loop-condition
     space.free('race')
     const a = space.int32Array('probe' + (rounds % 8), 16)
     a.fill(rounds)

@@ -472,7 +472,8 @@ static sab__dirent_t *dir_find(sab_space_t *sp, const char *key, size_t n, uint3
   for (uint32_t i = 0; i < c; i++) {
     sab__dirent_t *e = sab__dirent(sp, i);
     uint32_t st = sab__ld(&e->state);
-    if ((st == DIR_CREATING || st == DIR_READY || st == DIR_RETIRED) && key_matches(e, key, n, hash))
+    if ((st == DIR_CREATING || st == DIR_READY || st == DIR_RETIRED) &&
+        key_matches(e, key, n, hash))
       return e;
   }
   return NULL;
@@ -488,12 +489,11 @@ static void mark_user(sab_space_t *sp, const sab__dirent_t *e, uint32_t id) {
   __atomic_fetch_or(&sab__users(sp, dir_index(sp, e))[s / 32], 1u << (s % 32), __ATOMIC_SEQ_CST);
 }
 
-/* Under the directory lock: whether a live thread uses entry i. Each users word is read once; a bit set
- * for a slot whose tenant lives counts, whoever that tenant is (a tenant
- * clears its bit when it registers, so a bit is never a later tenant's
- * unless it looked the entry up). A co-tenant that clears bits can get an
- * object reclaimed under its users: that breaks the space's semantics,
- * never its bounds (a reclaimed object's bytes stay in the heap). */
+/* Under the directory lock: whether a live thread uses entry i. Each users word is read once; a bit
+ * set for a slot whose tenant lives counts, whoever that tenant is (a tenant clears its bit when it
+ * registers, so a bit is never a later tenant's unless it looked the entry up). A co-tenant that
+ * clears bits can get an object reclaimed under its users: that breaks the space's semantics, never
+ * its bounds (a reclaimed object's bytes stay in the heap). */
 static int entry_used(sab_space_t *sp, uint32_t i) {
   uint32_t *u = sab__users(sp, i);
   for (uint32_t w = 0; w < NSLOTS / 32; w++) {
@@ -625,7 +625,8 @@ int sab_space_lookup(sab_space_t *sp, uint32_t id, const char *key, size_t keyle
     return SAB_E_SPACE_FULL;
   }
   memset(sp->base + o, 0, need); /* zero, whatever a scribbler or an old object left there */
-  for (uint32_t w = 0; w < NSLOTS / 32; w++) __atomic_store_n(&sab__users(sp, dir_index(sp, e))[w], 0, __ATOMIC_SEQ_CST);
+  for (uint32_t w = 0; w < NSLOTS / 32; w++)
+    __atomic_store_n(&sab__users(sp, dir_index(sp, e))[w], 0, __ATOMIC_SEQ_CST);
   sab__st(&e->state, DIR_CREATING);
   sab__st(&e->kind, kind);
   sab__st(&e->off, o);
@@ -675,8 +676,8 @@ static int key_or_version(const sab__dirent_t *e, const char *key, size_t n, int
   return len == n || copy[n] == '\x02';
 }
 
-int sab_space_retire(sab_space_t *sp, uint32_t id, const char *key, size_t keylen,
-                     uint32_t flags, uint32_t keep_off, uint32_t *freed) {
+int sab_space_retire(sab_space_t *sp, uint32_t id, const char *key, size_t keylen, uint32_t flags,
+                     uint32_t keep_off, uint32_t *freed) {
   uint32_t count;
   uint8_t match[NDIR];
   int matched = 0;

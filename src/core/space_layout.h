@@ -81,7 +81,7 @@
 #define RECORD_BYTES 64u
 #define DIR_BYTES    128u
 #define USERS_BYTES  (NSLOTS / 8u) /* one entry's users: a bit per slot */
-#define COUNT_STRIDE 64u /* bytes between two buckets' counters */
+#define COUNT_STRIDE 64u           /* bytes between two buckets' counters */
 
 /* A slot (128 bytes). Its lifeline is not in it: it is the kernel's OFD
  * lock on byte LIFELINE_OFF + i of the space's file (lifeline.c). */
