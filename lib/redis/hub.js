@@ -164,7 +164,7 @@ class Hub {
       const epoch = r[1]
       list.forEach((w, i) => {
         const s = r[i + 2]
-        if (s[0] === 1) w.granted(s[1], s[2], s[3], sent)
+        if (s[0] === 1) w.granted(s[1], s[2], s[3], sent, s[4])
         else if (s[0] === 2) {
           // Still queued when this beat was read: a wake that came before
           // it was sent was no grant (a forged one, or one already served).

@@ -23,7 +23,7 @@ const {
 } = require('./common')
 
 const KEY_SUFFIXES = ['m', 'q', 'b', 'l', 'f'] // the KEYS of lib/redis/scripts.js
-const MAX_SLOT = 0x7FFFFFFE // below a Sema's largest nr (lib/redis/common.js checkCount)
+const MAX_SLOT = 0x7FFFFFFF // a Sema's largest nr (lib/redis/common.js checkCount)
 
 // Resolves once the hub's eviction check passed (skipped with
 // unsafeAllowEviction), rejects with its error, with ERR_SABSYNC_REDIS when
@@ -125,9 +125,9 @@ class LeaseQueue {
       }
       // A grant from the server's state (a take's or a beat's reply): lease
       // `leaseLeft` ms counted from `at`, before the request was sent.
-      w.granted = (slot, fence, leaseLeft, at) => {
+      w.granted = (slot, fence, leaseLeft, at, top) => {
         if (settled) return
-        const bad = this.checkGrant(slot, fence, leaseLeft)
+        const bad = this.checkGrant(slot, fence, leaseLeft, top)
         if (bad !== null) {
           return w.failed(redisError(`sabsync: Redis granted ${this.tag} with ${bad}; ` +
             'no grant was believed (another program wrote its keys, or this is not Redis)'))
@@ -209,7 +209,7 @@ class LeaseQueue {
             return w.failed(redisError(`sabsync: Redis answered a take on ${this.tag} with ${malformed(r)}, not the ` +
               'reply of sabsync\'s script (another program wrote its keys, or this is not Redis)'))
           }
-          if (r[0] === 1) return w.granted(r[1], r[2], r[3], started)
+          if (r[0] === 1) return w.granted(r[1], r[2], r[3], started, r[4])
           if (r[0] === 0) {
             settle()
             return resolve(undefined)
@@ -228,14 +228,17 @@ class LeaseQueue {
     })
   }
 
-  // What is wrong with a grant the server answered, or null: a slot (0
-  // for a Mutex; for a Sema below the largest nr of its clients, which a
+  // What is wrong with a grant the server answered, or null: a slot below
+  // `top`, the slots the object handed out since it was last idle (1 for a
+  // Mutex; for a Sema at most the largest nr of its clients, which a
   // deploy may change: lib/redis/scripts.js, take), a fence that is a
   // positive integer (0 without fences), a lease left in 0 … lease ms.
-  checkGrant (slot, fence, leaseLeft) {
-    const top = this.nr === 1 ? 0 : MAX_SLOT
-    if (!Number.isSafeInteger(slot) || slot < 0 || slot > top) {
-      return `slot ${malformed(slot)}, outside 0 … ${top}`
+  checkGrant (slot, fence, leaseLeft, top) {
+    if (!Number.isSafeInteger(top) || top < 1 || top > MAX_SLOT || (this.nr === 1 && top !== 1)) {
+      return `a slot bound (top) of ${malformed(top)}`
+    }
+    if (!Number.isSafeInteger(slot) || slot < 0 || slot >= top) {
+      return `slot ${malformed(slot)}, outside 0 … ${top - 1}`
     }
     if (this.fencing ? !(Number.isSafeInteger(fence) && fence > 0) : fence !== 0) {
       return `fence ${malformed(fence)}, not ${this.fencing ? 'a positive integer' : '0'}`

@@ -86,7 +86,9 @@
 // = 0). A key that holds something else fails the call and changes
 // nothing.
 //
-// Replies of take: {1, slot, fence, lease-left-ms} granted; {0} busy (try);
+// Replies of take: {1, slot, fence, lease-left-ms, top} granted (top: the
+// slots handed out since the object was last idle, which every slot held
+// is below; 1 for nr = 1); {0} busy (try);
 // {2, ms-to-next-lease-expiry or -1, epoch} queued.
 //
 // A grant to a queued waiter is published on its client's wake channel as
@@ -362,18 +364,18 @@ local function tidy (st)
   end
 end
 
--- {1, slot, fence, lease left} if w holds a slot, else nil.
+-- {1, slot, fence, lease left, top} if w holds a slot, else nil.
 local function holding (st, w)
   if st.nr == 1 then
     if st.h ~= w then return nil end
-    return { 1, 0, tonumber(st.hf), math.max(st.hx - now, 0) }
+    return { 1, 0, tonumber(st.hf), math.max(st.hx - now, 0), 1 }
   end
   local slot = st.slots[w] or st.mine
   if not slot then slot = redis.call('HGET', M, 'h:' .. w) end
   if not slot then return nil end
   local exp = tonumber(redis.call('ZSCORE', L, w))
   if not exp then return nil end
-  return { 1, tonumber(slot), 0, math.max(exp - now, 0) }
+  return { 1, tonumber(slot), 0, math.max(exp - now, 0), st.top }
 end
 `
 
@@ -413,8 +415,9 @@ end
 if st.held < nr then
   -- pump() left nobody waiting: w is not queued, and takes a slot.
   local slot, fence = grant(st, w, lease, nil)
+  local top = st.nr == 1 and 1 or st.top
   tidy(st)
-  return { 1, slot, fence, lease }
+  return { 1, slot, fence, lease, top }
 end
 local member = w .. ' ' .. ARGV[4]
 if st.nw > 0 and redis.call('ZSCORE', Q, member) then tidy(st) return { 2, nextExpiry(st), st.ep } end
@@ -491,7 +494,7 @@ return 1
 // A waiting client's heartbeat, which also reports on its waiters.
 // ARGV: check policy (0/1), client id, heartbeat ms, then per waiter: its
 // id, its lease ms. Reply: { ms-to-next-lease-expiry or -1, epoch ('' when
-// the object has no state), per id: {1, slot, fence, lease-left} | {2}
+// the object has no state), per id: {1, slot, fence, lease-left, top} | {2}
 // queued | {0} gone }.
 const beat = prelude + `
 local ctx, hb = ARGV[2], tonumber(ARGV[3])
