@@ -753,7 +753,8 @@ export interface Space {
    * process uses it, else once the last of them has closed the space or
    * ended (they keep using it meanwhile, and a lookup of `key` finds it).
    * `true` when nothing of `key` is left, `false` when others still use it.
-   * Free only what this thread no longer holds or waits on.
+   * Free only what this thread no longer holds or waits on; arrays of a
+   * freed key are not closed: drop them.
    *
    * @example
    * const lock = space.mutex(`order:${id}`)

@@ -546,7 +546,7 @@ class Space {
    * Until then others keep using it, and a lookup of `key` finds it.
    * Answers true when nothing of `key` is left in the space, false when
    * others still use it. Free only what this thread no longer holds or
-   * waits on.
+   * waits on; its arrays (plain typed arrays) cannot be closed: drop them.
    */
   free (key) {
     const st = this.#live()
