@@ -494,7 +494,7 @@ static void mark_user(sab_space_t *sp, const sab__dirent_t *e, uint32_t id) {
  * registers, so a bit is never a later tenant's unless it looked the entry up). A co-tenant that
  * clears bits can get an object reclaimed under its users: that breaks the space's semantics, never
  * its bounds (a reclaimed object's bytes stay in the heap). */
-static int entry_used(sab_space_t *sp, uint32_t i) {
+static int entry_used(sab_space_t *sp, uint32_t i, unsigned *budget) {
   uint32_t *u = sab__users(sp, i);
   for (uint32_t w = 0; w < NSLOTS / 32; w++) {
     uint32_t bits = __atomic_load_n(&u[w], __ATOMIC_SEQ_CST);
@@ -504,6 +504,8 @@ static int entry_used(sab_space_t *sp, uint32_t i) {
       uint32_t slot = w * 32 + b;
       uint32_t live = sab__slot_live_id(sp, slot);
       if (live == 0) continue;
+      if (*budget == 0) return 1; /* this call's probes are spent: the next call goes on */
+      --*budget;
       /* -1: dead and not yet buried; what it left in queues is found by
        * records_in, and its id in the object's words goes with the object. */
       if (sab__slot_alive(sp, live) == 1) return 1;
@@ -528,14 +530,19 @@ static int records_in(sab_space_t *sp, uint32_t off, uint32_t bytes) {
 /* Under the directory lock: reclaim every retired entry that nobody uses.
  * Counts in *freed
  * those among them whose index `match` marks (may be NULL). */
+/* Probes of live slots one sweep may make: forged users bits cannot make
+ * a lookup hold the directory lock for long (each probe is a fcntl). */
+#define SWEEP_PROBES 64u
+
 static void sweep(sab_space_t *sp, uint32_t count, const uint8_t *match, uint32_t *freed) {
+  unsigned budget = SWEEP_PROBES;
   for (uint32_t i = 0; i < count; i++) {
     sab__dirent_t *e = sab__dirent(sp, i);
     if (sab__ld(&e->state) != DIR_RETIRED) continue;
     uint32_t bytes = sab__ld(&e->bytes);
     uint32_t off = entry_off(sp, e, bytes);
     if (off == 0) continue; /* overwritten: never handed out again */
-    if (entry_used(sp, i) || records_in(sp, off, bytes)) continue;
+    if (entry_used(sp, i, &budget) || records_in(sp, off, bytes)) continue;
     uint32_t *u = sab__users(sp, i);
     for (uint32_t w = 0; w < NSLOTS / 32; w++) __atomic_store_n(&u[w], 0, __ATOMIC_SEQ_CST);
     sab__st(&e->keylen, 0);
