@@ -706,8 +706,10 @@ export interface SpaceRateLimiter extends Omit<RateLimitFunction, 'handle' | typ
 /**
  * A named space of shared memory between the processes of one host (Linux),
  * opened by this thread. Objects are found by key: the first caller of a key
- * in any process creates it, later callers attach; a key used with another
- * kind or other parameters throws `ERR_SABSYNC_SHARED_MISMATCH`. The objects
+ * in any process creates it, later callers attach; a `sema` or `barrier`
+ * asked with another `nr` / `parties` is a new version of its key (by
+ * default), and a key used with another kind or other parameters otherwise
+ * throws `ERR_SABSYNC_SHARED_MISMATCH`, saying which and what to do. The objects
  * have the methods of their in-process classes; the holder of a lock is a
  * thread of some process, and when that process dies (SIGKILL included) the
  * next waiter takes over (`ownerDied`). Their `buffer` is an `ArrayBuffer`
