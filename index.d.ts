@@ -653,16 +653,36 @@ export interface OpenSharedOptions {
   /** Permission bits of the file when this call creates it (default `0o600`). */
   mode?: number
   /**
-   * Derive each object's directory key from its key, kind and parameters
-   * (default `false`). A space outlives every process, and a key keeps the
-   * parameters it was made with: without this, a deploy that changes a
-   * Sema's `nr` or a limit's rate fails with `ERR_SABSYNC_SHARED_MISMATCH`.
-   * With it, processes of the old deploy keep the old object and the new
-   * ones share a new one (both limits hold until the last old process
-   * ends). The kind and parameters take up to about 40 of a key's 80 bytes;
-   * keys may not contain U+0002.
+   * How each object's directory key is made. A space outlives every
+   * process, and an object keeps the parameters it was made with:
+   *
+   * - left out (the default, `'state'`): a `sema`'s or `barrier`'s key
+   *   carries its `nr` / `parties`, so a deploy that changes them meets no
+   *   error: processes of the old release keep the old object, the new ones
+   *   share a new one, and the old one's room is reclaimed once its last
+   *   user is gone. Other kinds keep one object per key (a mismatch is
+   *   `ERR_SABSYNC_SHARED_MISMATCH`, saying what to do).
+   * - `true`: every kind's key carries its kind and parameters.
+   * - `false`: none does: a key is one object, whatever asks for it.
+   *
+   * Versioned keys take up to about 40 of a key's 80 bytes, and may not
+   * contain U+0002.
    */
   versioned?: boolean
+}
+
+/** What a space holds ({@link Space.usage}). */
+export interface SpaceUsage {
+  /** Objects in use (found by their keys). */
+  objects: number
+  /** The most a space holds: 512. */
+  maxObjects: number
+  /** Objects freed or replaced by a new version, whose room comes back once no process uses them. */
+  retired: number
+  /** Bytes of the heap for objects in use (each object takes its size rounded up to 64). */
+  bytesUsed: number
+  /** Bytes of the heap for objects: the space's size less its bookkeeping. */
+  bytes: number
 }
 
 /**
@@ -686,8 +706,10 @@ export interface SpaceRateLimiter extends Omit<RateLimitFunction, 'handle' | typ
 /**
  * A named space of shared memory between the processes of one host (Linux),
  * opened by this thread. Objects are found by key: the first caller of a key
- * in any process creates it, later callers attach; a key used with another
- * kind or other parameters throws `ERR_SABSYNC_SHARED_MISMATCH`. The objects
+ * in any process creates it, later callers attach; a `sema` or `barrier`
+ * asked with another `nr` / `parties` is a new version of its key (by
+ * default), and a key used with another kind or other parameters otherwise
+ * throws `ERR_SABSYNC_SHARED_MISMATCH`, saying which and what to do. The objects
  * have the methods of their in-process classes; the holder of a lock is a
  * thread of some process, and when that process dies (SIGKILL included) the
  * next waiter takes over (`ownerDied`). Their `buffer` is an `ArrayBuffer`
@@ -707,8 +729,8 @@ export interface Space {
   readonly ownerId: number
   /** Whether this process created the space. */
   readonly created: boolean
-  /** Whether this view was opened with `{ versioned: true }`. */
-  readonly versioned: boolean
+  /** How this view makes directory keys: `true`, `false`, or `'state'` (the default: see {@link OpenSharedOptions.versioned}). */
+  readonly versioned: boolean | 'state'
   readonly closed: boolean
   /** `length` Int32 cells; `wait` / `waitAsync` / `notify` / `waiters` on them reach every process. */
   int32Array(key: string, length: number): Int32Array
@@ -726,6 +748,24 @@ export interface Space {
   rateLimit(key: string, rps: number, options?: Omit<RateLimitOptions, 'buffer' | 'byteOffset'>): SpaceRateLimiter
   /** A RateLimiter (a limit per client key) shared by every process; `RateLimiter.from` does not attach to it. */
   rateLimiter(key: string, options: RateLimiterParams): InSpace<RateLimiter>
+  /**
+   * Free the object of `key` (every version of it): this thread's objects of
+   * `key` throw `ERR_SABSYNC_SHARED_CLOSED` from now on, and its room (a
+   * directory entry and its bytes) is reclaimed now if no other thread or
+   * process uses it, else once the last of them has closed the space or
+   * ended (they keep using it meanwhile, and a lookup of `key` finds it).
+   * `true` when nothing of `key` is left, `false` when others still use it.
+   * Free only what this thread no longer holds or waits on; arrays of a
+   * freed key are not closed: drop them.
+   *
+   * @example
+   * const lock = space.mutex(`order:${id}`)
+   * await lock.runExclusive(() => ship(id))
+   * space.free(`order:${id}`)
+   */
+  free(key: string): boolean
+  /** What the space holds: objects and bytes, against their limits. */
+  usage(): SpaceUsage
   /** This thread's view ends (when its last open of this name closes); the space lives on. */
   close(): void
   /** Remove the name (a later `openShared` makes a new space); `false` if it was gone. */

@@ -130,7 +130,8 @@ export class Sema {
   readonly key: string
   readonly nr: number
   /**
-   * A token (0 … nr-1) once one is free for this caller; `undefined` on
+   * A token (0 … nr-1; during a deploy that changes `nr`, below the
+   * largest `nr` in use) once one is free for this caller; `undefined` on
    * timeout. One round trip; a call that waits is woken with its token.
    */
   acquire(options?: RedisWaitForever): Promise<number>
@@ -244,5 +245,24 @@ export class RateLimiter {
  * `ERR_SABSYNC_LEASE_LOST`, `ERR_SABSYNC_SHARED_MISMATCH`,
  * `ERR_SABSYNC_NOT_OWNER`, `ERR_SABSYNC_BAD_TOKEN`, `ERR_SABSYNC_TIMEOUT`.
  */
+/**
+ * Give back at once every lock and token held through `redis` (on
+ * SIGTERM / SIGINT), instead of leaving them to run out their leases: the
+ * next waiter on any machine gets them now. Each holder's `lost` signal
+ * aborts with `ERR_SABSYNC_LEASE_LOST`; its `unlock()` then answers
+ * `false` (and `release()` resolves), as for a lost lease. Resolves with
+ * how many leases were given back; rejects with `ERR_SABSYNC_REDIS` if the
+ * server cannot be reached (the leases then run out there). The client
+ * stays usable: `quit()` it after.
+ *
+ * @example
+ * process.once('SIGTERM', async () => {
+ *   server.close()
+ *   await letGo(redis)
+ *   await redis.quit()
+ * })
+ */
+export function letGo(redis: RedisClient): Promise<number>
+
 export { SabsyncError } from './index'
 export type { SabsyncErrorCode } from './index'

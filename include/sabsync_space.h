@@ -50,7 +50,7 @@
 extern "C" {
 #endif
 
-#define SAB_SPACE_VERSION      1
+#define SAB_SPACE_VERSION      2
 #define SAB_SPACE_NAME_MAX     200 /* bytes of a space's name */
 #define SAB_SPACE_KEY_MAX      80  /* bytes of an object's key */
 #define SAB_SPACE_MIN_SIZE     (512u << 10)
@@ -182,6 +182,33 @@ typedef struct {
 int sab_space_entry(sab_space_t *sp, uint32_t id, const char *key, size_t keylen,
                     sab_space_entry_t *out);
 void sab_space_abandon(sab_space_t *sp);
+
+/*
+ * Freeing named objects. Every lookup records its caller's thread slot as a
+ * user of the entry (a bit per slot; a new tenant of a slot clears its bit
+ * everywhere when it registers, so a bit names the slot's current or last
+ * tenant). A retired entry is still found by lookup, and is reclaimed (its
+ * directory entry and heap bytes reused) once no live thread uses it and no
+ * waiter record lies in its object.
+ *
+ * sab_space_retire retires the entries of `key` (and, with
+ * SAB_RETIRE_VERSIONS, those whose key is `key` + U+0002 + anything: the
+ * versions of a versioned key), except the one at `keep_off` (0: none);
+ * with SAB_RETIRE_SELF the caller (`id`) stops using them. Then it reclaims
+ * every retired entry that it can. Answers how many entries matched `key`
+ * and were reclaimed now in *freed, how many matched in total as the
+ * result; or SAB_E_SPACE_BUSY, SAB_E_CORRUPT.
+ */
+#define SAB_RETIRE_VERSIONS 1u
+#define SAB_RETIRE_SELF     2u
+int sab_space_retire(sab_space_t *sp, uint32_t id, const char *key, size_t keylen, uint32_t flags,
+                     uint32_t keep_off, uint32_t *freed);
+/* What the directory and heap hold now, for a message that says which
+ * limit was met (the header's words, read once and clamped). */
+typedef struct {
+  uint32_t objects, objects_max, retired, heap_used, heap_bytes;
+} sab_space_usage_t;
+void sab_space_usage(sab_space_t *sp, sab_space_usage_t *out);
 
 /*
  * Waiting in a space: the lot's operations (include/sabsync.h), with cells

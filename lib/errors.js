@@ -25,6 +25,39 @@ function invalidType (name, expected, value) {
   return err
 }
 
+// The options of a promise call that is not an object. A number there is
+// almost always a timeout written as the blocking form takes it
+// (lock(100), acquireSync(1000)): the message says where it goes.
+function notCallOptions (value, what = 'timeout') {
+  if (typeof value === 'number') {
+    return invalidType('options', `an object: a promise call takes its ${what} as { ${what}: ${value} }, not as a bare number`, value)
+  }
+  return invalidType('options', `an object such as { ${what}: 1000, signal }`, value)
+}
+
+// Options of other rate-limit libraries, given to a RateLimiter (or its
+// store) in place of ours: an error that names ours, or undefined. Only
+// when our own option is missing (limit is also express-rate-limit's name).
+const PEER_OPTIONS = [
+  ['windowMs', 'window', 'express-rate-limit', v => `window: ${v} (ms)`],
+  ['max', 'limit', 'express-rate-limit', v => `limit: ${v}`],
+  ['points', 'limit', 'rate-limiter-flexible', v => `limit: ${v}`],
+  ['duration', 'window', 'rate-limiter-flexible', v => `window: ${typeof v === 'number' ? v * 1000 : v} (ms: its duration is in seconds)`],
+  ['tokensPerInterval', 'limit', 'limiter', v => `limit: ${v}`],
+  ['interval', 'window', 'limiter', v => `window: ${v} (ms)`]
+]
+
+function peerOptionError (options, name = 'options') {
+  if (options === null || typeof options !== 'object') return undefined
+  const found = PEER_OPTIONS.filter(([theirs, ours]) => options[theirs] !== undefined && options[ours] === undefined)
+  if (found.length === 0) return undefined
+  const says = found.map(([theirs, ours, lib, as]) => `${theirs} (${lib}'s) is ${ours} here: ${as(options[theirs])}`)
+  const err = new TypeError(`The "${name}" argument has options of another library, which sabsync does not read: ` +
+    `${says.join('; ')}. A RateLimiter takes { limit, window (ms), burst?, keys? }; pass limiter.store() to express-rate-limit as its store`)
+  err.code = 'ERR_INVALID_ARG_VALUE'
+  return err
+}
+
 function outOfRange (name, expected, value) {
   const err = new RangeError(`The "${name}" argument is out of range. It must be ${expected}. Received ${typeof value === 'number' ? value : describe(value)}`)
   err.code = 'ERR_OUT_OF_RANGE'
@@ -71,4 +104,4 @@ class SabsyncError extends Error {
   get name () { return 'SabsyncError' }
 }
 
-module.exports = { describe, invalidType, outOfRange, SabsyncError, CODES }
+module.exports = { describe, invalidType, notCallOptions, peerOptionError, outOfRange, SabsyncError, CODES }

@@ -81,8 +81,23 @@ const BYTES = 16
 const ATTACH = Symbol('attach')
 const dispose = Symbol.dispose ?? Symbol.for('nodejs.dispose')
 
-function notOwner () {
-  return new SabsyncError('ERR_SABSYNC_NOT_OWNER', 'unlock() called by a thread that does not hold the mutex')
+// unlock() by a thread that does not hold the lock, said as what is true
+// from this thread: its own lockAsync() calls still waiting (one whose
+// promise was not awaited), a lock nobody holds (unlocked twice), or
+// another holder.
+function notOwner (core, word) {
+  const q = queues.get(core.key)
+  const waiting = q === undefined ? 0 : q.length
+  let why
+  if (waiting > 0) {
+    why = `this thread does not hold it yet: ${waiting === 1 ? 'a lockAsync() call of this thread is' : `${waiting} lockAsync() calls of this thread are`} ` +
+      'still waiting for it. Await lockAsync() before the code it guards (or use runExclusive()), then unlock()'
+  } else if ((word & OWNER) === 0) {
+    why = 'the mutex is not locked: it was unlocked already (twice?), or never locked by this thread'
+  } else {
+    why = 'another thread (or, in a shared space, another process) holds it: only the holder may unlock'
+  }
+  return new SabsyncError('ERR_SABSYNC_NOT_OWNER', `unlock(): ${why}`)
 }
 
 function deadlock () {
@@ -239,7 +254,7 @@ function unlockSlow (core) {
   const { i32, own } = core
   for (;;) {
     const word = Atomics.load(i32, WORD)
-    if ((word & OWNER) !== own.self) throw notOwner()
+    if ((word & OWNER) !== own.self) throw notOwner(core, word)
     if ((word & PARKED) !== 0) {
       const s = Atomics.load(i32, SLOT)
       if (s !== 0 && (s & GRANT) === 0) {

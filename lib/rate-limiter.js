@@ -230,6 +230,7 @@ const hashKey = makeHash(1, 3)
 function parseOptions (options, name = 'options') {
   if (options === undefined || options === null) throw invalidType(name, 'an object like { limit, window }', options)
   if (typeof options !== 'object') throw invalidType(name, 'an object like { limit, window }', options)
+  const peer = require('./errors').peerOptionError(options, name); if (peer !== undefined) throw peer // eslint-disable-line
   const limit = intOption(`${name}.limit`, options.limit, 1, MAX_LIMIT)
   const window = intOption(`${name}.window`, options.window, 1, MAX_WINDOW)
   const burst = options.burst === undefined ? limit : intOption(`${name}.burst`, options.burst, 1, MAX_LIMIT)

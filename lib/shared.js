@@ -7,7 +7,7 @@
 
 const { isSharedArrayBuffer, isAnyArrayBuffer } = require('util').types
 const native = require('./native')
-const { invalidType, outOfRange, SabsyncError } = require('./errors')
+const { invalidType, notCallOptions, outOfRange, SabsyncError } = require('./errors')
 const { isAbortSignal, ownSignal } = require('./abort')
 const { backendOf, isMemory } = require('./backend')
 
@@ -161,7 +161,7 @@ function parseTimeout (timeout, name = 'timeout') {
 // { timeout, signal, ref } of every promise call.
 function parseAsyncOptions (options) {
   if (options === undefined) return { timeout: Infinity, signal: undefined, ref: true }
-  if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options)
+  if (options === null || typeof options !== 'object') throw notCallOptions(options)
   const { timeout, signal, ref = true } = options
   if (signal !== undefined && !isAbortSignal(signal)) {
     throw invalidType('options.signal', 'an AbortSignal', signal)

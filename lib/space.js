@@ -55,30 +55,34 @@ const KIND = {
   rateLimiterTable: 13
 }
 
-// How a mismatch describes an entry: the call that makes it, and what its
-// directory params mean (lib/space.js passes them in this order).
-const DESCRIBE = {
-  [KIND.int32Array]: p => `int32Array(key, ${p[0]})`,
-  [KIND.bigInt64Array]: p => `bigInt64Array(key, ${p[0]})`,
-  [KIND.mutex]: () => 'mutex(key)',
-  [KIND.atomicFlag]: () => 'atomicFlag(key)',
-  [KIND.once]: () => 'once(key)',
-  [KIND.latch]: p => `latch(key, ${p[0]})`,
-  [KIND.condVar]: () => 'condVar(key)',
-  [KIND.rwlock]: p => `rwlock(key, { readerSlots: ${p[0]} })`,
-  [KIND.barrier]: p => `barrier(key, ${p[0]})`,
-  [KIND.sema]: p => `sema(key, ${p[0]})`,
-  [KIND.rateLimit]: p => {
-    const unit = new Float64Array(new Uint32Array([p[1], p[2]]).buffer)[0]
-    return `rateLimit(key, ${p[0]}, { timeUnit: ${unit}, uniformDistribution: ${p[3] !== 0} })`
+// What a directory entry's params mean, kind by kind (lib/space.js passes
+// them in this order): the call that makes one, and each parameter's name
+// and value, for a mismatch said in the caller's terms.
+const unitOf = p => new Float64Array(new Uint32Array([p[1], p[2]]).buffer)[0]
+const KINDS = {
+  [KIND.int32Array]: { call: 'int32Array', params: p => [['length', p[0]]] },
+  [KIND.bigInt64Array]: { call: 'bigInt64Array', params: p => [['length', p[0]]] },
+  [KIND.mutex]: { call: 'mutex', params: () => [] },
+  [KIND.atomicFlag]: { call: 'atomicFlag', params: () => [] },
+  [KIND.once]: { call: 'once', params: () => [] },
+  [KIND.latch]: { call: 'latch', params: p => [['count', p[0]]] },
+  [KIND.condVar]: { call: 'condVar', params: () => [] },
+  [KIND.rwlock]: { call: 'rwlock', params: p => [['readerSlots', p[0]]] },
+  [KIND.barrier]: { call: 'barrier', params: p => [['parties', p[0]]] },
+  [KIND.sema]: { call: 'sema', params: p => [['nr', p[0]]] },
+  [KIND.rateLimit]: {
+    call: 'rateLimit',
+    params: p => [['rps', p[0]], ['timeUnit', unitOf(p)], ['uniformDistribution', p[3] !== 0]]
   },
-  [KIND.rateLimiter]: () => 'rateLimiter(key, options)',
-  [KIND.rateLimiterTable]: p => `rateLimiter(key, { keys: ${p[0]} })`
+  [KIND.rateLimiter]: { call: 'rateLimiter', params: () => [] },
+  [KIND.rateLimiterTable]: { call: 'rateLimiter', params: p => [['keys', p[0]]] }
 }
 
 function describeEntry (kind, params) {
-  const d = DESCRIBE[kind]
-  return d === undefined ? `an entry of unknown kind ${kind} (overwritten?)` : d(params)
+  const d = KINDS[kind]
+  if (d === undefined) return `an entry of unknown kind ${kind} (overwritten?)`
+  const ps = d.params(params).map(([n, v]) => `${n} ${v}`)
+  return `${/^[aeiou]/i.test(d.call) ? 'an' : 'a'} ${d.call}${ps.length === 0 ? '' : ` with ${ps.join(', ')}`}`
 }
 
 const MAX_CELLS = 1 << 27 // per array: 512 MiB of Int32, below the largest space
@@ -148,10 +152,12 @@ function checkKey (key) {
 }
 
 function parseOpenOptions (options) {
-  if (options === undefined) return { size: 0, mode: 0o600, versioned: false }
+  if (options === undefined) return { size: 0, mode: 0o600, versioned: STATE }
   if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options)
-  const { size, mode = 0o600, versioned = false } = options
-  if (typeof versioned !== 'boolean') throw invalidType('options.versioned', 'a boolean', versioned)
+  const { size, mode = 0o600, versioned = STATE } = options
+  if (typeof versioned !== 'boolean' && versioned !== STATE) {
+    throw invalidType('options.versioned', 'a boolean (leave it out for the default: see docs/processes.md)', versioned)
+  }
   if (size !== undefined) {
     if (typeof size !== 'number') throw invalidType('options.size', 'a number of bytes', size)
     if (!Number.isInteger(size) || size < C.SPACE_MIN_SIZE || size > C.SPACE_MAX_SIZE) {
@@ -296,6 +302,7 @@ function backendOfSpace (opened) {
 // getters throw ERR_SABSYNC_SHARED_CLOSED, naming the space.
 const spaceNames = new WeakMap() // a space's buffer -> its name
 const closedProtos = new Map() // class -> the prototype of its closed space objects
+const freedProtos = new Map() // class -> the prototype of its objects after space.free(key)
 
 function closedError (buffer) {
   const name = spaceNames.get(buffer)
@@ -304,36 +311,47 @@ function closedError (buffer) {
     `Open it again (openShared(${JSON.stringify(name)})) and get the object again by its key`)
 }
 
-function closedProto (Class) {
-  let proto = closedProtos.get(Class)
+function freedError (buffer) {
+  const name = spaceNames.get(buffer)
+  return new SabsyncError('ERR_SABSYNC_SHARED_CLOSED',
+    `this object's key was freed in this thread (space.free(key) on "${name}"): its room may hold ` +
+    'another object now. Ask the space for the key again (space.mutex(key), ...) to use a live one')
+}
+
+function closedProto (Class, freed = false) {
+  const protos = freed ? freedProtos : closedProtos
+  const error = freed ? freedError : closedError
+  let proto = protos.get(Class)
   if (proto !== undefined) return proto
   proto = Object.create(Class.prototype)
   for (const name of Object.getOwnPropertyNames(Class.prototype)) {
     const d = Object.getOwnPropertyDescriptor(Class.prototype, name)
     if (name === 'constructor') continue
     if (typeof d.value === 'function') {
-      d.value = { [name] () { throw closedError(this.buffer) } }[name]
+      d.value = { [name] () { throw error(this.buffer) } }[name]
     } else if (d.get !== undefined) {
-      d.get = function () { throw closedError(this.buffer) }
+      d.get = function () { throw error(this.buffer) }
     } else {
       continue
     }
     Object.defineProperty(proto, name, d)
   }
-  closedProtos.set(Class, proto)
+  protos.set(Class, proto)
   return proto
 }
 
 // Remember an object made from the space `st` for its close (weakly: a
 // key asked for again makes a new object each time, and objects nobody
 // holds go).
-function track (st, object) {
+function track (st, object, key) {
   const proto = Object.getPrototypeOf(object)
   if (proto === null || typeof proto.constructor !== 'function' || proto === Object.prototype ||
       ArrayBuffer.isView(object) || typeof object === 'function') {
     return object
   }
-  st.objects.add(new WeakRef(object))
+  const ref = new WeakRef(object)
+  if (key !== undefined) keyOfRef.set(ref, key)
+  st.objects.add(ref)
   if (st.objects.size > st.pruneAt) {
     for (const ref of st.objects) if (ref.deref() === undefined) st.objects.delete(ref)
     st.pruneAt = 2 * st.objects.size + 64
@@ -341,12 +359,23 @@ function track (st, object) {
   return object
 }
 
-function closeObjects (st) {
+const keyOfRef = new WeakMap() // a tracked object's WeakRef -> the caller's key
+
+// Close this thread's objects of the space (of `key` alone, when given).
+function closeObjects (st, key) {
   for (const ref of st.objects) {
+    if (key !== undefined && keyOfRef.get(ref) !== key) continue
     const object = ref.deref()
-    if (object !== undefined) Object.setPrototypeOf(object, closedProto(Object.getPrototypeOf(object).constructor))
+    if (object !== undefined) {
+      // An object already closed (freed before) keeps its prototype.
+      const proto = Object.getPrototypeOf(object)
+      if (!closedProtos.has(proto.constructor) || closedProtos.get(proto.constructor) !== proto) {
+        Object.setPrototypeOf(object, closedProto(proto.constructor, key !== undefined))
+      }
+    }
+    if (key !== undefined) st.objects.delete(ref)
   }
-  st.objects.clear()
+  if (key === undefined) st.objects.clear()
 }
 
 // ---- this thread's open spaces ----
@@ -363,6 +392,17 @@ const opened = new Map() // name -> { name, handle, buffer, pubOff, size, refs }
 // limits hold at once (each over its own processes). Old objects stay in the
 // directory until the space is unlinked.
 const VERSION_MARK = '\u0002' // refused in callers' keys, so a versioned key is never one of theirs
+
+// The default (versioned left out): the kinds whose parameters are state
+// that cannot change under the processes that use it (a Sema's tokens, a
+// Barrier's parties) are versioned, so a deploy that changes them meets no
+// mismatch; the others keep one object per key (an array's length, a
+// lock's reader slots: a mismatch stays an error that says what to do).
+// A new version retires the others of its key, whose room is reclaimed at
+// the next lookup after their last user has gone (src/core/space.c).
+const STATE = 'state'
+const STATE_KINDS = new Set([KIND.barrier, KIND.sema])
+const versions = (mode, kind) => mode === true || (mode === STATE && STATE_KINDS.has(kind))
 
 function versionedKey (key, kind, params) {
   const k = `${key}${VERSION_MARK}${kind}:${params.join(',')}`
@@ -387,7 +427,11 @@ class Space {
     this.#versioned = versioned
   }
 
-  /** Whether this view derives directory keys from the kind and parameters (openShared's options.versioned). */
+  /**
+   * How this view derives directory keys (openShared's options.versioned):
+   * true (every kind's key carries its parameters), false (none), or
+   * 'state' (the default: sema and barrier keys carry theirs).
+   */
   get versioned () { return this.#versioned }
 
   /** The space's name. */
@@ -415,11 +459,12 @@ class Space {
   #object (kind, key, params, bytes, create, attach) {
     checkKey(key)
     if (key.includes(VERSION_MARK)) throw invalidValue('key', 'a string without U+0002 (versioned spaces use it)', key)
-    if (this.#versioned) key = versionedKey(key, kind, params)
-    return this.#lookup(kind, key, params, bytes, create, attach)
+    const versioned = versions(this.#versioned, kind)
+    if (versioned) key = versionedKey(key, kind, params)
+    return this.#lookup(kind, key, params, bytes, create, attach, versioned)
   }
 
-  #lookup (kind, key, params, bytes, create, attach) {
+  #lookup (kind, key, params, bytes, create, attach, versioned = false) {
     const st = this.#live()
     checkKey(key)
     let created, off
@@ -428,33 +473,122 @@ class Space {
         params[0] || 0, params[1] || 0, params[2] || 0, params[3] || 0) === C.SPACE_CREATE
       off = OUT[0]
     } catch (err) {
+      if (err.code === 'ERR_SABSYNC_SHARED_FULL') throw this.#full(key, bytes)
       throw err.code === 'ERR_SABSYNC_SHARED_MISMATCH' ? this.#mismatch(key, kind, params) : own(err)
     }
     const memory = { buffer: st.buffer, byteOffset: off - st.pubOff }
-    if (!created) return track(st, attach(memory))
+    const shown = shownKey(key)
+    if (!created) return track(st, attach(memory), shown)
     let made = false
+    let object
     try {
-      const object = create(memory)
+      object = create(memory)
       made = true
-      return track(st, object)
     } finally {
       if (made) native.spacePublish(st.handle, off)
       else native.spaceAbandon(st.handle)
     }
+    // A new version retires the others of its key: the processes that use
+    // them keep them; their room is reclaimed once the last has gone.
+    if (versioned) call(native.spaceRetire, st.handle, shown, C.SPACE_RETIRE_VERSIONS, off)
+    return track(st, object, shown)
   }
 
-  // What a key holds and what was asked, with a way out: a space outlives
-  // every process, so a deploy that changes parameters meets the old object.
+  /**
+   * Free the object of `key` (every version of it, in a versioned space):
+   * this thread stops using it (its objects of `key` here throw
+   * ERR_SABSYNC_SHARED_CLOSED from now on), and its room (a directory
+   * entry and its bytes) is reclaimed now if no other thread or process
+   * uses it, else once the last of them has closed the space or ended.
+   * Until then others keep using it, and a lookup of `key` finds it.
+   * Answers true when nothing of `key` is left in the space, false when
+   * others still use it. Free only what this thread no longer holds or
+   * waits on; its arrays (plain typed arrays) cannot be closed: drop them.
+   */
+  free (key) {
+    const st = this.#live()
+    checkKey(key)
+    if (key.includes(VERSION_MARK)) throw invalidValue('key', 'a string without U+0002 (versioned spaces use it)', key)
+    closeObjects(st, key)
+    // A rateLimiter's table is its key + U+0001: freed with it.
+    let left = 0
+    for (const k of [key, key + '\u0001']) {
+      if (Buffer.byteLength(k) > C.SPACE_KEY_MAX) continue
+      const matched = call(native.spaceRetire, st.handle, k, C.SPACE_RETIRE_VERSIONS | C.SPACE_RETIRE_SELF, 0)
+      left += matched - OUT[0]
+    }
+    return left === 0
+  }
+
+  /**
+   * What the space holds: { objects, maxObjects, retired, bytesUsed,
+   * bytes } (retired: objects freed or replaced by a new version whose
+   * room waits for their last user to go; bytes: the heap for objects).
+   */
+  usage () {
+    const st = this.#live()
+    const objects = native.spaceUsage(st.handle)
+    return { objects, maxObjects: OUT[0], retired: OUT[1], bytesUsed: OUT[2], bytes: OUT[3] }
+  }
+
+  // A directory or heap with no room for a new object: which limit was
+  // met, and what to do.
+  #full (key, bytes) {
+    const st = this.#st
+    const u = this.usage()
+    const need = Math.ceil(bytes / 64) * 64
+    const name = JSON.stringify(shownKey(key))
+    const where = `openShared: no room for ${name} in the space "${st.name}" (/dev/shm/sabsync.${st.name}): `
+    const retired = u.retired === 0
+      ? ''
+      : ` (${u.retired} of them freed or replaced, whose room comes back once the processes that still use them close the space or end)`
+    let why
+    if (u.objects + u.retired >= u.maxObjects) {
+      why = `it holds ${u.objects + u.retired} objects, the most a space has${retired}. ` +
+        'Free the keys no longer used (space.free(key), say when a keyed object is done), or put the objects in several spaces'
+    } else {
+      why = `this object needs ${need} bytes and ${u.bytes - u.bytesUsed} of the space's ${u.bytes} bytes for objects are left` +
+        `${retired}. Free objects no longer used (space.free(key)), or open a bigger space under a new name ` +
+        `(openShared(name, { size }), size now ${st.size}; a space's size is fixed when it is made)`
+    }
+    return new SabsyncError('ERR_SABSYNC_SHARED_FULL', where + why)
+  }
+
+  // What a key holds and what was asked, in the caller's terms (which
+  // parameter, the value in use, the value asked) and what to do: a space
+  // outlives every process, so a deploy that changes parameters meets the
+  // old object.
   #mismatch (key, kind, params) {
     const st = this.#st
     const p = [0, 1, 2, 3].map(i => params[i] || 0)
     const found = call(native.spaceEntry, st.handle, key) === C.SPACE_ATTACH
-    const has = found ? describeEntry(OUT[0], [OUT[2], OUT[3], OUT[4], OUT[5]]) : 'nothing now (it was asked again meanwhile?)'
-    const name = shownKey(key)
+    const name = JSON.stringify(shownKey(key))
+    const where = `the key ${name} of the space "${st.name}" (/dev/shm/sabsync.${st.name})`
+    const asked = KINDS[kind]
+    const ways = 'another key for the new object (say ' + JSON.stringify(shownKey(key) + '-v2') + '), ' +
+      'or openShared(name, { versioned: true }) in every process, which makes one object per set of parameters ' +
+      '(old processes keep the old one, new ones share the new one; docs/processes.md, "Changing parameters across a rolling deploy")'
+    if (!found) {
+      return new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH',
+        `openShared: ${where} changed while this call asked for it: ask again`)
+    }
+    const inUse = OUT[0]
+    const used = [OUT[2], OUT[3], OUT[4], OUT[5]]
+    if (inUse !== kind || KINDS[inUse] === undefined) {
+      return new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH',
+        `openShared: ${where} holds ${describeEntry(inUse, used)}, and this call asked for ${describeEntry(kind, p)}: ` +
+        `a key names one object for the life of the space. Use ${ways}`)
+    }
+    const mine = asked.params(p)
+    const theirs = asked.params(used)
+    const diff = mine.filter(([n, v], i) => theirs[i][1] !== v)
+      .map(([n, v], i) => `${n}: ${JSON.stringify(theirs[mine.findIndex(m => m[0] === n)][1])} is in use, this call asked for ${JSON.stringify(v)}`)
+    const what = diff.length > 0 ? diff.join('; ') : `its size in bytes differs (${describeEntry(inUse, used)})`
+    const same = theirs.filter(([n, v], i) => mine[i][1] !== v).map(([n, v]) => `${n}: ${JSON.stringify(v)}`).join(', ')
     return new SabsyncError('ERR_SABSYNC_SHARED_MISMATCH',
-      `openShared: the key ${JSON.stringify(name)} in /dev/shm/sabsync.${st.name} holds ${has}, not ${describeEntry(kind, p)}: ` +
-      'a key keeps its kind and parameters for the life of the space. Use the same parameters, another key ' +
-      '(openShared(name, { versioned: true }) derives keys from the parameters), or unlink the space when no process uses it')
+      `openShared: ${asked.call}(${name}) of the space "${st.name}": ${what}. ` +
+      'A key keeps its parameters until the space is unlinked, or the key freed (space.free(key)) once no process uses it. ' +
+      `To change them: ${same === '' ? '' : `ask with ${same} to share the object in use, use `}${ways}`)
   }
 
   #cells (kind, key, length, Type) {
@@ -546,7 +680,7 @@ class Space {
   rateLimiter (key, options) {
     checkKey(key)
     if (key.includes(VERSION_MARK)) throw invalidValue('key', 'a string without U+0002 (versioned spaces use it)', key)
-    if (this.#versioned) {
+    if (this.#versioned === true) {
       // The header's parameters live in its memory, not in the directory.
       const p = parseRateLimiterOptions(options)
       key = versionedKey(key, KIND.rateLimiter, [p.limit, p.window, p.burst, p.keys, p.whenFull])
@@ -555,7 +689,7 @@ class Space {
       throw outOfRange('key', `a string of 1 to ${C.SPACE_KEY_MAX - 1} bytes (UTF-8) for a rateLimiter`, Buffer.byteLength(key))
     }
     const lookup = (...args) => this.#lookup(...args)
-    return track(this.#live(), rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable }))
+    return track(this.#live(), rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable }), shownKey(key))
   }
 
   /**

@@ -56,7 +56,9 @@ const LONG = {
   'bench.test.js': 'the benchmark harness on real cases',
   'package.test.js': 'npm pack, an install into an empty app, tsc over it',
   'rate-limiter-redis.test.js': 'the table of RateLimiter checks on Redis, 3 processes (rate-limiter-redis-evict and the docs\' Redis blocks are quick)',
-  'types.test.js': 'tsc --strict over every type test (docs.test.js compiles the docs\' TypeScript)'
+  'types.test.js': 'tsc --strict over every type test (docs.test.js compiles the docs\' TypeScript)',
+  'pm2-reload.test.js': 'a real PM2 daemon, 4 instances started and reloaded (space-versioned and the rate-limiter files cover changed parameters)',
+  'deploy-roll.test.js': '8 processes rolled one by one in each of two tiers (space-versioned, redis-sema and shutdown cover versions, nr and signals)'
 }
 
 // The files each CI dimension runs: those whose outcome that dimension can

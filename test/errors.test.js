@@ -49,23 +49,32 @@ t.test('every object of a closed space throws ERR_SABSYNC_SHARED_CLOSED, methods
   }
 })
 
-t.test('a mismatch names the file, the key, what the key holds and what was asked', platform, async t => {
+t.test('a mismatch says which parameter, the value in use, the value asked, and what to do', platform, async t => {
   const name = spaceName(t)
-  const space = openShared(name)
+  const space = openShared(name, { versioned: false })
   space.sema('pool', 2)
   space.rateLimit('rate', 5, { timeUnit: 1000 })
   const file = `/dev/shm/sabsync.${name}`
   const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
   t.throws(() => space.sema('pool', 3), {
     code: 'ERR_SABSYNC_SHARED_MISMATCH',
-    message: new RegExp(`"pool" in ${esc(file)} holds sema\\(key, 2\\), not sema\\(key, 3\\).*versioned: true`)
+    message: new RegExp(`sema\\("pool"\\) of the space "${esc(name)}": nr: 2 is in use, this call asked for 3\\. ` +
+      '.*ask with nr: 2 to share the object in use, use another key for the new object \\(say "pool-v2"\\).*versioned: true')
   })
-  t.throws(() => space.mutex('pool'), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /holds sema\(key, 2\), not mutex\(key\)/ })
+  t.throws(() => space.mutex('pool'), {
+    code: 'ERR_SABSYNC_SHARED_MISMATCH',
+    message: new RegExp(`the key "pool" of the space "${esc(name)}" \\(${esc(file)}\\) holds a sema with nr 2, and this call asked for a mutex`)
+  })
   t.throws(() => space.rateLimit('rate', 5, { timeUnit: 60000 }), {
     code: 'ERR_SABSYNC_SHARED_MISMATCH',
-    message: /holds rateLimit\(key, 5, \{ timeUnit: 1000, uniformDistribution: false \}\), not rateLimit\(key, 5, \{ timeUnit: 60000/
+    message: /rateLimit\("rate"\).*timeUnit: 1000 is in use, this call asked for 60000\. .*ask with timeUnit: 1000/
   })
-  t.throws(() => space.int32Array('pool', 4), { message: /holds sema\(key, 2\), not int32Array\(key, 4\)/ })
+  t.throws(() => space.int32Array('pool', 4), { message: /holds a sema with nr 2, and this call asked for an int32Array with length 4/ })
+  // The default versions a Sema's key: no mismatch at all.
+  const byDefault = openShared(name)
+  t.equal(byDefault.sema('pool', 2).nr, 2)
+  t.equal(byDefault.sema('pool', 3).nr, 3)
+  byDefault.close()
   space.close()
 })
 
@@ -108,4 +117,68 @@ t.test('a resized space file: the version error names the file and says it may h
   execFileSync(process.execPath, ['-e', `require(${JSON.stringify(root)}).openShared(${JSON.stringify(name)}).close()`])
   fs.truncateSync(`/dev/shm/sabsync.${name}`, 3 << 20)
   t.throws(() => openShared(name), { code: 'ERR_SABSYNC_SHARED_VERSION', message: new RegExp(`^openShared: /dev/shm/sabsync\\.${name}: .*resized`) })
+})
+
+t.test('a number where a promise call takes options names { timeout: n }', async t => {
+  const { Sema, RWLock, Latch, CondVar, AtomicFlag, Once, RateLimit } = sabsync
+  const m = new Mutex()
+  const calls = {
+    'sema.acquire(1000)': () => new Sema(2).acquire(1000),
+    'mutex.lockAsync(100)': () => m.lockAsync(100),
+    'mutex.runExclusive(fn, 100)': () => m.runExclusive(() => {}, 100),
+    'rwlock.readLockAsync(100)': () => new RWLock().readLockAsync(100),
+    'rwlock.writeLockAsync(100)': () => new RWLock().writeLockAsync(100),
+    'latch.waitAsync(100)': () => new Latch(1).waitAsync(100),
+    'barrier.waitAsync(100)': () => new Barrier(2).waitAsync(100),
+    'atomicFlag.waitAsync(false, 100)': () => new AtomicFlag().waitAsync(false, 100),
+    'once.runAsync(fn, 100)': () => new Once().runAsync(() => {}, 100),
+    'rateLimit(100)': () => RateLimit(5)(100)
+  }
+  for (const [what, call] of Object.entries(calls)) {
+    let err
+    try { await call() } catch (e) { err = e }
+    t.match(err, { code: 'ERR_INVALID_ARG_TYPE', message: /"options" argument must be an object: a promise call takes its timeout as \{ timeout: 100?0? \}, not as a bare number/ }, what)
+  }
+  const cv = new CondVar()
+  await m.lockAsync()
+  let err
+  try { await cv.waitAsync(m, 100) } catch (e) { err = e }
+  t.match(err, { message: /\{ timeout: 100 \}/ }, 'condVar.waitAsync(mutex, 100)')
+  m.unlock()
+})
+
+t.test('unlock() after a lockAsync() that was not awaited says the lock is not acquired yet', async t => {
+  const m = new Mutex()
+  // Another holder (a worker; in a one-thread app, an earlier request of
+  // this thread whose lockAsync was served first).
+  const w = new Worker(`
+    const { workerData, parentPort } = require('worker_threads')
+    const m = require(${JSON.stringify(root)}).Mutex.from(workerData)
+    m.lock()
+    parentPort.postMessage('held')
+    parentPort.once('message', () => { m.unlock(); parentPort.close() })`, { eval: true, workerData: m })
+  const exited = new Promise(resolve => w.once('exit', resolve))
+  await new Promise(resolve => w.once('message', resolve))
+  t.throws(() => m.unlock(), { code: 'ERR_SABSYNC_NOT_OWNER', message: /^unlock\(\): another thread \(or, in a shared space, another process\) holds it/ })
+  const pending = m.lockAsync() // the await forgotten
+  t.throws(() => m.unlock(), {
+    code: 'ERR_SABSYNC_NOT_OWNER',
+    message: /^unlock\(\): this thread does not hold it yet: a lockAsync\(\) call of this thread is still waiting for it\. Await lockAsync\(\) before the code it guards \(or use runExclusive\(\)\), then unlock\(\)/
+  })
+  w.postMessage('unlock')
+  t.equal(await pending, true, 'the waiting call gets the lock')
+  m.unlock()
+  t.throws(() => m.unlock(), { code: 'ERR_SABSYNC_NOT_OWNER', message: /^unlock\(\): the mutex is not locked: it was unlocked already \(twice\?\)/ })
+  await exited
+})
+
+t.test('a RateLimiter given another library\'s options names ours', async t => {
+  const { RateLimiter } = sabsync
+  t.throws(() => new RateLimiter({ windowMs: 60000, max: 100 }), {
+    code: 'ERR_INVALID_ARG_VALUE',
+    message: /windowMs \(express-rate-limit's\) is window here: window: 60000 \(ms\); max \(express-rate-limit's\) is limit here: limit: 100\. .*limiter\.store\(\)/
+  })
+  t.throws(() => new RateLimiter({ limit: 10, windowMs: 1000 }), { message: /windowMs \(express-rate-limit's\) is window here/ })
+  t.throws(() => new RateLimiter({ points: 5, duration: 1 }), { message: /points \(rate-limiter-flexible's\) is limit here: limit: 5; duration .* window: 1000/ })
+  t.doesNotThrow(() => new RateLimiter({ limit: 10, window: 1000, max: 3 }), 'ours given: theirs are not read')
 })

@@ -107,15 +107,31 @@ redisSuite(t, async suite => {
     for (const [s, token] of held) await s.release(token)
   })
 
-  suite.test('a Sema of another nr on the same key is refused', async (t, { opts }) => {
+  suite.test('a Sema\'s nr is its caller\'s: a take is granted while fewer than its nr hold', async (t, { opts }) => {
     const [a, b] = [client(), client()]
-    const s2 = new Sema(a, 'mismatch', 2, opts())
-    const s3 = new Sema(b, 'mismatch', 3, opts())
-    const token = await s2.acquire()
-    await t.rejects(s3.tryAcquire(), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /in use as a Sema of nr = 2, not as a Sema of nr = 3/ })
-    await s2.release(token)
-    t.type(await s3.tryAcquire(), 'number', 'once the key is idle, it can be made again')
-    await s3.release()
+    const s2 = new Sema(a, 'nr-change', 2, opts())
+    const s3 = new Sema(b, 'nr-change', 3, opts())
+    const held = [await s2.acquire(), await s2.acquire()]
+    t.equal(await s2.tryAcquire(), undefined, 'nr = 2: two held, no third')
+    const third = await s3.tryAcquire()
+    t.equal(third, 2, 'nr = 3: the third slot')
+    t.equal(await s3.tryAcquire(), undefined, 'and no fourth')
+    await s2.release(held[0])
+    t.equal(await s2.tryAcquire(), undefined, 'nr = 2 while three hold: none')
+    t.equal(await s3.tryAcquire(), held[0], 'nr = 3 while two hold: the freed slot')
+    for (const tok of [held[1]]) await s2.release(tok)
+    await s3.release(third)
+    await s3.release(held[0])
+    // 1 and more than 1 are two layouts: changed only when idle.
+    const s1 = new Sema(a, 'nr-change', 1, opts())
+    const tok = await s3.acquire()
+    await t.rejects(s1.tryAcquire(), {
+      code: 'ERR_SABSYNC_SHARED_MISMATCH',
+      message: /nr = 3 is in use \(1 held, 0 waiting\), this call asked for nr = 1\. .*only once it is idle/
+    })
+    await s3.release(tok)
+    t.equal(await s1.tryAcquire(), 0, 'once the key is idle, it can be made again with nr = 1')
+    await s1.release()
   })
 
   suite.test('a dead holder\'s token comes back when its lease runs out', async (t, { opts }) => {

@@ -11,15 +11,17 @@ const sabsync = require('..')
 // write the space's file as a co-tenant would: the header (the directory's
 // lock word is its word 32), 512 slots of 128 bytes (the slot word, then the
 // pid), 256 buckets of 64 bytes (the lock word first), 2048 waiter records
-// of 64 bytes, 512 directory entries of 128 bytes, then the public part.
+// of 64 bytes, 512 directory entries of 128 bytes, their users (64 bytes
+// each: a bit per slot), then the public part.
 const LAYOUT = (() => {
   const SLOTS_OFF = 4096
   const NSLOTS = 512
   const BUCKETS_OFF = SLOTS_OFF + NSLOTS * 128
   const NBUCKETS = 256
   const DIR_OFF = BUCKETS_OFF + NBUCKETS * 64 + 2048 * 64
-  const PUBLIC_OFF = DIR_OFF + 512 * 128
-  return Object.freeze({ SLOTS_OFF, NSLOTS, BUCKETS_OFF, NBUCKETS, DIR_OFF, PUBLIC_OFF, DIR_LOCK: 32 * 4 })
+  const USERS_OFF = DIR_OFF + 512 * 128
+  const PUBLIC_OFF = USERS_OFF + 512 * 64
+  return Object.freeze({ SLOTS_OFF, NSLOTS, BUCKETS_OFF, NBUCKETS, DIR_OFF, USERS_OFF, PUBLIC_OFF, DIR_LOCK: 32 * 4 })
 })()
 
 const file = name => `/dev/shm/sabsync.${name}`

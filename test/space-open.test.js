@@ -85,7 +85,7 @@ t.test('a key keeps its kind and parameters', async t => {
   t.throws(() => space.int32Array('k', 5), { code: 'ERR_SABSYNC_SHARED_MISMATCH' })
   t.throws(() => space.bigInt64Array('k', 2), { code: 'ERR_SABSYNC_SHARED_MISMATCH' })
   t.throws(() => space.latch('l', 4), { code: 'ERR_SABSYNC_SHARED_MISMATCH' })
-  t.throws(() => space.barrier('b', 3), { code: 'ERR_SABSYNC_SHARED_MISMATCH' })
+  t.equal(space.barrier('b', 3).parties, 3, 'a barrier of other parties: another version (the default)')
   t.throws(() => space.rwlock('r', { readerSlots: 8 }), { code: 'ERR_SABSYNC_SHARED_MISMATCH' })
   t.equal(space.rwlock('r', { readerSlots: 64 }).buffer, space.rwlock('r').buffer, 'the default is 64 slots')
   t.equal(space.latch('l', 3).count, 3)

@@ -51,13 +51,16 @@ t.test('a Sema whose nr changes across a deploy: old processes keep the old one,
   pool.release(held[0])
   pool.release(held[1])
 
-  // Without versioned keys the new deploy would not start: that is what
-  // the option is for.
+  // The default versions a Sema's key too; versioned: false keeps one
+  // object per key, and a new nr is a mismatch.
   const plain = spawn(t, '-', `
     const s = sabsync.openShared(${JSON.stringify(name)})
-    s.sema('unversioned', 2)
-    try { s.sema('unversioned', 3) } catch (e) { return e.code }`)
-  t.equal(await plain.done, 'ERR_SABSYNC_SHARED_MISMATCH')
+    s.sema('byDefault', 2)
+    const nr = s.sema('byDefault', 3).nr
+    const strict = sabsync.openShared(${JSON.stringify(name)}, { versioned: false })
+    strict.sema('unversioned', 2)
+    try { strict.sema('unversioned', 3) } catch (e) { return [nr, e.code] }`)
+  t.same(await plain.done, [3, 'ERR_SABSYNC_SHARED_MISMATCH'])
   old.close()
 })
 
@@ -84,8 +87,9 @@ t.test('versioned keys: arguments and limits', async t => {
   const space = openShared(name, { versioned: true })
   t.throws(() => space.mutex('a\u0002b'), { code: 'ERR_INVALID_ARG_VALUE', message: /U\+0002/ })
   t.throws(() => space.sema('k'.repeat(80), 2), { code: 'ERR_OUT_OF_RANGE', message: /in a versioned space/ })
-  const plain = openShared(name)
+  const plain = openShared(name, { versioned: false })
   t.equal(plain.versioned, false)
+  t.equal(openShared(name).versioned, 'state', 'the default versions the kinds whose parameters are state')
   t.not(plain.mutex('m').byteOffset, space.mutex('m').byteOffset, 'a versioned key is never a plain one')
   space.close()
   plain.close()

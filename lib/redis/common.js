@@ -2,7 +2,7 @@
 // What every sabsync/redis class uses: argument checks, errors, bounded
 // round trips. Nothing here loads the addon or a Redis client.
 
-const { invalidType, outOfRange, SabsyncError } = require('../errors')
+const { invalidType, notCallOptions, outOfRange, SabsyncError } = require('../errors')
 const { isAbortSignal, ownSignal } = require('../signal')
 
 const MAX_MS = 0x7FFFFFFF // setTimeout's limit
@@ -104,7 +104,7 @@ function unsafeAllowEvictionOption (options) {
 // { timeout, signal } of a waiting call. timeout: ms, Infinity when left out.
 function waitOptions (options) {
   if (options === undefined) return { timeout: Infinity, signal: undefined }
-  if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options)
+  if (options === null || typeof options !== 'object') throw notCallOptions(options)
   const { timeout, signal } = options
   let t = Infinity
   if (timeout !== undefined) {
@@ -171,6 +171,34 @@ function commandError (err, what) {
   return redisError(`sabsync: Redis failed (${what}): ${msg}`, err)
 }
 
+// A command that failed because the client cannot reach its server: a
+// closed client (quit(), disconnect()), a refused or lost connection, or
+// ioredis giving up on a command after its retries. Said before anything
+// else (a policy check that fails this way blames the connection).
+const UNREACHABLE = /Connection is closed|ECONNREFUSED|ECONNRESET|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT|EPIPE|max retries per request|Stream isn't writeable|enableOfflineQueue/i
+const unreachables = new WeakSet()
+
+function unreachableError (err, what, redis) {
+  const msg = err && typeof err.message === 'string' ? err.message : String(err)
+  const status = redis && typeof redis.status === 'string' ? redis.status : 'unknown'
+  const closed = status === 'end' || status === 'close' || /Connection is closed/i.test(msg)
+  const e = redisError(`sabsync: cannot reach Redis (${what}): ` +
+    (closed
+      ? `the client's connection is closed (status ${status}: ${msg}). Was quit() or disconnect() called on it, or did the server go away? Pass a connected client`
+      : `the client is ${status} (${msg}). Check that a server runs at the address the client was given and that this host can reach it`),
+  err)
+  unreachables.add(e)
+  return e
+}
+
+const isUnreachable = err => unreachables.has(err)
+
+function unreachable (err, redis) {
+  const msg = err && typeof err.message === 'string' ? err.message : String(err)
+  if (UNREACHABLE.test(msg) || (err && UNREACHABLE.test(String(err.code)))) return true
+  return redis !== undefined && redis !== null && (redis.status === 'end' || redis.status === 'close')
+}
+
 function noReply (ms, what, redis) {
   const status = redis && typeof redis.status === 'string' ? `; the client is ${redis.status}` : ''
   const cause = new Error(`no reply within ${Math.round(ms)} ms${status}`)
@@ -194,7 +222,12 @@ function within (promise, ms, what, redis) {
   const name = () => typeof what === 'function' ? what() : what
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(noReply(ms, name(), redis)), Math.min(Math.max(ms, 1), MAX_MS))
-    promise.then(v => { clearTimeout(timer); resolve(v) }, err => { clearTimeout(timer); reject(commandError(err, name())) })
+    promise.then(v => { clearTimeout(timer); resolve(v) }, err => {
+      clearTimeout(timer)
+      reject(unreachable(err, redis) && !String(err && err.message).startsWith('SABSYNC_')
+        ? unreachableError(err, name(), redis)
+        : commandError(err, name()))
+    })
   })
 }
 
@@ -213,6 +246,7 @@ module.exports = {
   POLICY_RECHECK_MS,
   evictionError,
   noPolicyError,
+  isUnreachable,
   isRefusal,
   unsafeAllowEvictionOption,
   waitOptions,

@@ -31,7 +31,7 @@
 
 const { randomBytes } = require('crypto')
 const { commands, WAKE } = require('./scripts')
-const { within, redisError, evictionError, noPolicyError, isRefusal, quiet } = require('./common')
+const { within, redisError, evictionError, noPolicyError, isRefusal, isUnreachable, quiet } = require('./common')
 
 const LINGER_MS = 5000 // how long the subscriber outlives its last waiter
 
@@ -59,6 +59,7 @@ class Hub {
     this.linger = null
     this.idleSince = 0
     this.eviction = null // the promise of the eviction check (checkEviction)
+    this.holdings = new Set() // leases held through this client (queue.js Holding), for letGo()
     for (const [name, def] of Object.entries(commands)) {
       if (typeof redis[name] !== 'function') redis.defineCommand(name, def)
     }
@@ -163,7 +164,7 @@ class Hub {
       const epoch = r[1]
       list.forEach((w, i) => {
         const s = r[i + 2]
-        if (s[0] === 1) w.granted(s[1], s[2], s[3], sent)
+        if (s[0] === 1) w.granted(s[1], s[2], s[3], sent, s[4])
         else if (s[0] === 2) {
           // Still queued when this beat was read: a wake that came before
           // it was sent was no grant (a forged one, or one already served).
@@ -261,7 +262,7 @@ class Hub {
   checkEviction (ms) {
     if (this.eviction === null) {
       const redis = this.redis
-      const info = n => within(n.info('memory'), ms, 'INFO memory', n)
+      const info = n => within(n.info('memory'), ms, 'INFO memory, at the first call', n)
       // A Cluster lists its masters once connected: the first INFO (to
       // any node) connects it, then every master is asked.
       this.eviction = info(redis)
@@ -276,7 +277,7 @@ class Hub {
           }
         }, err => {
           // No reply: said as for any call (and a late one may be a timeout).
-          if (err.cause && err.cause.noReply) throw err
+          if ((err.cause && err.cause.noReply) || isUnreachable(err)) throw err
           throw noPolicyError('INFO memory failed: ' + err.message, err.cause !== undefined ? err.cause : err)
         })
       // A failure is not remembered: the next first call asks again.

@@ -8,5 +8,6 @@ const { Sema } = require('./sema')
 const { RateLimit } = require('./rate-limit')
 const { RateLimiter } = require('./rate-limiter')
 const { SabsyncError } = require('../errors')
+const { letGo } = require('./let-go')
 
-module.exports = { Mutex, Sema, RateLimit, RateLimiter, SabsyncError }
+module.exports = { Mutex, Sema, RateLimit, RateLimiter, SabsyncError, letGo }

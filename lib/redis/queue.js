@@ -23,6 +23,7 @@ const {
 } = require('./common')
 
 const KEY_SUFFIXES = ['m', 'q', 'b', 'l', 'f'] // the KEYS of lib/redis/scripts.js
+const MAX_SLOT = 0x7FFFFFFF // a Sema's largest nr (lib/redis/common.js checkCount)
 
 // Resolves once the hub's eviction check passed (skipped with
 // unsafeAllowEviction), rejects with its error, with ERR_SABSYNC_REDIS when
@@ -124,9 +125,9 @@ class LeaseQueue {
       }
       // A grant from the server's state (a take's or a beat's reply): lease
       // `leaseLeft` ms counted from `at`, before the request was sent.
-      w.granted = (slot, fence, leaseLeft, at) => {
+      w.granted = (slot, fence, leaseLeft, at, top) => {
         if (settled) return
-        const bad = this.checkGrant(slot, fence, leaseLeft)
+        const bad = this.checkGrant(slot, fence, leaseLeft, top)
         if (bad !== null) {
           return w.failed(redisError(`sabsync: Redis granted ${this.tag} with ${bad}; ` +
             'no grant was believed (another program wrote its keys, or this is not Redis)'))
@@ -208,7 +209,7 @@ class LeaseQueue {
             return w.failed(redisError(`sabsync: Redis answered a take on ${this.tag} with ${malformed(r)}, not the ` +
               'reply of sabsync\'s script (another program wrote its keys, or this is not Redis)'))
           }
-          if (r[0] === 1) return w.granted(r[1], r[2], r[3], started)
+          if (r[0] === 1) return w.granted(r[1], r[2], r[3], started, r[4])
           if (r[0] === 0) {
             settle()
             return resolve(undefined)
@@ -227,12 +228,17 @@ class LeaseQueue {
     })
   }
 
-  // What is wrong with a grant the server answered, or null: a slot in
-  // 0 … nr-1, a fence that is a positive integer (0 without fences), a
-  // lease left in 0 … lease ms.
-  checkGrant (slot, fence, leaseLeft) {
-    if (!Number.isSafeInteger(slot) || slot < 0 || slot >= this.nr) {
-      return `slot ${malformed(slot)}, outside 0 … ${this.nr - 1}`
+  // What is wrong with a grant the server answered, or null: a slot below
+  // `top`, the slots the object handed out since it was last idle (1 for a
+  // Mutex; for a Sema at most the largest nr of its clients, which a
+  // deploy may change: lib/redis/scripts.js, take), a fence that is a
+  // positive integer (0 without fences), a lease left in 0 … lease ms.
+  checkGrant (slot, fence, leaseLeft, top) {
+    if (!Number.isSafeInteger(top) || top < 1 || top > MAX_SLOT || (this.nr === 1 && top !== 1)) {
+      return `a slot bound (top) of ${malformed(top)}`
+    }
+    if (!Number.isSafeInteger(slot) || slot < 0 || slot >= top) {
+      return `slot ${malformed(slot)}, outside 0 … ${top - 1}`
     }
     if (this.fencing ? !(Number.isSafeInteger(fence) && fence > 0) : fence !== 0) {
       return `fence ${malformed(fence)}, not ${this.fencing ? 'a positive integer' : '0'}`
@@ -275,6 +281,7 @@ class Holding {
     this.failure = undefined // the last renewal's error, until one succeeds
     this.timer = null
     this.arm(queue.lease / 3)
+    queue.hub.holdings.add(this)
   }
 
   arm (delay) {
@@ -338,6 +345,7 @@ class Holding {
   lose (why, cause) {
     if (this.state !== 'held') return
     this.state = 'lost'
+    this.queue.hub.holdings.delete(this)
     clearTimeout(this.timer)
     this.abort(why, cause)
     this.queue.leaveQuietly(this.wid)
@@ -362,6 +370,19 @@ class Holding {
     return this.ac.signal
   }
 
+  // letGo(): the lease is given back now, its holder still inside its
+  // critical section: `signal` aborts (ERR_SABSYNC_LEASE_LOST, saying
+  // why), and the holder's own release later answers false, as for any
+  // lost lease. Resolves when the server has it back (true), or it had
+  // run out there (false).
+  giveUp () {
+    if (this.state !== 'held') return Promise.resolve(false)
+    this.abort('released by letGo() (the process is letting go of what it holds, on shutdown)')
+    const r = this.release()
+    this.state = 'lost'
+    return r
+  }
+
   // true: it was still held, and is released; false: it had been lost.
   release () {
     this.checkDeadline()
@@ -370,6 +391,7 @@ class Holding {
       return Promise.resolve(false)
     }
     this.state = 'released'
+    this.queue.hub.holdings.delete(this)
     clearTimeout(this.timer)
     const q = this.queue
     let reply

@@ -71,6 +71,7 @@ class RateLimiter {
     if (options === undefined || options === null || typeof options !== 'object') {
       throw invalidType('options', 'an object like { limit, window }', options)
     }
+    const peer = require('../errors').peerOptionError(options); if (peer !== undefined) throw peer // eslint-disable-line
     const limit = intOption('options.limit', options.limit, 1, MAX_LIMIT)
     const window = intOption('options.window', options.window, 1, MAX_WINDOW)
     const burst = options.burst === undefined ? limit : intOption('options.burst', options.burst, 1, MAX_LIMIT)

@@ -86,7 +86,9 @@
 // = 0). A key that holds something else fails the call and changes
 // nothing.
 //
-// Replies of take: {1, slot, fence, lease-left-ms} granted; {0} busy (try);
+// Replies of take: {1, slot, fence, lease-left-ms, top} granted (top: the
+// slots handed out since the object was last idle, which every slot held
+// is below; 1 for nr = 1); {0} busy (try);
 // {2, ms-to-next-lease-expiry or -1, epoch} queued.
 //
 // A grant to a queued waiter is published on its client's wake channel as
@@ -362,18 +364,18 @@ local function tidy (st)
   end
 end
 
--- {1, slot, fence, lease left} if w holds a slot, else nil.
+-- {1, slot, fence, lease left, top} if w holds a slot, else nil.
 local function holding (st, w)
   if st.nr == 1 then
     if st.h ~= w then return nil end
-    return { 1, 0, tonumber(st.hf), math.max(st.hx - now, 0) }
+    return { 1, 0, tonumber(st.hf), math.max(st.hx - now, 0), 1 }
   end
   local slot = st.slots[w] or st.mine
   if not slot then slot = redis.call('HGET', M, 'h:' .. w) end
   if not slot then return nil end
   local exp = tonumber(redis.call('ZSCORE', L, w))
   if not exp then return nil end
-  return { 1, tonumber(slot), 0, math.max(exp - now, 0) }
+  return { 1, tonumber(slot), 0, math.max(exp - now, 0), st.top }
 end
 `
 
@@ -386,9 +388,23 @@ if st.nr ~= nr and not st.fencing and not fencing and st.held == 0 and st.nw == 
   -- An idle Sema keeps only its counters: it may be made again with another nr.
   st.nr, st.top, st.dirty = nr, 0, true
 end
-if st.nr ~= nr or st.fencing ~= fencing then
+if st.nr ~= nr and not st.fencing and not fencing and st.nr > 1 and nr > 1 then
+  -- A Sema's nr is its caller's: this take is granted while fewer than nr
+  -- hold, and the queue is served up to the nr of the latest take. Across a
+  -- deploy that changes nr, at most the larger of the two hold at once, and
+  -- the new nr alone once the old clients are gone. Slots stay below the
+  -- largest nr used since the Sema was last idle.
+  st.nr, st.dirty = nr, true
+end
+if st.fencing ~= fencing then
   return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. M .. ' is in use as ' .. kind(st.nr, st.fencing) ..
-    ', not as ' .. kind(nr, fencing) .. ' (the names of the two objects make the same key)')
+    ', and this call asked for ' .. kind(nr, fencing) .. ': a Mutex and a Sema whose names make the same key.' ..
+    ' Give one of them another key or prefix')
+end
+if st.nr ~= nr then
+  return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. M .. ': nr = ' .. st.nr .. ' is in use (' .. st.held ..
+    ' held, ' .. st.nw .. ' waiting), this call asked for nr = ' .. nr .. '. A Sema in use changes nr between two' ..
+    ' values above 1; to or from nr = 1 only once it is idle (nobody holds or waits): try again then, or use another key')
 end
 pump(st)
 -- The same id again (a command resent after a reconnect) gets the same answer.
@@ -399,8 +415,9 @@ end
 if st.held < nr then
   -- pump() left nobody waiting: w is not queued, and takes a slot.
   local slot, fence = grant(st, w, lease, nil)
+  local top = st.nr == 1 and 1 or st.top
   tidy(st)
-  return { 1, slot, fence, lease }
+  return { 1, slot, fence, lease, top }
 end
 local member = w .. ' ' .. ARGV[4]
 if st.nw > 0 and redis.call('ZSCORE', Q, member) then tidy(st) return { 2, nextExpiry(st), st.ep } end
@@ -477,7 +494,7 @@ return 1
 // A waiting client's heartbeat, which also reports on its waiters.
 // ARGV: check policy (0/1), client id, heartbeat ms, then per waiter: its
 // id, its lease ms. Reply: { ms-to-next-lease-expiry or -1, epoch ('' when
-// the object has no state), per id: {1, slot, fence, lease-left} | {2}
+// the object has no state), per id: {1, slot, fence, lease-left, top} | {2}
 // queued | {0} gone }.
 const beat = prelude + `
 local ctx, hb = ARGV[2], tonumber(ARGV[3])

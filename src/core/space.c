@@ -98,6 +98,8 @@ static int space_geometry(sab_space_t *sp, uint32_t size) {
   at += NRECORDS * RECORD_BYTES;
   sp->dir_off = at;
   at += NDIR * DIR_BYTES;
+  sp->users_off = at;
+  at += NDIR * USERS_BYTES;
   sp->pub_off = at;
   at += 64 + NBUCKETS * COUNT_STRIDE;
   sp->heap_off = align_up(at, 64);
@@ -470,9 +472,84 @@ static sab__dirent_t *dir_find(sab_space_t *sp, const char *key, size_t n, uint3
   for (uint32_t i = 0; i < c; i++) {
     sab__dirent_t *e = sab__dirent(sp, i);
     uint32_t st = sab__ld(&e->state);
-    if ((st == DIR_CREATING || st == DIR_READY) && key_matches(e, key, n, hash)) return e;
+    if ((st == DIR_CREATING || st == DIR_READY || st == DIR_RETIRED) &&
+        key_matches(e, key, n, hash))
+      return e;
   }
   return NULL;
+}
+
+static uint32_t dir_index(const sab_space_t *sp, const sab__dirent_t *e) {
+  return (uint32_t)(((const char *)e - (sp->base + sp->dir_off)) / DIR_BYTES);
+}
+
+/* The caller's slot uses entry e (see sab_space_retire in the header). */
+static void mark_user(sab_space_t *sp, const sab__dirent_t *e, uint32_t id) {
+  uint32_t s = id & (NSLOTS - 1);
+  __atomic_fetch_or(&sab__users(sp, dir_index(sp, e))[s / 32], 1u << (s % 32), __ATOMIC_SEQ_CST);
+}
+
+/* Under the directory lock: whether a live thread uses entry i. Each users word is read once; a bit
+ * set for a slot whose tenant lives counts, whoever that tenant is (a tenant clears its bit when it
+ * registers, so a bit is never a later tenant's unless it looked the entry up). A co-tenant that
+ * clears bits can get an object reclaimed under its users: that breaks the space's semantics, never
+ * its bounds (a reclaimed object's bytes stay in the heap). */
+static int entry_used(sab_space_t *sp, uint32_t i, unsigned *budget) {
+  uint32_t *u = sab__users(sp, i);
+  for (uint32_t w = 0; w < NSLOTS / 32; w++) {
+    uint32_t bits = __atomic_load_n(&u[w], __ATOMIC_SEQ_CST);
+    while (bits != 0) {
+      uint32_t b = (uint32_t)__builtin_ctz(bits);
+      bits &= bits - 1;
+      uint32_t slot = w * 32 + b;
+      uint32_t live = sab__slot_live_id(sp, slot);
+      if (live == 0) continue;
+      if (*budget == 0) return 1; /* this call's probes are spent: the next call goes on */
+      --*budget;
+      /* -1: dead and not yet buried; what it left in queues is found by
+       * records_in, and its id in the object's words goes with the object. */
+      if (sab__slot_alive(sp, live) == 1) return 1;
+    }
+  }
+  return 0;
+}
+
+/* Whether a taken waiter record lies in [off, off + bytes): its waiter
+ * (live, or dead and not yet buried) still names the object. Each record's
+ * words are read once. */
+static int records_in(sab_space_t *sp, uint32_t off, uint32_t bytes) {
+  for (uint32_t i = 1; i <= NRECORDS; i++) {
+    sab__record_t *r = sab__record(sp, i);
+    if (sab__ld(&r->owner) == 0) continue;
+    uint32_t k = sab__ld(&r->key) & ~1u;
+    if (k >= off && k - off < bytes) return 1;
+  }
+  return 0;
+}
+
+/* Under the directory lock: reclaim every retired entry that nobody uses.
+ * Counts in *freed
+ * those among them whose index `match` marks (may be NULL). */
+/* Probes of live slots one sweep may make: forged users bits cannot make
+ * a lookup hold the directory lock for long (each probe is a fcntl). */
+#define SWEEP_PROBES 64u
+
+static void sweep(sab_space_t *sp, uint32_t count, const uint8_t *match, uint32_t *freed) {
+  unsigned budget = SWEEP_PROBES;
+  for (uint32_t i = 0; i < count; i++) {
+    sab__dirent_t *e = sab__dirent(sp, i);
+    if (sab__ld(&e->state) != DIR_RETIRED) continue;
+    uint32_t bytes = sab__ld(&e->bytes);
+    uint32_t off = entry_off(sp, e, bytes);
+    if (off == 0) continue; /* overwritten: never handed out again */
+    if (entry_used(sp, i, &budget) || records_in(sp, off, bytes)) continue;
+    uint32_t *u = sab__users(sp, i);
+    for (uint32_t w = 0; w < NSLOTS / 32; w++) __atomic_store_n(&u[w], 0, __ATOMIC_SEQ_CST);
+    sab__st(&e->keylen, 0);
+    sab__st(&e->hash, 0);
+    sab__st(&e->state, DIR_FREE);
+    if (match != NULL && match[i] && freed != NULL) (*freed)++;
+  }
 }
 
 int sab_space_lookup(sab_space_t *sp, uint32_t id, const char *key, size_t keylen, uint32_t kind,
@@ -488,6 +565,11 @@ int sab_space_lookup(sab_space_t *sp, uint32_t id, const char *key, size_t keyle
     dir_unlock(sp);
     return SAB_E_CORRUPT;
   }
+  /* Retired objects whose last user has gone are reclaimed at the next
+   * lookup in any process (the one found here, if retired, is not: its
+   * caller is about to use it). */
+  sweep(sp, count, NULL, NULL);
+  if (e != NULL && sab__ld(&e->state) == DIR_FREE) e = NULL;
   if (e != NULL) {
     if (!same_params(e, kind, params, bytes)) {
       dir_unlock(sp);
@@ -499,7 +581,9 @@ int sab_space_lookup(sab_space_t *sp, uint32_t id, const char *key, size_t keyle
       return SAB_E_CORRUPT;
     }
     *off = o;
-    if (sab__ld(&e->state) == DIR_READY) {
+    uint32_t est = sab__ld(&e->state);
+    mark_user(sp, e, id);
+    if (est == DIR_READY || est == DIR_RETIRED) {
       dir_unlock(sp);
       return SAB_SPACE_ATTACH;
     }
@@ -517,25 +601,53 @@ int sab_space_lookup(sab_space_t *sp, uint32_t id, const char *key, size_t keyle
     return SAB_E_CORRUPT;
   }
   uint32_t need = align_up(bytes, 64);
-  if (count == NDIR || need > sp->heap_bytes - used) {
+  /* A reclaimed entry: the smallest hole that fits, else any (its bytes
+   * stay a hole, the object goes at the heap's end). */
+  sab__dirent_t *hole = NULL, *spare = NULL;
+  uint32_t hole_bytes = 0, hole_off = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    sab__dirent_t *f = sab__dirent(sp, i);
+    if (sab__ld(&f->state) != DIR_FREE) continue;
+    uint32_t fb = sab__ld(&f->cap); /* read once; believed only 64-aligned and inside the heap */
+    uint32_t fo = fb % 64 == 0 ? entry_off(sp, f, fb) : 0;
+    if (spare == NULL) spare = f;
+    if (fo != 0 && fb != 0 && fb >= need && (hole == NULL || fb < hole_bytes)) {
+      hole = f;
+      hole_bytes = fb;
+      hole_off = fo;
+    }
+  }
+  uint32_t new_count = count;
+  if (hole != NULL) {
+    e = hole;
+    o = hole_off;
+    need = hole_bytes; /* the entry keeps the whole hole */
+  } else if (need <= sp->heap_bytes - used && (spare != NULL || count < NDIR)) {
+    e = spare != NULL ? spare : sab__dirent(sp, count);
+    new_count = spare != NULL ? count : count + 1;
+    o = sp->heap_off + used;
+    used += need;
+  } else {
     dir_unlock(sp);
     return SAB_E_SPACE_FULL;
   }
-  o = sp->heap_off + used;
-  e = sab__dirent(sp, count);
-  memset(sp->base + o, 0, need); /* zero, whatever a scribbler left there */
+  memset(sp->base + o, 0, need); /* zero, whatever a scribbler or an old object left there */
+  for (uint32_t w = 0; w < NSLOTS / 32; w++)
+    __atomic_store_n(&sab__users(sp, dir_index(sp, e))[w], 0, __ATOMIC_SEQ_CST);
   sab__st(&e->state, DIR_CREATING);
   sab__st(&e->kind, kind);
   sab__st(&e->off, o);
   sab__st(&e->bytes, bytes);
+  sab__st(&e->cap, need);
   for (int i = 0; i < SAB_SPACE_NPARAMS; i++) sab__st(&e->params[i], params[i]);
   memcpy(e->key, key, keylen);
   sab__st(&e->keylen, (uint32_t)keylen);
   sab__st(&e->hash, hash);
+  mark_user(sp, e, id);
   /* Entry first, then the counts that make it reachable: a holder that dies
    * in between leaves an unreachable entry, never a half-written one. */
-  sab__st(&sab__hdr(sp)[HDR_HEAP_USED], used + need);
-  sab__st(&sab__hdr(sp)[HDR_DIR_COUNT], count + 1);
+  sab__st(&sab__hdr(sp)[HDR_HEAP_USED], used);
+  sab__st(&sab__hdr(sp)[HDR_DIR_COUNT], new_count);
   *off = o;
   sab_space_ref(sp);
   return SAB_SPACE_CREATE;
@@ -557,6 +669,68 @@ int sab_space_entry(sab_space_t *sp, uint32_t id, const char *key, size_t keylen
   dir_unlock(sp);
   if (corrupt) return SAB_E_CORRUPT;
   return e != NULL ? 1 : 0;
+}
+
+/* Whether entry e is `key`, or with versions a version of it (`key`, then
+ * U+0002, then anything). Its keylen is read once and checked. */
+static int key_or_version(const sab__dirent_t *e, const char *key, size_t n, int versions) {
+  uint32_t len = sab__ld(&e->keylen);
+  char copy[SAB_SPACE_KEY_MAX];
+  if (len == 0 || len > SAB_SPACE_KEY_MAX || len < n) return 0;
+  if (len > n && !versions) return 0;
+  memcpy(copy, e->key, len);
+  if (memcmp(copy, key, n) != 0) return 0;
+  return len == n || copy[n] == '\x02';
+}
+
+int sab_space_retire(sab_space_t *sp, uint32_t id, const char *key, size_t keylen, uint32_t flags,
+                     uint32_t keep_off, uint32_t *freed) {
+  uint32_t count;
+  uint8_t match[NDIR];
+  int matched = 0;
+  *freed = 0;
+  if (keylen == 0 || keylen > SAB_SPACE_KEY_MAX) return SAB_E_SPACE_KEY;
+  if (dir_lock(sp, id) != 0) return SAB_E_SPACE_BUSY;
+  count = sab__ld(&sab__hdr(sp)[HDR_DIR_COUNT]);
+  if (count > NDIR) {
+    dir_unlock(sp);
+    return SAB_E_CORRUPT;
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    sab__dirent_t *e = sab__dirent(sp, i);
+    uint32_t st = sab__ld(&e->state);
+    match[i] = 0;
+    if (st != DIR_READY && st != DIR_RETIRED) continue;
+    if (!key_or_version(e, key, keylen, (flags & SAB_RETIRE_VERSIONS) != 0)) continue;
+    if (keep_off != 0 && sab__ld(&e->off) == keep_off) continue;
+    match[i] = 1;
+    matched++;
+    sab__st(&e->state, DIR_RETIRED);
+    if (flags & SAB_RETIRE_SELF) {
+      uint32_t s = id & (NSLOTS - 1);
+      __atomic_fetch_and(&sab__users(sp, i)[s / 32], ~(1u << (s % 32)), __ATOMIC_SEQ_CST);
+    }
+  }
+  sweep(sp, count, match, freed); /* the caller's bit went above where it asked */
+  dir_unlock(sp);
+  return matched;
+}
+
+void sab_space_usage(sab_space_t *sp, sab_space_usage_t *out) {
+  uint32_t count = sab__ld(&sab__hdr(sp)[HDR_DIR_COUNT]);
+  uint32_t used = sab__ld(&sab__hdr(sp)[HDR_HEAP_USED]);
+  if (count > NDIR) count = NDIR;
+  if (used > sp->heap_bytes) used = sp->heap_bytes;
+  out->objects = 0;
+  out->retired = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    uint32_t st = sab__ld(&sab__dirent(sp, i)->state);
+    if (st == DIR_READY || st == DIR_CREATING) out->objects++;
+    if (st == DIR_RETIRED) out->retired++;
+  }
+  out->objects_max = NDIR;
+  out->heap_used = used;
+  out->heap_bytes = sp->heap_bytes;
 }
 
 void sab_space_publish(sab_space_t *sp, uint32_t off) {

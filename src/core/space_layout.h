@@ -28,8 +28,10 @@
  *   buckets_off  buckets     NBUCKETS x 64: a lock word and a FIFO list
  *   records_off  records     NRECORDS x 64: waiter records
  *   dir_off      directory   NDIR x 128: named objects
+ *   users_off    users       NDIR x 64: a bit per thread slot for each entry
  *   pub_off      public      epoch line (64), then NBUCKETS counters, 64 apart
- *   heap_off     heap        named objects, 64-aligned, never freed
+ *   heap_off     heap        named objects, 64-aligned; a reclaimed entry's
+ *                            bytes go to a later object that fits in them
  *
  * Header words (uint32, index):
  *
@@ -78,7 +80,8 @@
 #define BUCKET_BYTES 64u
 #define RECORD_BYTES 64u
 #define DIR_BYTES    128u
-#define COUNT_STRIDE 64u /* bytes between two buckets' counters */
+#define USERS_BYTES  (NSLOTS / 8u) /* one entry's users: a bit per slot */
+#define COUNT_STRIDE 64u           /* bytes between two buckets' counters */
 
 /* A slot (128 bytes). Its lifeline is not in it: it is the kernel's OFD
  * lock on byte LIFELINE_OFF + i of the space's file (lifeline.c). */
@@ -133,17 +136,21 @@ typedef struct {
   uint32_t params[SAB_SPACE_NPARAMS];
   uint32_t keylen;
   uint32_t hash;
-  uint32_t pad[2];
+  uint32_t cap; /* heap bytes the entry owns (64-aligned, >= bytes): its hole once freed */
+  uint32_t pad[1];
   char key[SAB_SPACE_KEY_MAX];
 } sab__dirent_t;
-enum { DIR_EMPTY = 0, DIR_CREATING = 1, DIR_READY = 2 };
+enum { DIR_EMPTY = 0, DIR_CREATING = 1, DIR_READY = 2, DIR_RETIRED = 3, DIR_FREE = 4 };
+/* DIR_RETIRED: found by lookup, reclaimed once nobody uses it (space.c).
+ * DIR_FREE: reclaimed; its off and bytes are a hole in the heap that a
+ * later object of at most that many bytes takes. */
 
 /* The process-local view of an open space. The geometry fields are computed
  * from the size (space_geometry) and never read from the space. */
 struct sab_space_s {
   char *base;
   uint32_t size;
-  uint32_t slots_off, buckets_off, records_off, dir_off, pub_off, heap_off;
+  uint32_t slots_off, buckets_off, records_off, dir_off, users_off, pub_off, heap_off;
   uint32_t heap_bytes;
   /* Fixed while open: the file as this process opened it (its OFD holds the
    * lifeline of lock_id, the id that holds bucket locks for every thread
@@ -182,6 +189,10 @@ static inline sab__record_t *sab__record(const sab_space_t *sp, uint32_t i) {
 }
 static inline sab__dirent_t *sab__dirent(const sab_space_t *sp, uint32_t i) {
   return (sab__dirent_t *)(sp->base + sp->dir_off + (size_t)i * DIR_BYTES);
+}
+/* The users of entry i (0 .. NDIR-1): NSLOTS bits, slot s at word s / 32. */
+static inline uint32_t *sab__users(const sab_space_t *sp, uint32_t i) {
+  return (uint32_t *)(sp->base + sp->users_off + (size_t)i * USERS_BYTES);
 }
 static inline int32_t *sab__epoch(const sab_space_t *sp) {
   return (int32_t *)(sp->base + sp->pub_off);

@@ -89,6 +89,15 @@ int sab_space_reap(sab_space_t *sp) {
 int sab_space_register(sab_space_t *sp, uint32_t *id) {
   uint32_t unburied;
   int r = sab__slot_claim(sp, id, &unburied);
+  if (r == 0) {
+    /* A new tenant has used no object: its slot's bit in every directory
+     * entry's users named the last tenant (space.c), and goes before this
+     * one can look anything up. */
+    uint32_t s = *id & (NSLOTS - 1);
+    for (uint32_t i = 0; i < NDIR; i++) {
+      __atomic_fetch_and(&sab__users(sp, i)[s / 32], ~(1u << (s % 32)), __ATOMIC_SEQ_CST);
+    }
+  }
   uint64_t old = pass_begin();
   tell_untold(sp);
   if (unburied != 0) tell_within(sp, unburied);

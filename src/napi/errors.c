@@ -80,7 +80,7 @@ void sab_napi_throw_core(napi_env env, int r, const char *what) {
                "%s: not a sabsync space of layout version %d of the size its header records "
                "(made by another version, not by sabsync, resized, or its header was "
                "overwritten); a space in use is never initialised again: unlink it when no "
-               "process uses it",
+               "process uses it, or give the new release a new space name",
                what, SAB_SPACE_VERSION);
     } else {
       snprintf(msg, sizeof msg, "%s: %s", what, core[i].says);

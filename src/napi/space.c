@@ -701,10 +701,50 @@ void sab_napi_space_async_done(sab_async_t *a) {
   sx->reg = NULL;
 }
 
+/* spaceRetire(handle, key, flags, keepOff) -> how many entries matched,
+ * with how many of them were reclaimed now in out[0]. */
+static napi_value space_retire(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 4, NULL);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
+  char key[SAB_SPACE_KEY_MAX + 2];
+  size_t len = 0;
+  uint32_t flags, keep, freed = 0;
+  if (reg == NULL) return NULL;
+  SAB_CALL(env, napi_get_value_string_utf8(env, argv[1], key, sizeof key, &len), NULL);
+  if (sab_napi_get_u32(env, argv[2], &flags) != 0 || sab_napi_get_u32(env, argv[3], &keep) != 0)
+    return NULL;
+  int r = len > SAB_SPACE_KEY_MAX || strlen(key) != len
+              ? SAB_E_SPACE_KEY
+              : sab_space_retire(reg->sp, reg->id, key, len, flags, keep, &freed);
+  if (r < 0) {
+    sab_napi_throw_core(env, r, key);
+    return NULL;
+  }
+  return sab_napi_result1(env, r, freed);
+}
+
+/* spaceUsage(handle) -> objects, with objects_max, retired, heap_used,
+ * heap_bytes in out[0..3]. */
+static napi_value space_usage(napi_env env, napi_callback_info info) {
+  SAB_ARGS(env, info, 1, NULL);
+  sab_napi_reg_t *reg = sab_napi_space_unwrap(env, argv[0]);
+  sab_space_usage_t u;
+  if (reg == NULL) return NULL;
+  sab_space_usage(reg->sp, &u);
+  double *out = sab_napi_out(env);
+  if (out == NULL) return NULL;
+  out[0] = u.objects_max;
+  out[1] = u.retired;
+  out[2] = u.heap_used;
+  out[3] = u.heap_bytes;
+  return sab_napi_number(env, u.objects);
+}
+
 static const sab_napi_fn_t fns[] = {
     {"spaceOpen", space_open},       {"spaceClose", space_close}, {"spaceUnlink", space_unlink},
     {"spaceLookup", space_lookup},   {"spaceEntry", space_entry}, {"spacePublish", space_publish},
     {"spaceAbandon", space_abandon}, {"spaceAlive", space_alive}, {"spaceReap", space_reap},
+    {"spaceRetire", space_retire},   {"spaceUsage", space_usage},
 };
 
 #else /* !__linux__ */

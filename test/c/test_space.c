@@ -752,10 +752,86 @@ static int attach_main(const char *name) {
   return at(sp, off)[0] == 42 ? 0 : 3;
 }
 
+/* Freeing (sab_space_retire): a freed entry's room goes to the next object
+ * that fits; a live user in another process keeps it until it dies; words
+ * a co-tenant scribbles over a freed entry or the users table never make
+ * a lookup hand out memory outside the heap. */
+static void test_free(void) {
+  sab_space_t *sp = open_new("free");
+  uint32_t p[SAB_SPACE_NPARAMS] = {1, 0, 0, 0}, me, off, off2, freed;
+  CHECK(sab_space_register(sp, &me) == 0);
+  CHECK(sab_space_lookup(sp, me, "a", 1, 1, p, 100, &off) == SAB_SPACE_CREATE);
+  sab_space_publish(sp, off);
+  CHECK(sab_space_retire(sp, me, "a", 1, SAB_RETIRE_SELF, 0, &freed) == 1 && freed == 1);
+  CHECK(sab_space_entry(sp, me, "a", 1, &(sab_space_entry_t){0}) == 0);
+  CHECK(sab_space_lookup(sp, me, "b", 1, 1, p, 64, &off2) == SAB_SPACE_CREATE && off2 == off);
+  sab_space_publish(sp, off2);
+  CHECK(sab_space_lookup(sp, me, "c", 1, 1, p, 200, &off2) == SAB_SPACE_CREATE && off2 != off);
+  sab_space_publish(sp, off2);
+  /* Versions: "k" and "k\2..." go together; "kk" stays. */
+  const char *keys[] = {"k", "k\002v1", "k\002v2", "kk"};
+  for (int i = 0; i < 4; i++) {
+    CHECK(sab_space_lookup(sp, me, keys[i], strlen(keys[i]), 1, p, 8, &off) == SAB_SPACE_CREATE);
+    sab_space_publish(sp, off);
+  }
+  CHECK(sab_space_retire(sp, me, "k", 1, SAB_RETIRE_VERSIONS | SAB_RETIRE_SELF, 0, &freed) == 3 &&
+        freed == 3);
+  CHECK(sab_space_entry(sp, me, "kk", 2, &(sab_space_entry_t){0}) == 1);
+  /* A user in another process keeps the room until it dies. */
+  int ready[2];
+  CHECK(pipe(ready) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    uint32_t id, o;
+    if (sab_space_register(sp, &id) != 0) _exit(100);
+    int r = sab_space_lookup(sp, id, "held", 4, 1, p, 8, &o);
+    if (r < 0) _exit(101);
+    if (r == SAB_SPACE_CREATE) sab_space_publish(sp, o);
+    if (write(ready[1], "x", 1) != 1) _exit(102);
+    for (;;) pause();
+  }
+  char c;
+  CHECK(read(ready[0], &c, 1) == 1);
+  CHECK(sab_space_lookup(sp, me, "held", 4, 1, p, 8, &off) == SAB_SPACE_ATTACH);
+  CHECK(sab_space_retire(sp, me, "held", 4, SAB_RETIRE_SELF, 0, &freed) == 1 && freed == 0);
+  CHECK(sab_space_lookup(sp, me, "held", 4, 1, p, 8, &off2) == SAB_SPACE_ATTACH && off2 == off);
+  CHECK(sab_space_retire(sp, me, "held", 4, SAB_RETIRE_SELF, 0, &freed) == 1 && freed == 0);
+  kill_and_reap(pid);
+  CHECK(sab_space_retire(sp, me, "held", 4, SAB_RETIRE_SELF, 0, &freed) == 1 && freed == 1);
+  sab_space_usage_t u;
+  sab_space_usage(sp, &u);
+  CHECK(u.retired == 0 && u.objects_max == NDIR);
+  /* Scribbles: every free entry's cap and off, and the users table. */
+  uint32_t count = __atomic_load_n(&sab__hdr(sp)[HDR_DIR_COUNT], __ATOMIC_RELAXED);
+  const uint32_t junk[] = {0xFFFFFFC0u, 64, 0x80000000u, 7, 0};
+  for (unsigned j = 0; j < sizeof junk / sizeof junk[0]; j++) {
+    for (uint32_t i = 0; i < count; i++) {
+      sab__dirent_t *e = sab__dirent(sp, i);
+      if (__atomic_load_n(&e->state, __ATOMIC_RELAXED) != DIR_FREE) continue;
+      __atomic_store_n(&e->cap, junk[j], __ATOMIC_RELAXED);
+      __atomic_store_n(&e->off, junk[(j + 1) % 5], __ATOMIC_RELAXED);
+    }
+    for (uint32_t i = 0; i < NDIR * USERS_BYTES / 4; i++) sab__users(sp, 0)[i] = junk[j] ^ i;
+    char key[16];
+    int n = snprintf(key, sizeof key, "after-%u", j);
+    int r = sab_space_lookup(sp, me, key, (size_t)n, 1, p, 128, &off);
+    CHECK(r == SAB_SPACE_CREATE);
+    CHECK(off >= sp->heap_off && off % 64 == 0 && off + 128 <= sp->size);
+    if (r == SAB_SPACE_CREATE) sab_space_publish(sp, off);
+    CHECK(sab_space_retire(sp, me, key, (size_t)n, SAB_RETIRE_SELF, 0, &freed) >= 0);
+  }
+  __atomic_store_n(&sab__hdr(sp)[HDR_DIR_COUNT], NDIR + 1, __ATOMIC_RELAXED);
+  CHECK(sab_space_retire(sp, me, "b", 1, SAB_RETIRE_SELF, 0, &freed) == SAB_E_CORRUPT);
+  __atomic_store_n(&sab__hdr(sp)[HDR_DIR_COUNT], count, __ATOMIC_RELAXED);
+  sab_space_unregister(sp, me);
+  sab_space_close(sp);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "attach") == 0) return attach_main(argv[2]);
   test_open_and_names();
   test_directory();
+  test_free();
   test_wait_notify_across_processes();
   test_killed_waiters();
   test_killed_in_bucket();

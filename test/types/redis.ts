@@ -1,7 +1,7 @@
 // Compiled with `tsc --strict` by test/types.test.js (with @types/node):
 // sabsync/redis used with ioredis's own types, as the README shows it.
 import Redis, { Cluster } from 'ioredis'
-import { Mutex, Sema, RateLimit, RateLimiter, SabsyncError } from 'sabsync/redis'
+import { Mutex, Sema, RateLimit, RateLimiter, SabsyncError, letGo } from 'sabsync/redis'
 import type { RedisClient, LeaseOptions, RedisRateLimiter, RedisWaitOptions, SabsyncErrorCode } from 'sabsync/redis'
 
 async function main (): Promise<void> {
@@ -80,3 +80,10 @@ async function main (): Promise<void> {
 }
 
 void main
+
+// Shutdown: give back what this client holds, then quit.
+export async function onSigterm (redis: Redis): Promise<void> {
+  const released: number = await letGo(redis)
+  void released
+  await redis.quit()
+}

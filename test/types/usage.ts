@@ -2,7 +2,7 @@
 // installed package, and by test/types.test.js: every export used as the
 // README shows it.
 import sabsync, { wait, waitAsync, notify, waiters, SabsyncError, openShared } from 'sabsync'
-import type { WaitAsyncResult, SharedHandle, MemoryOptions, AsyncOptions, Space, SpaceRateLimiter, InSpace } from 'sabsync'
+import type { WaitAsyncResult, SharedHandle, MemoryOptions, AsyncOptions, Space, SpaceRateLimiter, SpaceUsage, InSpace } from 'sabsync'
 
 const ta = new Int32Array(new SharedArrayBuffer(8))
 const big = new BigInt64Array(new SharedArrayBuffer(16))
@@ -114,7 +114,11 @@ async function space (): Promise<void> {
   const first: string = await drain(pool)
   const spaceLimiter: RateLimiter = perIp
   const versioned: Space = openShared('types-versioned', { versioned: true })
-  const flag: boolean = versioned.versioned && s.versioned
+  const flag: boolean | 'state' = versioned.versioned && s.versioned
+  const freed: boolean = s.free('order:1')
+  const u: SpaceUsage = s.usage()
+  const left: number = u.maxObjects - u.objects - u.retired + u.bytes - u.bytesUsed
+  void [freed, left]
   void [held, first, readers, spaceLimiter, flag, Sema.from(new Sema(2)), RWLock.from(new RWLock())]
   s.close()
   const gone: boolean = s.unlink() || openShared.unlink('types-sample')
