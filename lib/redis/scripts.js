@@ -465,6 +465,20 @@ if v[1] == '1' and v[7] == w and v[6] == '0' and v[5] == '0' and not (v[2] == '1
   if (tonumber(v[8]) or 0) > now then return 1 end
   return 0
 end
+-- Fast path: the last holder of a Sema (nr > 1) that nobody waited for
+-- leaves: M, L and F go, as drop(), pump() and tidy() below would do. L is
+-- read first (ZSCORE: a key of another type fails here, as the general
+-- path's ZRANGE would) and F's type checked; an F of another type is left
+-- to the general path, which refuses it. TIME, HMGET, ZSCORE, TYPE, DEL.
+if v[1] and v[1] ~= '1' and v[12] and v[4] == '1' and v[5] == '0' and v[6] == '0' then
+  local exp = tonumber(redis.call('ZSCORE', L, w))
+  local ft = exp and redis.call('TYPE', F).ok
+  if ft == 'none' or ft == 'list' then
+    redis.call('DEL', M, L, F)
+    if exp > now then return 1 end
+    return 0
+  end
+end
 ` + defs + `
 local st, bad = open(nil, nil, false)
 if not st then return redis.error_reply(bad) end
