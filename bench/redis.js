@@ -292,7 +292,7 @@ async function pairs (url, runs) {
 }
 
 async function contended (url, admin, runs) {
-  const n = { sabsync: quick ? 40 : 100, 'redis-semaphore': quick ? 40 : 100, redlock: quick ? 10 : 15 }
+  const n = { sabsync: quick ? 40 : 100, ...(before ? { 'sabsync-before': quick ? 40 : 100 } : {}), 'redis-semaphore': quick ? 40 : 100, redlock: quick ? 10 : 15 }
   const rounds = quick ? 1 : 3
   for (const s of Object.keys(n)) runs[s] = { handoffUs: [], maxWaitMs: [], overlaps: 0, commands: [], server: [] }
   for (let r = 0; r < rounds; r++) {
@@ -490,4 +490,4 @@ if (require.main === module) {
   main().catch(err => { console.error(err); process.exit(1) })
 }
 
-module.exports = { available }
+module.exports = { available, contendedRun }
