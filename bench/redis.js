@@ -15,8 +15,9 @@
 //   ioredis client sends is counted, see support/redis-count.js); the
 //   server's count of commands per pair (its INFO counter: this one
 //   includes the calls scripts make); the server's time per pair (SLOWLOG
-//   with every command logged, the durations of the commands from the
-//   subject's own connection summed: scripts with the calls inside them);
+//   with every command logged: of the commands from the subject's own
+//   connection, each kind's count per pair times its median duration,
+//   scripts with the calls inside them);
 //   and for sabsync the commands MONITOR shows from its client's
 //   connection per pair. The subjects take turns in short passes (the
 //   order reversed every pass), so a change of the machine's load falls on
@@ -133,35 +134,53 @@ async function passesOf (admin, clients, fns, runs) {
       runs[s].server.push(commands.server / passOps)
     }
   }
-  for (const s of names) runs[s].serverUs = await serverTime(admin, clients[s], fns[s], quick ? 200 : 500)
+  for (const s of names) runs[s].serverUs = await serverTime(admin, clients[s], fns[s], quick ? 1100 : 2100)
 }
 
 // The server's time per call of fn, in µs: SLOWLOG with every command
-// logged, the durations of the commands from `client`'s connection summed
-// (a script's includes the calls inside it; the admin's own are not
-// counted). Undefined when the server refuses CONFIG.
-async function serverTime (admin, client, fn, ops) {
+// logged, the commands from `client`'s connection, each kind's count a call
+// times its median duration, summed (a script's includes the calls inside
+// it, and the client's own timers'
+// calls count too: a RateLimit's idle tidy, once a unit; the admin's own
+// are not counted), over `ms` ms of calls at least (more than one tidy
+// period: a tidy's batch is the deferred part of the calls' trimming).
+// Undefined when the server refuses CONFIG.
+async function serverTime (admin, client, fn, ms) {
   const addr = /addr=(\S+)/.exec(await client.client('INFO'))[1]
+  const most = 200000
   let saved
   try {
     saved = [await admin.config('GET', 'slowlog-log-slower-than'), await admin.config('GET', 'slowlog-max-len')]
-    await admin.config('SET', 'slowlog-max-len', String(ops * 4 + 100))
+    await admin.config('SET', 'slowlog-max-len', String(most))
     await admin.config('SET', 'slowlog-log-slower-than', '0')
   } catch {
     return undefined
   }
   await admin.slowlog('RESET')
+  let ops = 0
   try {
-    for (let i = 0; i < ops; i++) await fn()
+    const end = performance.now() + ms
+    while (performance.now() < end && ops < most / 8) { await fn(); ops++ }
   } finally {
     await admin.config('SET', 'slowlog-log-slower-than', saved[0][1])
   }
-  const log = await admin.slowlog('GET', ops * 4 + 100)
+  const log = await admin.slowlog('GET', most)
   await admin.config('SET', 'slowlog-max-len', saved[1][1])
   await admin.slowlog('RESET')
+  // Per command (a script by its SHA), how many a call and its median
+  // duration: a command that a preemption of the server (a busy machine)
+  // stretched does not weigh more than its kind's typical one.
+  const kinds = new Map()
+  for (const [, , us, args, client] of log) {
+    if (client !== addr) continue
+    const name = String(args[0]).toLowerCase()
+    const kind = name === 'evalsha' || name === 'eval' ? name + ' ' + args[1] : name
+    if (!kinds.has(kind)) kinds.set(kind, [])
+    kinds.get(kind).push(us)
+  }
   let us = 0
-  for (const entry of log) if (entry[4] === addr) us += entry[2]
-  return us / ops
+  for (const durations of kinds.values()) us += durations.length / ops * median(durations)
+  return us
 }
 
 async function uncontended (Redis, url, admin, runs) {
