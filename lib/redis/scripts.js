@@ -611,11 +611,11 @@ return n
 //
 // The log is trimmed (grants at or before now - unit go, ZREMRANGEBYSCORE)
 // by a call that finds rps grants or more in it, or finds its newest one
-// no longer counting: so after every call it holds fewer than rps grants,
-// or only those of the last unit and those to come, as a trim at every
-// call would leave it, and a limit with room (fewer than rps) pays no
-// trim. What a log of fewer than rps keeps beyond the last unit is taken
-// off by the idle tidy (rateTidy, the granted clients' timers).
+// no longer counting. So after every call the log holds at most rps
+// grants, or only those of the last unit and those to come (what a trim
+// at every call would leave), and a limit with room (fewer than rps)
+// pays no trim. What a log of fewer than rps keeps beyond the last unit
+// is taken off by the idle tidy (rateTidy, the granted clients' timers).
 const rate = evictionGuard(6) + `
 local R, RM = KEYS[1], KEYS[2]
 local clock = redis.call('TIME')
