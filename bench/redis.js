@@ -315,7 +315,8 @@ async function contended (url, admin, runs) {
   const rounds = quick ? 1 : 3
   for (const s of Object.keys(n)) runs[s] = { handoffUs: [], maxWaitMs: [], overlaps: 0, commands: [], server: [] }
   for (let r = 0; r < rounds; r++) {
-    for (const s of Object.keys(n)) {
+    // The order reversed every round: no subject is always first.
+    for (const s of r % 2 ? Object.keys(n).reverse() : Object.keys(n)) {
       const out = await contendedRun(url, admin, s, n[s])
       runs[s].handoffUs.push(out.handoffUs)
       runs[s].maxWaitMs.push(out.maxWaitMs)
