@@ -14,8 +14,15 @@
 //   commands the clients sent per pair (round trips: every command an
 //   ioredis client sends is counted, see support/redis-count.js); the
 //   server's count of commands per pair (its INFO counter: this one
-//   includes the calls scripts make); and for sabsync the commands MONITOR
-//   shows from its client's connection per pair;
+//   includes the calls scripts make); the server's time per pair (SLOWLOG
+//   with every command logged: of the commands from the subject's own
+//   connection, each kind's count per pair times its median duration,
+//   scripts with the calls inside them);
+//   and for sabsync the commands MONITOR shows from its client's
+//   connection per pair. The subjects take turns in short passes (the
+//   order reversed every pass), so a change of the machine's load falls on
+//   all of them; the goal lines also give the median of sabsync's time
+//   over the peer's within each pass;
 // - contended: 4 processes (child_process.fork), one lock, each taking it
 //   `n` times, holding it for one turn of its event loop, then staying
 //   away 2 ms (so that the next holder is a process that waited, not the
@@ -39,7 +46,7 @@
 //   goal line sets sabsync's hand-off against 2 × that PUBLISH (the
 //   release reaching the server, the wake-up reaching the waiter);
 // - RateLimit: one call with capacity free, against rate-limiter-flexible's
-//   Redis limiter; and the most grants any window of the time unit saw when
+//   Redis limiter (passes, server time and ratios as above); and the most grants any window of the time unit saw when
 //   a caller calls once, then again from 100 ms before the limiter's window
 //   ends, as fast as it is let
 //   (sabsync's grant times are the server's, which it answers; the peer
@@ -50,6 +57,10 @@ const { fork, spawnSync } = require('child_process')
 
 const quick = process.argv.includes('--quick')
 const repeats = quick ? 3 : 5
+// The single-client cases: passes of `passOps` calls, each subject in
+// turn, `passes` times.
+const passes = quick ? 12 : 30
+const passOps = quick ? 100 : 200
 
 function available () {
   return Boolean(process.env.SABSYNC_REDIS_URL) || spawnSync('redis-server', ['--version']).status === 0
@@ -101,29 +112,85 @@ function uncontendedLock (subject, redis, key) {
   return async () => { await m.acquire(); await m.release() }
 }
 
+// Passes of each subject's fn (one call each time), the subjects in turn,
+// the order reversed every pass: runs[s].us (µs a call, per pass),
+// .commands and .server (per call), then .serverUs (SLOWLOG).
+async function passesOf (admin, clients, fns, runs) {
+  const names = Object.keys(fns)
+  for (const s of names) {
+    for (let i = 0; i < 50; i++) await fns[s]() // connect, load scripts
+    runs[s] = { us: [], commands: [], server: [] }
+  }
+  for (let r = 0; r < passes; r++) {
+    for (const s of r % 2 ? [...names].reverse() : names) {
+      let ns = 0n
+      const commands = await commandsDuring(admin, async () => {
+        const t0 = process.hrtime.bigint()
+        for (let i = 0; i < passOps; i++) await fns[s]()
+        ns = process.hrtime.bigint() - t0
+      })
+      runs[s].us.push(Number(ns) / 1e3 / passOps)
+      runs[s].commands.push(commands.client / passOps)
+      runs[s].server.push(commands.server / passOps)
+    }
+  }
+  for (const s of names) runs[s].serverUs = await serverTime(admin, clients[s], fns[s], quick ? 1100 : 2100)
+}
+
+// The server's time per call of fn, in µs: SLOWLOG with every command
+// logged, the commands from `client`'s connection, each kind's count a call
+// times its median duration, summed (a script's includes the calls inside
+// it, and the client's own timers'
+// calls count too: a RateLimit's idle tidy, once a unit; the admin's own
+// are not counted), over `ms` ms of calls at least (more than one tidy
+// period: a tidy's batch is the deferred part of the calls' trimming).
+// Undefined when the server refuses CONFIG.
+async function serverTime (admin, client, fn, ms) {
+  const addr = /addr=(\S+)/.exec(await client.client('INFO'))[1]
+  const most = 200000
+  let saved
+  try {
+    saved = [await admin.config('GET', 'slowlog-log-slower-than'), await admin.config('GET', 'slowlog-max-len')]
+    await admin.config('SET', 'slowlog-max-len', String(most))
+    await admin.config('SET', 'slowlog-log-slower-than', '0')
+  } catch {
+    return undefined
+  }
+  await admin.slowlog('RESET')
+  let ops = 0
+  try {
+    const end = performance.now() + ms
+    while (performance.now() < end && ops < most / 8) { await fn(); ops++ }
+  } finally {
+    await admin.config('SET', 'slowlog-log-slower-than', saved[0][1])
+  }
+  const log = await admin.slowlog('GET', most)
+  await admin.config('SET', 'slowlog-max-len', saved[1][1])
+  await admin.slowlog('RESET')
+  // Per command (a script by its SHA), how many a call and its median
+  // duration: a command that a preemption of the server (a busy machine)
+  // stretched does not weigh more than its kind's typical one.
+  const kinds = new Map()
+  for (const [, , us, args, client] of log) {
+    if (client !== addr) continue
+    const name = String(args[0]).toLowerCase()
+    const kind = name === 'evalsha' || name === 'eval' ? name + ' ' + args[1] : name
+    if (!kinds.has(kind)) kinds.set(kind, [])
+    kinds.get(kind).push(us)
+  }
+  let us = 0
+  for (const durations of kinds.values()) us += durations.length / ops * median(durations)
+  return us
+}
+
 async function uncontended (Redis, url, admin, runs) {
-  const ops = quick ? 300 : 1000
   const clients = {}
   const fns = {}
   for (const s of [...ours, 'redlock', 'redis-semaphore']) {
     clients[s] = new Redis(url)
     fns[s] = uncontendedLock(s, clients[s], `bench:${process.pid}:uncontended:${s}`)
-    for (let i = 0; i < 50; i++) await fns[s]() // connect, load scripts
-    runs[s] = { us: [], commands: [], server: [] }
   }
-  for (let r = 0; r < repeats; r++) {
-    for (const s of Object.keys(fns)) {
-      let ns = 0n
-      const commands = await commandsDuring(admin, async () => {
-        const t0 = process.hrtime.bigint()
-        for (let i = 0; i < ops; i++) await fns[s]()
-        ns = process.hrtime.bigint() - t0
-      })
-      runs[s].us.push(Number(ns) / 1e3 / ops)
-      runs[s].commands.push(commands.client / ops)
-      runs[s].server.push(commands.server / ops)
-    }
-  }
+  await passesOf(admin, clients, fns, runs)
   for (const s of ours) runs[s].monitor = await monitorCount(Redis, url, clients[s], fns[s], quick ? 100 : 300)
   for (const c of Object.values(clients)) c.disconnect()
 }
@@ -244,11 +311,12 @@ async function pairs (url, runs) {
 }
 
 async function contended (url, admin, runs) {
-  const n = { sabsync: quick ? 40 : 100, 'redis-semaphore': quick ? 40 : 100, redlock: quick ? 10 : 15 }
+  const n = { sabsync: quick ? 40 : 100, ...(before ? { 'sabsync-before': quick ? 40 : 100 } : {}), 'redis-semaphore': quick ? 40 : 100, redlock: quick ? 10 : 15 }
   const rounds = quick ? 1 : 3
   for (const s of Object.keys(n)) runs[s] = { handoffUs: [], maxWaitMs: [], overlaps: 0, commands: [], server: [] }
   for (let r = 0; r < rounds; r++) {
-    for (const s of Object.keys(n)) {
+    // The order reversed every round: no subject is always first.
+    for (const s of r % 2 ? Object.keys(n).reverse() : Object.keys(n)) {
       const out = await contendedRun(url, admin, s, n[s])
       runs[s].handoffUs.push(out.handoffUs)
       runs[s].maxWaitMs.push(out.maxWaitMs)
@@ -287,33 +355,18 @@ async function edgeBurst (take, rps, unitMs) {
 async function rate (Redis, url, admin, runs) {
   const { RateLimit } = require('../lib/redis')
   const { RateLimiterRedis } = require('rate-limiter-flexible')
-  const ops = quick ? 300 : 1000
   const client = new Redis(url)
+  const clients = { sabsync: new Redis(url), 'rate-limiter-flexible': new Redis(url) }
   const tag = `bench:${process.pid}`
   const fast = {
-    sabsync: (() => { const limit = RateLimit(client, tag + ':rate', 1e9); return () => limit() })(),
+    sabsync: (() => { const limit = RateLimit(clients.sabsync, tag + ':rate', 1e9); return () => limit() })(),
     'rate-limiter-flexible': (() => {
-      const rl = new RateLimiterRedis({ storeClient: client, keyPrefix: tag + ':rlf', points: 1e9, duration: 1 })
+      const rl = new RateLimiterRedis({ storeClient: clients['rate-limiter-flexible'], keyPrefix: tag + ':rlf', points: 1e9, duration: 1 })
       return () => rl.consume('k')
     })()
   }
-  for (const s of Object.keys(fast)) {
-    for (let i = 0; i < 50; i++) await fast[s]()
-    runs[s] = { us: [], commands: [], server: [], most: 0 }
-  }
-  for (let r = 0; r < repeats; r++) {
-    for (const s of Object.keys(fast)) {
-      let ns = 0n
-      const commands = await commandsDuring(admin, async () => {
-        const t0 = process.hrtime.bigint()
-        for (let i = 0; i < ops; i++) await fast[s]()
-        ns = process.hrtime.bigint() - t0
-      })
-      runs[s].us.push(Number(ns) / 1e3 / ops)
-      runs[s].commands.push(commands.client / ops)
-      runs[s].server.push(commands.server / ops)
-    }
-  }
+  await passesOf(admin, clients, fast, runs)
+  for (const c of Object.values(clients)) c.disconnect()
   const rps = 10
   const unitMs = 1000
   const limit = RateLimit(client, tag + ':edge', rps, { timeUnit: unitMs })
@@ -361,27 +414,28 @@ async function main () {
     process.stderr.write('bench:redis: RateLimit ...\n')
     const { rps, unitMs } = await rate(Redis, url, admin, r)
 
-    const rows = ['| case | subject | min | median | max | unit | sabsync faster by | round trips / op | server calls / op | notes |',
-      '|---|---|---:|---:|---:|---|---:|---:|---:|---|']
+    const rows = ['| case | subject | min | median | max | unit | sabsync faster by | round trips / op | server calls / op | server µs / op | notes |',
+      '|---|---|---:|---:|---:|---|---:|---:|---:|---:|---|']
     const ratio = (peer, own) => (median(peer) / median(own)).toFixed(1) + '×'
+    const sus = x => x === undefined ? '' : f(x)
     for (const s of Object.keys(u)) {
       const seen = u[s].monitor === undefined ? '' : `${u[s].monitor.toFixed(2)} commands / op seen by MONITOR`
-      rows.push(`| uncontended lock+unlock | ${s} | ${stats(u[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(u[s].us, u.sabsync.us)} | ${median(u[s].commands).toFixed(2)} | ${median(u[s].server).toFixed(1)} | ${seen} |`)
+      rows.push(`| uncontended lock+unlock | ${s} | ${stats(u[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(u[s].us, u.sabsync.us)} | ${median(u[s].commands).toFixed(2)} | ${median(u[s].server).toFixed(1)} | ${sus(u[s].serverUs)} | ${seen} |`)
     }
     for (const s of Object.keys(c)) {
-      rows.push(`| contended hand-off, 4 processes | ${s} | ${stats(c[s].handoffUs)} | µs | ${s === 'sabsync' ? '' : ratio(c[s].handoffUs, c.sabsync.handoffUs)} | ${median(c[s].commands).toFixed(1)} | ${median(c[s].server).toFixed(1)} | ${c[s].overlaps} overlaps |`)
+      rows.push(`| contended hand-off, 4 processes | ${s} | ${stats(c[s].handoffUs)} | µs | ${s === 'sabsync' ? '' : ratio(c[s].handoffUs, c.sabsync.handoffUs)} | ${median(c[s].commands).toFixed(1)} | ${median(c[s].server).toFixed(1)} | | ${c[s].overlaps} overlaps |`)
     }
-    rows.push(`| reference: a message to another process through Redis, one way | PUBLISH | ${stats(floor)} | µs | | | | the least a wake-up through the server takes here |`)
+    rows.push(`| reference: a message to another process through Redis, one way | PUBLISH | ${stats(floor)} | µs | | | | | the least a wake-up through the server takes here |`)
     for (const s of [...ours, 'redis-semaphore', 'redlock']) {
-      rows.push(`| hand-off, one waiter, 2 processes | ${s} | ${stats(p[s])} | µs | ${s === 'sabsync' ? '' : ratio(p[s], p.sabsync)} | | | |`)
+      rows.push(`| hand-off, one waiter, 2 processes | ${s} | ${stats(p[s])} | µs | ${s === 'sabsync' ? '' : ratio(p[s], p.sabsync)} | | | | |`)
     }
-    rows.push(`| reference: the same 2 processes, a bare message | PUBLISH | ${stats(p.publish)} | µs | | | | |`)
-    rows.push(`| reference: the same 2 processes, a bare message | LPUSH → BLPOP | ${stats(p.blpop)} | µs | | | | |`)
+    rows.push(`| reference: the same 2 processes, a bare message | PUBLISH | ${stats(p.publish)} | µs | | | | | |`)
+    rows.push(`| reference: the same 2 processes, a bare message | LPUSH → BLPOP | ${stats(p.blpop)} | µs | | | | | |`)
     for (const s of Object.keys(c)) {
-      rows.push(`| contended max wait, 4 processes | ${s} | ${stats(c[s].maxWaitMs)} | ms | ${s === 'sabsync' ? '' : ratio(c[s].maxWaitMs, c.sabsync.maxWaitMs)} | | | |`)
+      rows.push(`| contended max wait, 4 processes | ${s} | ${stats(c[s].maxWaitMs)} | ms | ${s === 'sabsync' ? '' : ratio(c[s].maxWaitMs, c.sabsync.maxWaitMs)} | | | | |`)
     }
     for (const s of Object.keys(r)) {
-      rows.push(`| RateLimit call, capacity free | ${s} | ${stats(r[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(r[s].us, r.sabsync.us)} | ${median(r[s].commands).toFixed(2)} | ${median(r[s].server).toFixed(1)} | most in any ${unitMs} ms window at ${rps} per window: ${r[s].most} |`)
+      rows.push(`| RateLimit call, capacity free | ${s} | ${stats(r[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(r[s].us, r.sabsync.us)} | ${median(r[s].commands).toFixed(2)} | ${median(r[s].server).toFixed(1)} | ${sus(r[s].serverUs)} | most in any ${unitMs} ms window at ${rps} per window: ${r[s].most} |`)
     }
 
     const peersPolling = ['redlock', 'redis-semaphore']
@@ -391,7 +445,19 @@ async function main () {
     // 2 × PUBLISH between the same processes, measured in the same run.
     const floorRatio = median(p.sabsync) / (2 * median(p.publish))
     const floorRatio4 = median(c.sabsync.handoffUs) / (2 * median(floor))
+    // sabsync's time over the peer's: of the medians, and the median of
+    // the ratios within each pass (the same load for both).
+    const within = (own, peer) => {
+      const inPass = median(own.us.map((us, i) => us / peer.us[i]))
+      const server = own.serverUs === undefined ? '' : `; server ${f(own.serverUs)} µs vs ${f(peer.serverUs)} µs a call (SLOWLOG)`
+      return [`${f(median(own.us))} µs vs ${f(median(peer.us))} µs: ${(median(own.us) / median(peer.us)).toFixed(2)}×, ` +
+        `${inPass.toFixed(2)}× within a pass${server}`, Math.max(median(own.us) / median(peer.us), inPass) <= 1.1]
+    }
+    const [lockLine, lockMet] = within(u.sabsync, u['redis-semaphore'])
+    const [rateLine, rateMet] = within(r.sabsync, r['rate-limiter-flexible'])
     const goals = [
+      [`uncontended lock+unlock within 1.1× of redis-semaphore's (${lockLine})`, lockMet],
+      [`a RateLimit call with capacity free within 1.1× of rate-limiter-flexible's (${rateLine})`, rateMet],
       [`one-waiter hand-off within 3× of the two-message floor (${f(median(p.sabsync))} µs vs 2 × ${f(median(p.publish))} µs ` +
         `PUBLISH between the same 2 processes: ${floorRatio.toFixed(2)}×; 4 processes: ${f(median(c.sabsync.handoffUs))} µs vs ` +
         `2 × ${f(median(floor))} µs, ${floorRatio4.toFixed(2)}×)`, floorRatio <= 3],
@@ -417,7 +483,8 @@ async function main () {
       `Machine: ${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'unknown CPU'}, ${os.type()} ${os.release()}; ` +
         `Redis ${version} on ${server ? 'a local redis-server started by the bench' : url.replace(/\/\/[^@]*@/, '//')}`,
       `Node ${process.version}; ${new Date().toISOString().slice(0, 10)}; \`npm run bench:redis${quick ? ' -- --quick' : ''}\`; ` +
-        `${repeats} runs per subject (contended: ${quick ? 1 : 3}), interleaved; ioredis ${require('ioredis/package.json').version}, ` +
+        `uncontended and RateLimit: ${passes} passes of ${passOps} calls per subject, interleaved; ` +
+        `contended: ${quick ? 1 : 3} rounds; PUBLISH reference: ${repeats} runs; ioredis ${require('ioredis/package.json').version}, ` +
         `redlock ${require('redlock/package.json').version}, redis-semaphore ${require('redis-semaphore/package.json').version}, ` +
         `rate-limiter-flexible ${require('rate-limiter-flexible/package.json').version}.`,
       '',
@@ -443,4 +510,4 @@ if (require.main === module) {
   main().catch(err => { console.error(err); process.exit(1) })
 }
 
-module.exports = { available }
+module.exports = { available, contendedRun }

@@ -48,6 +48,31 @@ redisSuite(t, async s => {
     for (let i = 3; i < 9; i++) t.ok(times[i] - times[i - 3] >= 200000, `grant ${i} waits for grant ${i - 3} to leave the window`)
   })
 
+  s.test('the log: a call that finds rps grants trims what no longer counts; one with room writes only its own', async (t, { prefix }) => {
+    const r = client()
+    const log = key => `{${prefix}:rate:${key}}:log`
+    // Saturated: every call finds rps grants or more, and takes off those
+    // that left the window, so the log never holds more than the rps that
+    // count and the one just granted.
+    const busy = RateLimit(r, 'trim-busy', 3, { timeUnit: 150, prefix })
+    let most = 0
+    for (let i = 0; i < 12; i++) {
+      await busy()
+      most = Math.max(most, await r.zcard(log('trim-busy')))
+    }
+    t.ok(most <= 4, `at most rps + 1 entries while saturated (${most}, of 12 grants)`)
+    // With room: nothing to trim, every grant kept until it stops counting
+    // (then the idle tidy takes the log away).
+    const free = RateLimit(r, 'trim-free', 100, { timeUnit: 60000, prefix })
+    for (let i = 0; i < 5; i++) await free()
+    t.equal(await r.zcard(log('trim-free')), 5, 'a limit with room keeps its 5 grants')
+    // A call whose newest grant no longer counts trims the whole log (grants
+    // of a process gone before its idle tidy ran: times long past).
+    await r.zadd(log('trim-old'), 1, 'a', 2, 'b', 3, 'c')
+    await RateLimit(r, 'trim-old', 100, { timeUnit: 100, prefix })()
+    t.equal(await r.zcard(log('trim-old')), 1, 'only the new grant is left')
+  })
+
   s.test('uniform spacing: at least timeUnit/rps apart', async (t, { prefix, key: keyOf }) => {
     const limit = RateLimit(client(), 'uniform', 4, { timeUnit: 200, uniformDistribution: true, prefix })
     const times = await Promise.all(Array.from({ length: 6 }, () => limit()).map(p => p.then(us)))

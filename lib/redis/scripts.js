@@ -116,11 +116,29 @@ if ARGV[${i}] == '1' then
 end
 `
 
-const prelude = evictionGuard(1) + `
+// The start of every lease-queue script: the policy check, the clock, and
+// M read once (v), the first command on M, so a key of another type fails
+// the call before anything is written. \`w\`: the Lua expression of the
+// caller's id, whose h:<id> field (a Sema holder's slot) is read too.
+//
+// What follows the head in take, leave and renew is a fast path for the
+// common case where nobody waits (a free object taken, the holder of an
+// object nobody waited for leaving, a Mutex renewed): the commands the
+// general path would run, and the state it would write, without the Lua
+// that sets the general path up (its functions and the state table: about
+// half of a call's time on the server for a free Mutex). Each fast path
+// decides from v alone; whatever it cannot decide falls through to the
+// general path, which reuses v and the clock.
+const head = w => evictionGuard(1) + `
 local M, Q, B, L, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local nowUs = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'held', 'nw', 'seq', 'h', 'hx', 'hf', 'top', 'ep', 'h:' .. ${w})
+`
+
+// The general path's definitions.
+const defs = `
 local DAY = 86400000
 local BATCH = ${BATCH}
 local WAITERS = ${WAITERS}
@@ -151,14 +169,13 @@ local function readHead ()
   return { member = head, w = w, ctx = ctx, lease = tonumber(lease), alive = alive ~= nil and alive > now }
 end
 
--- The object's state, read once. w (optional): the caller's id (nr > 1:
--- st.mine is its slot if it holds one). nr, fencing: the caller's, for an
--- object without state (take); queue: whether the caller may queue. st.nr
--- is nil when there is no state and nothing to make it with. Returns st,
--- or nil and a WRONGTYPE message. Reads what the type rules above need
--- before anything is written.
-local function open (w, nr, fencing, queue)
-  local v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'held', 'nw', 'seq', 'h', 'hx', 'hf', 'top', 'ep', 'h:' .. (w or ''))
+-- The object's state, from v (the head's HMGET: v[12] is the caller's
+-- h:<id>, so for nr > 1 st.mine is its slot if it holds one). nr, fencing:
+-- the caller's, for an object without state (take); queue: whether the
+-- caller may queue. st.nr is nil when there is no state and nothing to
+-- make it with. Returns st, or nil and a WRONGTYPE message. Reads what the
+-- type rules above need before anything is written.
+local function open (nr, fencing, queue)
   local st = { nr = tonumber(v[1]), fencing = v[2] == '1', fence = tonumber(v[3]) or 0, held = tonumber(v[4]) or 0,
     nw = tonumber(v[5]) or 0, seq = tonumber(v[6]) or 0, h = v[7] or '',
     hx = tonumber(v[8]) or 0, hf = v[9] or '0', top = tonumber(v[10]) or 0, ep = v[11], mine = v[12],
@@ -380,9 +397,28 @@ end
 `
 
 // ARGV: check policy (0/1), id, client id, lease ms, heartbeat ms, wait (0 try / 1 queue), nr, fencing (0/1).
-const take = prelude + `
-local w, ctx, lease, beat, queue, nr, fencing = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', tonumber(ARGV[7]), ARGV[8] == '1'
-local st, bad = open(w, nr, fencing, queue)
+const take = head('ARGV[2]') + `
+local w, lease, nr = ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[7])
+-- Fast path: no M, so nobody holds or waits: w takes slot 0 of a new
+-- object, as the general path's open(), grant() and tidy() would (TIME,
+-- HMGET, HSET; a Sema's grant writes L first, a ZADD). The fence is the
+-- clock's (no earlier fence is known), as is the epoch.
+if not v[1] and (nr == 1 or ARGV[8] == '0') then
+  local ep = string.format('%.0f', nowUs)
+  if nr == 1 then
+    local fence, f = 0, '0'
+    if ARGV[8] == '1' then fence, f = nowUs, ep end
+    redis.call('HSET', M, 'nr', 1, 'fz', ARGV[8], 'fence', f, 'held', 1, 'nw', 0, 'seq', 0, 'ep', ep, 'h', w,
+      'hx', now + lease, 'hf', f)
+    return { 1, 0, fence, lease }
+  end
+  redis.call('ZADD', L, now + lease, w)
+  redis.call('HSET', M, 'nr', nr, 'fz', 0, 'held', 1, 'nw', 0, 'seq', 0, 'ep', ep, 'top', 1, 'h:' .. w, 0)
+  return { 1, 0, 0, lease }
+end
+` + defs + `
+local ctx, beat, queue, fencing = ARGV[3], tonumber(ARGV[5]), ARGV[6] == '1', ARGV[8] == '1'
+local st, bad = open(nr, fencing, queue)
 if not st then return redis.error_reply(bad) end
 if st.nr ~= nr and not st.fencing and not fencing and st.held == 0 and st.nw == 0 then
   -- An idle Sema keeps only its counters: it may be made again with another nr.
@@ -436,9 +472,32 @@ return { 2, nextExpiry(st), st.ep }
 // Release holder id, or take waiter id out of the queue. ARGV: check
 // policy (0/1), id, its lease ms (which names it in the queue). 1 if it
 // held a lease that had not expired, else 0.
-const leave = prelude + `
+const leave = head('ARGV[2]') + `
 local w = ARGV[2]
-local st, bad = open(w, nil, nil, false)
+-- Fast path: the holder of a Mutex (nr = 1) that nobody waited for since
+-- M was made (seq = 0, so nw = 0) leaves, its fence behind the clock: M
+-- goes, as drop(), pump() and tidy() below would do (TIME, HMGET, DEL).
+if v[1] == '1' and v[7] == w and v[6] == '0' and v[5] == '0' and not (v[2] == '1' and (tonumber(v[3]) or 0) >= nowUs) then
+  redis.call('DEL', M)
+  if (tonumber(v[8]) or 0) > now then return 1 end
+  return 0
+end
+-- Fast path: the last holder of a Sema (nr > 1) that nobody waited for
+-- leaves: M, L and F go, as drop(), pump() and tidy() below would do. L is
+-- read first (ZSCORE: a key of another type fails here, as the general
+-- path's ZRANGE would) and F's type checked; an F of another type is left
+-- to the general path, which refuses it. TIME, HMGET, ZSCORE, TYPE, DEL.
+if v[1] and v[1] ~= '1' and v[12] and v[4] == '1' and v[5] == '0' and v[6] == '0' then
+  local exp = tonumber(redis.call('ZSCORE', L, w))
+  local ft = exp and redis.call('TYPE', F).ok
+  if ft == 'none' or ft == 'list' then
+    redis.call('DEL', M, L, F)
+    if exp > now then return 1 end
+    return 0
+  end
+end
+` + defs + `
+local st, bad = open(nil, nil, false)
 if not st then return redis.error_reply(bad) end
 if not st.nr then return 0 end
 local r = 0
@@ -465,9 +524,17 @@ return r
 // Extend holder id's lease to lease ms from now, if it still holds one
 // that has not expired. ARGV: check policy (0/1), id, lease ms. 1 renewed,
 // 0 lost.
-const renew = prelude + `
+const renew = head("''") + `
 local w, lease = ARGV[2], tonumber(ARGV[3])
-local st, bad = open(nil, nil, nil, false)
+-- Fast path: a Mutex (nr = 1) whose holder w renews in time: only hx
+-- changes (the general path's tidy() writes every field again, the rest
+-- unchanged).
+if v[1] == '1' and v[7] == w and (tonumber(v[8]) or 0) > now and v[11] then
+  redis.call('HSET', M, 'hx', now + lease)
+  return 1
+end
+` + defs + `
+local st, bad = open(nil, nil, false)
 if not st then return redis.error_reply(bad) end
 if not st.nr then return 0 end
 local exp
@@ -496,9 +563,9 @@ return 1
 // id, its lease ms. Reply: { ms-to-next-lease-expiry or -1, epoch ('' when
 // the object has no state), per id: {1, slot, fence, lease-left, top} | {2}
 // queued | {0} gone }.
-const beat = prelude + `
+const beat = head("''") + defs + `
 local ctx, hb = ARGV[2], tonumber(ARGV[3])
-local st, bad = open(nil, nil, nil, false)
+local st, bad = open(nil, nil, false)
 if not st then return redis.error_reply(bad) end
 local out = { -1, '' }
 if not st.nr then
@@ -525,8 +592,8 @@ return out
 
 // How many wait, on every client (those of clients that stopped beating
 // not counted). ARGV: check policy (0/1).
-const count = prelude + `
-local st, bad = open(nil, nil, nil, false)
+const count = head("''") + defs + `
+local st, bad = open(nil, nil, false)
 if not st then return redis.error_reply(bad) end
 if not st.nr then return 0 end
 pump(st)
@@ -554,9 +621,18 @@ return n
 // ARGV: id, rps, unit µs, uniform (0/1), most µs the caller will wait (-1:
 // any), check policy (0/1). Reply: {1, t µs as a string, wait µs}
 // reserved; {0, wait µs} too late for the caller. A call with room runs
-// TIME, HMGET, ZREMRANGEBYSCORE, two ZRANGEs (the newest grant, and the
-// rps-th newest, which an index from the end reads without a ZCARD) and
-// ZADD.
+// TIME, HMGET, two ZRANGEs (the newest grant, and the rps-th newest, which
+// an index from the end reads without a ZCARD; one ZRANGE when rps = 1,
+// where they are the same) and ZADD: five commands, each a few µs of the
+// server, most of a call's cost there.
+//
+// The log is trimmed (grants at or before now - unit go, ZREMRANGEBYSCORE)
+// by a call that finds rps grants or more in it, or finds its newest one
+// no longer counting. So after every call the log holds at most rps
+// grants, or only those of the last unit and those to come (what a trim
+// at every call would leave), and a limit with room (fewer than rps)
+// pays no trim. What a log of fewer than rps keeps beyond the last unit
+// is taken off by the idle tidy (rateTidy, the granted clients' timers).
 const rate = evictionGuard(6) + `
 local R, RM = KEYS[1], KEYS[2]
 local clock = redis.call('TIME')
@@ -578,23 +654,29 @@ end
 -- are (then t = now), and the rps-th newest is one only when fewer than
 -- rps count (then its time + unit <= now).
 local t = now
+local trim = false
 local newest = redis.call('ZRANGE', R, -1, -1, 'WITHSCORES')[2]
 if newest then
   newest = tonumber(newest)
   if newest > t then t = newest end
+  if newest <= now - unit then trim = true end
   if uniform and newest + math.floor(unit / rps) > t then t = newest + math.floor(unit / rps) end
   -- The rps-th newest, if the log holds rps grants or more.
-  local kth = redis.call('ZRANGE', R, -rps, -rps, 'WITHSCORES')[2]
-  if kth and tonumber(kth) + unit > t then t = tonumber(kth) + unit end
+  local kth = newest
+  if rps > 1 then kth = redis.call('ZRANGE', R, -rps, -rps, 'WITHSCORES')[2] end
+  if kth then
+    trim = true
+    if tonumber(kth) + unit > t then t = tonumber(kth) + unit end
+  end
 end
 if most >= 0 and t - now > most then return { 0, t - now } end
 -- No TTL: under a volatile-* policy a key with one may be evicted while it
 -- still counts, and the limit would grant more than rps in a window. The
--- log is trimmed to one unit at every call, so an idle limiter keeps at
--- most rps entries. (Trimming to the last rps instead would drop one that
--- counts again once a later reservation is given back.)
+-- trim (see above) takes off only grants that no longer count: trimming to
+-- the last rps instead would drop one that counts again once a later
+-- reservation is given back.
 redis.call('ZADD', R, string.format('%.0f', t), id)
-redis.call('ZREMRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit))
+if trim then redis.call('ZREMRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit)) end
 if not m[1] then redis.call('HSET', RM, 'rps', rps, 'unit', ARGV[3], 'uniform', ARGV[4]) end
 return { 1, string.format('%.0f', t), t - now }
 `
