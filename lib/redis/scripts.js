@@ -410,11 +410,11 @@ if not v[1] and (nr == 1 or ARGV[8] == '0') then
     if ARGV[8] == '1' then fence, f = nowUs, ep end
     redis.call('HSET', M, 'nr', 1, 'fz', ARGV[8], 'fence', f, 'held', 1, 'nw', 0, 'seq', 0, 'ep', ep, 'h', w,
       'hx', now + lease, 'hf', f)
-    return { 1, 0, fence, lease }
+    return { 1, 0, fence, lease, 1 }
   end
   redis.call('ZADD', L, now + lease, w)
   redis.call('HSET', M, 'nr', nr, 'fz', 0, 'held', 1, 'nw', 0, 'seq', 0, 'ep', ep, 'top', 1, 'h:' .. w, 0)
-  return { 1, 0, 0, lease }
+  return { 1, 0, 0, lease, 1 }
 end
 ` + defs + `
 local ctx, beat, queue, fencing = ARGV[3], tonumber(ARGV[5]), ARGV[6] == '1', ARGV[8] == '1'
