@@ -424,8 +424,8 @@ void sab_limiter_hash(const uint16_t *s, size_t n, uint32_t k0, uint32_t k1, uin
  * key not in the table (locks NULL: answer SAB_LIMITER_ABSENT instead):
  * SAB_LIMITER_ALLOWED, _DENIED, _FULL, _BUSY, or SAB_E_CORRUPT (no CAS took
  * effect in 1000 tries, or a claim lock no participant wrote). */
-int sab_limiter_consume(const sab_limiter_t *l, int64_t *slots, int64_t *locks,
-                        const uint16_t *key, size_t len, uint32_t points, sab_limiter_out_t *out);
+int sab_limiter_consume(const sab_limiter_t *l, int64_t *slots, int64_t *locks, const uint16_t *key,
+                        size_t len, uint32_t points, sab_limiter_out_t *out);
 /* Whether one point would be taken, taking nothing: _ALLOWED or _DENIED. */
 int sab_limiter_peek(const sab_limiter_t *l, int64_t *slots, const uint16_t *key, size_t len,
                      sab_limiter_out_t *out);

@@ -109,13 +109,13 @@
 #include <time.h>
 #endif
 
-#define LOCK_SPAN     16                   /* starting slots per claim lock */
-#define LEASE_NS      2000000000LL         /* a claim lock's lease */
-#define CLAIM_WAIT_NS 10000000LL           /* the longest one call waits for a claim lock */
-#define SLACK_NS      1000000LL            /* a clock read a hair early on another CPU */
-#define NAP_NS        50000L               /* a nap while a live lease holds a claim lock */
-#define MAX_TRIES     1000                 /* CAS retries before the slot is called corrupt */
-#define AGAIN         (-1000)              /* internal: look for the key again */
+#define LOCK_SPAN     16           /* starting slots per claim lock */
+#define LEASE_NS      2000000000LL /* a claim lock's lease */
+#define CLAIM_WAIT_NS 10000000LL   /* the longest one call waits for a claim lock */
+#define SLACK_NS      1000000LL    /* a clock read a hair early on another CPU */
+#define NAP_NS        50000L       /* a nap while a live lease holds a claim lock */
+#define MAX_TRIES     1000         /* CAS retries before the slot is called corrupt */
+#define AGAIN         (-1000)      /* internal: look for the key again */
 
 static inline uint32_t rotl(uint32_t x, int b) { return (x << b) | (x >> (32 - b)); }
 
@@ -328,8 +328,8 @@ static int claim(const sab_limiter_t *l, int64_t *slots, int64_t *locks, uint32_
   return r;
 }
 
-int sab_limiter_consume(const sab_limiter_t *l, int64_t *slots, int64_t *locks,
-                        const uint16_t *key, size_t len, uint32_t points, sab_limiter_out_t *out) {
+int sab_limiter_consume(const sab_limiter_t *l, int64_t *slots, int64_t *locks, const uint16_t *key,
+                        size_t len, uint32_t points, sab_limiter_out_t *out) {
   int64_t fp;
   locate(l, key, len, out, &fp);
   const int64_t cost = (int64_t)points * l->T;

@@ -218,10 +218,8 @@ static napi_value limiter_hash(napi_env env, napi_callback_info info) {
 
 int sab_napi_limiter_register(napi_env env, napi_value exports) {
   static const sab_napi_fn_t fns[] = {
-      {"limiterView", limiter_view},
-      {"limiterConsume", limiter_consume},
-      {"limiterPeek", limiter_peek},
-      {"limiterLower", limiter_lower},
+      {"limiterView", limiter_view}, {"limiterConsume", limiter_consume},
+      {"limiterPeek", limiter_peek}, {"limiterLower", limiter_lower},
       {"limiterHash", limiter_hash},
   };
   return sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]);

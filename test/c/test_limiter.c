@@ -108,13 +108,15 @@ static void test_window_wraps(void) {
  * parameters apply to the tats another wrote. */
 static void test_claim_and_parameters(void) {
   static int64_t locks[KEYS / 16];
-  sab_limiter_t l = {.keys = KEYS, .probe = 16, .k0 = 3, .k1 = 4, .T = 1000000000LL, .tau = 4000000000LL};
+  sab_limiter_t l = {
+      .keys = KEYS, .probe = 16, .k0 = 3, .k1 = 4, .T = 1000000000LL, .tau = 4000000000LL};
   sab_limiter_out_t o;
   uint16_t key[16];
   size_t n = utf16("fresh", key);
   memset(table, 0, sizeof table);
   memset(locks, 0, sizeof locks);
-  for (int i = 0; i < 4; i++) CHECK(sab_limiter_consume(&l, table, locks, key, n, 1, &o) == SAB_LIMITER_ALLOWED);
+  for (int i = 0; i < 4; i++)
+    CHECK(sab_limiter_consume(&l, table, locks, key, n, 1, &o) == SAB_LIMITER_ALLOWED);
   CHECK(sab_limiter_consume(&l, table, locks, key, n, 1, &o) == SAB_LIMITER_DENIED);
   int held = 0;
   for (int i = 0; i < KEYS; i++) held += table[2 * i + 1] > 0;
