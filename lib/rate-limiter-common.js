@@ -82,4 +82,13 @@ function storeOf (limiter) {
   }
 }
 
-module.exports = { intOption, keyString, checkPoints, storeOf }
+// The most points of `p`'s bucket in any interval of `ms` ms: burst +
+// floor(ms / T) (T in units of `perMs` a ms). GCRA's bound: each grant in
+// an interval [a, a + t] raises the tat by T from at least a, and the last
+// one leaves it at most tau = burst × T past its time.
+function mostIn (p, ms, perMs, T) {
+  if (typeof ms !== 'number' || !(ms >= 0) || ms === Infinity) throw outOfRange('ms', 'a finite number >= 0', ms)
+  return p.burst + Math.floor(ms * perMs / T)
+}
+
+module.exports = { intOption, keyString, checkPoints, storeOf, mostIn }

@@ -30,7 +30,7 @@
 const { randomFillSync } = require('crypto')
 const { memoryOf, notOptions, madeAs, SabsyncError, invalidType, outOfRange } = require('./shared')
 const { attachTo, writeTag, sizeAgrees } = require('./kind')
-const { intOption, keyString, checkPoints, storeOf } = require('./rate-limiter-common')
+const { intOption, keyString, checkPoints, storeOf, mostIn } = require('./rate-limiter-common')
 const native = require('./native')
 
 const VERSION = 2 // 2: claim locks after the slots
@@ -339,15 +339,6 @@ class RateLimiter {
   }
 }
 
-// The most points of `p`'s bucket in any interval of `ms` ms: burst +
-// floor(ms / T) (T in units of `perMs` a ms). GCRA's bound: each grant in
-// an interval [a, a + t] raises the tat by T from at least a, and the last
-// one leaves it at most tau = burst × T past its time.
-function mostIn (p, ms, perMs, T) {
-  if (typeof ms !== 'number' || !(ms >= 0) || ms === Infinity) throw outOfRange('ms', 'a finite number >= 0', ms)
-  return p.burst + Math.floor(ms * perMs / T)
-}
-
 const ATTACH = Symbol('attach')
 
 // The slots (as 64- and 32-bit words) and the claim locks after them.
@@ -386,4 +377,4 @@ function inSpace (lookup, key, options, kinds) {
   return new RateLimiter(undefined, { attach: ATTACH, params, w64, locks, buffer, byteOffset })
 }
 
-module.exports = { RateLimiter, inSpace, parseOptions, rule, mostIn }
+module.exports = { RateLimiter, inSpace, parseOptions, rule }

@@ -23,15 +23,15 @@ function participant (t, spec) {
     })
   })
   const ready = new Promise(resolve => w.once('message', resolve))
-  return { ready, go: until => { w.postMessage({ go: until }); return done } }
+  return { ready, go: (until, from) => { w.postMessage({ go: until, from }); return done } }
 }
 
 checks(t, {
   name: 'threads',
   table: true,
   make: opts => new RateLimiter(opts),
-  hammer: (limiter, opts, key) => [0, 1].map(() => participant(t, {
-    tier: 'threads', key, handle: { buffer: limiter.buffer, byteOffset: limiter.byteOffset }
+  hammer: (limiter, opts, key, n = 2) => Array.from({ length: n }, () => participant(t, {
+    tier: 'threads', key, handle: { buffer: limiter.buffer, byteOffset: limiter.byteOffset }, opts
   }))
 })
 

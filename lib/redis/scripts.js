@@ -620,13 +620,19 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 `
 
 // The keyed limiter (lib/redis/rate-limiter.js): GCRA as the in-process
-// RateLimiter (lib/rate-limiter.js), µs on the server's clock. One limiter's
+// RateLimiter (src/core/limiter.c), µs on the server's clock. One limiter's
 // keys share one hash tag, so a script is one slot of a Redis Cluster:
 //
 //   key   type    holds
-//   P     string  "<T>:<tau>": the limiter's parameters, µs
 //   Z     zset    client key -> its tat (µs): the moment its bucket is
 //                 full again (a score: below 2^53, so exact)
+//   P     string  nothing this version writes: the parameters an older
+//                 one kept there, deleted with Z
+//
+// T and tau are each caller's (a rolling deploy shares Z between callers
+// of other parameters): a tat further ahead than this caller's tau (left by
+// a deeper bucket) is read as now + tau, its empty bucket, and a consume
+// refused there writes that back (C1 of src/core/limiter.c).
 //
 // Nothing has a TTL: under a volatile-* policy Redis evicts only keys with a
 // TTL, and a bucket evicted while it refills would start full again. A
@@ -636,33 +642,24 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // digits) takes off up to SWEEP entries of Z whose time has passed (the
 // oldest first, one ZREM), so the entries kept are the active ones and a
 // backlog that later calls shrink (SWEEP / EVERY entries a call on
-// average, more than the one a call adds). When Z is empty P is deleted:
-// an idle limiter keeps no key. The sweep's two commands are thus paid by
-// one call in EVERY, not by each: a script's cost on the server is mostly
-// its calls into Redis (~1.5 µs each here).
+// average, more than the one a call adds). When Z is empty P is deleted.
+// The sweep's two commands are thus paid by one call in EVERY, not by
+// each: a script's cost on the server is mostly its calls into Redis
+// (~1.5 µs each here).
 //
-// Invariant after every script: P exists iff Z does.
 // KEYS: P, Z. ARGV: op ('c' consume, 'p' peek, 'r' refund, 'x' reset, 's' sweep), T µs,
-// tau µs, points, "<T>:<tau>", client key, SWEEP, EVERY, check policy (0/1).
+// tau µs, points, (unused), client key, SWEEP, EVERY, check policy (0/1).
 // Reply: {allowed (0/1), remaining, retryAfter µs, resetAfter µs}.
-// A wrong type of P or Z fails the script at its first command on that key
-// (GET, ZSCORE), before any write; peek only reads. A consume runs TIME,
-// GET, ZSCORE and ZADD; a sweeping one also ZRANGEBYSCORE and, when it
-// finds entries, one ZREM (and ZCARD when it wrote nothing else). A hash
-// beside the zset took a consume eight commands (HMGET, HSET, and an HDEL
-// and a ZREM for each entry swept): 15.7 µs on the server against 7.8 for
-// rate-limiter-flexible's three.
+// A wrong type of Z fails the script at its first command on it (ZSCORE),
+// before any write; peek only reads. A consume runs TIME, ZSCORE and ZADD;
+// a sweeping one also ZRANGEBYSCORE and, when it finds entries, one ZREM
+// (and ZCARD when it wrote nothing else).
 const keyedRate = evictionGuard(9) + `
 local P, Z = KEYS[1], KEYS[2]
-local op, T, tau, n, params, key = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local op, T, tau, n, key = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[6]
 local sweep, every = tonumber(ARGV[7]), tonumber(ARGV[8])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-local p = redis.call('GET', P)
-if p and p ~= params then
-  return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. P .. ' is in use by a RateLimiter with T:tau = ' ..
-    p .. ' µs, not ' .. params .. ' µs')
-end
 if op == 's' then
   -- The limiter's idle sweep (a timer of each client that wrote, so that
   -- state is reclaimed without later calls): up to SWEEP entries whose
@@ -672,17 +669,22 @@ if op == 's' then
   if #old > 0 then redis.call('ZREM', Z, unpack(old)) end
   local first = redis.call('ZRANGE', Z, 0, 0, 'WITHSCORES')[2]
   if not first then
-    if p then redis.call('DEL', P) end
+    redis.call('DEL', P)
     return { 0, 0, 0, 0 }
   end
   return { 1, 0, 0, math.max(tonumber(first) - now, 0) }
 end
 local v = redis.call('ZSCORE', Z, key)
 local tat = 0
+local deeper = false
 if v then
   tat = tonumber(v)
   if not tat or tat ~= tat or tat == math.huge or tat == -math.huge then
     return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. Z .. ' holds ' .. v .. ' for a client key: not a RateLimiter time')
+  end
+  if tat - now > tau then
+    tat = now + tau
+    deeper = true
   end
 end
 local base = tat
@@ -702,7 +704,6 @@ local gone = false
 local kept = false
 local function put (t)
   redis.call('ZADD', Z, string.format('%.0f', t), key)
-  if not p then redis.call('SET', P, params) end
   kept = true
 end
 local function drop ()
@@ -714,6 +715,7 @@ if op == 'c' then
   local nxt = base + n * T
   if nxt - now > tau then
     reply = { 0, math.floor((now + tau - base) / T), nxt - tau - now, base - now }
+    if deeper then put(tat) end
   else
     put(nxt)
     reply = { 1, math.floor((now + tau - nxt) / T), 0, nxt - now }
@@ -748,7 +750,7 @@ const commands = {
   sabsync2Unrate: { numberOfKeys: 1, lua: unrate },
   sabsync1RateTidy: { numberOfKeys: 2, lua: rateTidy },
   sabsync2RateWaiting: { numberOfKeys: 1, lua: rateWaiting },
-  sabsync4KeyedRate: { numberOfKeys: 2, lua: keyedRate }
+  sabsync5KeyedRate: { numberOfKeys: 2, lua: keyedRate }
 }
 
 module.exports = { commands, WAKE, BATCH, WAITERS }
