@@ -526,20 +526,24 @@ return n
 `
 
 // The rate limiter: a log of the grant times of the last timeUnit, and of
-// those still to come (reservations). KEYS: R (zset id -> µs),
-// RM (hash: rps, unit). A grant at t needs t >= now, t >= the newest
-// (arrival order), t >= the rps-th newest + unit (no window of unit holds
-// more than rps grants) and, with uniform spacing, t >= newest + unit/rps:
-// the window semantics of src/core/rate.c, with the caller sleeping until
-// t instead of asking again. Removing an unused reservation (an abort)
-// keeps every property above for the rest.
+// those still to come (reservations). KEYS: R (zset id -> µs), RM (a hash
+// where an older version kept rps and unit: deleted with R, never read).
+// A grant at t needs t >= now, t >= the newest (arrival order), t >= the
+// rps-th newest + unit (no window of unit holds more than rps grants) and,
+// with uniform spacing, t >= newest + unit/rps: the window semantics of
+// src/core/rate.c, with the caller sleeping until t instead of asking
+// again. Removing an unused reservation (an abort) keeps every property
+// above for the rest. rps, unit and uniform are each caller's: a rolling
+// deploy that changes them shares the log, each caller applying its own
+// rule to it, and the new rule holds once the old callers are gone (while
+// both run, a caller of a shorter unit trims grants older than its unit
+// that a caller of a longer one would still count).
 //
 // ARGV: id, rps, unit µs, uniform (0/1), most µs the caller will wait (-1:
 // any), check policy (0/1). Reply: {1, t µs as a string, wait µs}
 // reserved; {0, wait µs} too late for the caller. A call with room runs
-// TIME, HMGET, ZREMRANGEBYSCORE, two ZRANGEs (the newest grant, and the
-// rps-th newest, which an index from the end reads without a ZCARD) and
-// ZADD.
+// TIME, ZREMRANGEBYSCORE, two ZRANGEs (the newest grant, and the rps-th
+// newest, which an index from the end reads without a ZCARD) and ZADD.
 const rate = evictionGuard(6) + `
 local R, RM = KEYS[1], KEYS[2]
 local clock = redis.call('TIME')
@@ -547,15 +551,9 @@ local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local id, rps, unit, uniform, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1', tonumber(ARGV[5])
 -- No TYPE calls: a key of another type fails the first command that
 -- touches it, and the first write (the grant's ZADD on R) comes after the
--- reads of RM and R, so a call that fails has changed nothing. The grant
--- is also the first write for Redis's memory check: on a full server
--- under noeviction every call that would grant fails alike (OOM).
-local m = redis.call('HMGET', RM, 'rps', 'unit', 'uniform')
-if m[1] and (tonumber(m[1]) ~= rps or tonumber(m[2]) ~= unit or m[3] ~= ARGV[4]) then
-  return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. R .. ' is in use with rps = ' .. m[1] .. ', timeUnit = ' ..
-    (tonumber(m[2]) / 1000) .. ' ms, uniform = ' .. m[3] .. '; asked: rps = ' .. ARGV[2] .. ', timeUnit = ' ..
-    (unit / 1000) .. ' ms, uniform = ' .. ARGV[4])
-end
+-- reads of R, so a call that fails has changed nothing. The grant is also
+-- the first write for Redis's memory check: on a full server under
+-- noeviction every call that would grant fails alike (OOM).
 -- Grants at or before now - unit, still in the log until the trim below,
 -- constrain nothing: they are its oldest, so the newest is one only if all
 -- are (then t = now), and the rps-th newest is one only when fewer than
@@ -578,7 +576,6 @@ if most >= 0 and t - now > most then return { 0, t - now } end
 -- counts again once a later reservation is given back.)
 redis.call('ZADD', R, string.format('%.0f', t), id)
 redis.call('ZREMRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit))
-if not m[1] then redis.call('HSET', RM, 'rps', rps, 'unit', ARGV[3], 'uniform', ARGV[4]) end
 return { 1, string.format('%.0f', t), t - now }
 `
 
@@ -746,7 +743,7 @@ const commands = {
   sabsync5Renew: { numberOfKeys: 5, lua: renew },
   sabsync5Beat: { numberOfKeys: 5, lua: beat },
   sabsync5Count: { numberOfKeys: 5, lua: count },
-  sabsync3Rate: { numberOfKeys: 2, lua: rate },
+  sabsync4Rate: { numberOfKeys: 2, lua: rate },
   sabsync2Unrate: { numberOfKeys: 1, lua: unrate },
   sabsync1RateTidy: { numberOfKeys: 2, lua: rateTidy },
   sabsync2RateWaiting: { numberOfKeys: 1, lua: rateWaiting },
