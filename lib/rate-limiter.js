@@ -183,8 +183,7 @@ class RateLimiter {
   #p // the checked parameters (never re-read from memory)
   #Tn // T and tau (ns) as Numbers, for the answers
   #taun
-  #w64 // BigInt64Array over the slots
-  #locks // BigInt64Array: the claim locks
+  #table // BigInt64Array over the slots and, after them, the claim locks
   #view // the table's shape and the parameters, natively (src/napi/limiter.c)
 
   /**
@@ -198,7 +197,7 @@ class RateLimiter {
   constructor (options, slots) {
     if (slots !== undefined && slots.attach === ATTACH) {
       // RateLimiter.from / space: memory already made and checked.
-      this.#init(slots.params, slots.w64, slots.locks)
+      this.#init(slots.params, slots.table)
       Object.defineProperty(this, 'buffer', { value: slots.buffer, enumerable: true })
       Object.defineProperty(this, 'byteOffset', { value: slots.byteOffset, enumerable: true })
       Object.defineProperty(this, 'byteLength', { value: bytesFor(slots.params.keys), enumerable: true })
@@ -214,21 +213,19 @@ class RateLimiter {
     writeHeader(i32, p)
     writeTag(i32, 'RateLimiter')
     const { k0, k1 } = readHeader(i32, 'new')
-    const [w64, locks] = slotViews(mem.buffer, mem.byteOffset + HEADER_BYTES, p.keys)
-    this.#init({ ...p, k0, k1 }, w64, locks)
+    this.#init({ ...p, k0, k1 }, tableView(mem.buffer, mem.byteOffset + HEADER_BYTES, p.keys))
     Object.defineProperty(this, 'buffer', { value: mem.buffer, enumerable: true })
     Object.defineProperty(this, 'byteOffset', { value: mem.byteOffset, enumerable: true })
     Object.defineProperty(this, 'byteLength', { value: mem.i32.byteLength, enumerable: true })
     madeAs(this, 'RateLimiter')
   }
 
-  #init (p, w64, locks) {
+  #init (p, table) {
     this.#p = p
     const { T, tau } = rule(p)
     this.#Tn = Number(T)
     this.#taun = Number(tau)
-    this.#w64 = w64
-    this.#locks = locks
+    this.#table = table
     this.#view = native.limiterView(p.keys, Math.min(PROBE, p.keys), p.k0, p.k1, T, tau)
   }
 
@@ -262,7 +259,7 @@ class RateLimiter {
   consume (key, points = 1) {
     const s = keyString(key)
     const n = checkPoints(points, this.#p.burst)
-    const got = native.limiterConsume(this.#view, this.#w64, this.#locks, s, n)
+    const got = native.limiterConsume(this.#view, this.#table, s, n)
     const Tn = this.#Tn
     const taun = this.#taun
     if (got === ALLOWED) {
@@ -286,7 +283,7 @@ class RateLimiter {
   /** How `key` stands, consuming nothing (allowed: whether 1 point would be). */
   peek (key) {
     const s = keyString(key)
-    const allowed = native.limiterPeek(this.#view, this.#w64, s) === ALLOWED
+    const allowed = native.limiterPeek(this.#view, this.#table, s) === ALLOWED
     const ahead = OUT[0]
     const behind = OUT[1]
     return answer(allowed, Math.max(0, Math.floor((this.#taun - behind) / this.#Tn)), allowed ? 0 : ahead - this.#taun,
@@ -296,12 +293,12 @@ class RateLimiter {
   /** Give `points` (default 1) back to `key` (a request that did not count). */
   refund (key, points = 1) {
     const s = keyString(key)
-    native.limiterLower(this.#view, this.#w64, s, checkPoints(points, this.#p.burst))
+    native.limiterLower(this.#view, this.#table, s, checkPoints(points, this.#p.burst))
   }
 
   /** Forget `key`: its bucket is full again. */
   reset (key) {
-    native.limiterLower(this.#view, this.#w64, keyString(key), 0)
+    native.limiterLower(this.#view, this.#table, keyString(key), 0)
   }
 
   /**
@@ -334,20 +331,14 @@ class RateLimiter {
     sizeAgrees('RateLimiter', byteOffset, byteLength, bytesFor(table.keys), `a RateLimiter of ${table.keys} keys`)
     memoryOf('RateLimiter', bytesFor(table.keys), { buffer, byteOffset }, 'handle') // in range
     const params = callerParams(table, options, 'RateLimiter.from()')
-    const [w64, locks] = slotViews(buffer, byteOffset + HEADER_BYTES, table.keys)
-    return new RateLimiter(undefined, { attach: ATTACH, params, w64, locks, buffer, byteOffset })
+    return new RateLimiter(undefined, { attach: ATTACH, params, table: tableView(buffer, byteOffset + HEADER_BYTES, table.keys), buffer, byteOffset })
   }
 }
 
 const ATTACH = Symbol('attach')
 
-// The slots (as 64- and 32-bit words) and the claim locks after them.
-function slotViews (buffer, byteOffset, keys) {
-  return [
-    new BigInt64Array(buffer, byteOffset, keys * 2),
-    new BigInt64Array(buffer, byteOffset + SLOT_BYTES * keys, locksFor(keys))
-  ]
-}
+// The slots and the claim locks after them, as one array of int64 words.
+const tableView = (buffer, byteOffset, keys) => new BigInt64Array(buffer, byteOffset, tableBytes(keys) / 8)
 
 Object.defineProperty(RateLimiter, 'byteLength', { value: bytesFor(DEFAULT_KEYS), enumerable: true })
 
@@ -373,8 +364,7 @@ function inSpace (lookup, key, options, kinds) {
   if (have.apart !== 1) throw new SabsyncError('ERR_SABSYNC_BAD_MEMORY', `space.rateLimiter("${key}"): the header is overwritten (apart)`)
   const params = callerParams(have, p, `space.rateLimiter("${key}")`)
   const table = lookup(kinds.table, key + '\u0001', [p.keys], tableBytes(p.keys), m => m, m => m)
-  const [w64, locks] = slotViews(table.buffer, table.byteOffset, p.keys) // zeroed when made
-  return new RateLimiter(undefined, { attach: ATTACH, params, w64, locks, buffer, byteOffset })
+  return new RateLimiter(undefined, { attach: ATTACH, params, table: tableView(table.buffer, table.byteOffset, p.keys), buffer, byteOffset }) // zeroed when made
 }
 
 module.exports = { RateLimiter, inSpace, parseOptions, rule }

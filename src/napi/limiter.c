@@ -69,8 +69,8 @@ static napi_value limiter_view(napi_env env, napi_callback_info info) {
   return view;
 }
 
-/* A BigInt64Array of at least `need` words: the table's slots (2 * keys)
- * or its claim locks. Looked up each call, never kept: a space's close()
+/* A BigInt64Array of at least `need` words: the table's slots (2 * keys),
+ * then its claim locks (one per 16 slots). Looked up each call, never kept: a space's close()
  * detaches it (then its length is 0). */
 static int64_t *words_of(napi_env env, napi_value v, size_t need, const char *what) {
   napi_typedarray_type t;
@@ -126,28 +126,29 @@ static napi_value answer(napi_env env, int r, const sab_limiter_out_t *o) {
   return sab_napi_number(env, r);
 }
 
-/* limiterConsume(view, slots, locks, key, points) -> SAB_LIMITER_ALLOWED,
+/* limiterConsume(view, table, key, points) -> SAB_LIMITER_ALLOWED,
  * _DENIED, _FULL or _BUSY, with out[0] ahead and out[1] behind (ns);
  * throws ERR_SABSYNC_BAD_MEMORY when the key's slots are corrupt. key: a
  * string; points: 1 .. burst (checked by JS). */
 static napi_value limiter_consume(napi_env env, napi_callback_info info) {
-  SAB_ARGS(env, info, 5, NULL);
+  SAB_ARGS(env, info, 4, NULL);
   const sab_limiter_t *l =
       sab_napi_unwrap(env, argv[0], &sab_napi_tag_limiter_view, "a RateLimiter view");
   if (l == NULL) return NULL;
-  int64_t *slots = words_of(env, argv[1], 2 * (size_t)l->keys, "slots");
+  /* The slots and, after them, the claim locks: one array, one lookup. */
+  int64_t *slots =
+      words_of(env, argv[1], 2 * (size_t)l->keys + ((size_t)l->keys + 15) / 16, "slots");
   if (slots == NULL) return NULL;
-  int64_t *locks = words_of(env, argv[2], ((size_t)l->keys + 15) / 16, "claim locks");
-  if (locks == NULL) return NULL;
+  int64_t *locks = slots + 2 * (size_t)l->keys;
   uint32_t points;
-  SAB_CALL(env, napi_get_value_uint32(env, argv[4], &points), NULL);
+  SAB_CALL(env, napi_get_value_uint32(env, argv[3], &points), NULL);
   if (points == 0 || (int64_t)points * l->T > l->tau) {
     napi_throw_range_error(env, NULL, "limiterConsume: points must be 1 .. burst");
     return NULL;
   }
   uint16_t stack[KEY_STACK], *heap;
   size_t len;
-  const uint16_t *key = key_of(env, argv[3], stack, &heap, &len);
+  const uint16_t *key = key_of(env, argv[2], stack, &heap, &len);
   if (key == NULL) return NULL;
   sab_limiter_out_t o;
   int r = sab_limiter_consume(l, slots, locks, key, len, points, &o);
