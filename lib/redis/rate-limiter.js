@@ -111,7 +111,7 @@ class RateLimiter {
   get window () { return this.#p.window }
   get burst () { return this.#p.burst }
   get exact () { return this.#p.exact }
-  /** The most points one key can be allowed in any interval of `ms` ms (lib/rate-limiter.js, mostIn). */
+  /** The most points one key can be allowed in any interval of `ms` ms (lib/rate-limiter-common.js, mostIn). */
   mostIn (ms) { return mostIn(this.#p, ms, 1000, this.#T) }
   get prefix () { return this.#prefix }
 

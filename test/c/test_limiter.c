@@ -1,7 +1,7 @@
 /*
- * RateLimiter's native common path (src/core/limiter.c): its hash is the
- * JS one (vectors from lib/rate-limiter.js's hashKey), and consume keeps
- * the GCRA rules on a table laid out as JS lays it out. The slot a key
+ * RateLimiter (src/core/limiter.c): its hash is the reference one (vectors
+ * of test/rate-limiter.test.js's makeHash), and consume keeps the GCRA
+ * rules on a table laid out as JS lays it out. The slot a key
  * gets is made here as a JS claim makes it (F, then W).
  */
 #define _POSIX_C_SOURCE 200809L
