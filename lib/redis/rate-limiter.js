@@ -139,10 +139,12 @@ class RateLimiter {
       throw err
     }
     if (check && asked > this.#policyAt) this.#policyAt = asked
-    // The reply is checked before it is believed: four integers in range.
+    // The reply is checked before it is believed: four integers in range (a
+    // time another client's deeper bucket wrote may stand up to MAX_TAU
+    // ahead: src/core/limiter.c, C1).
     const ok = Array.isArray(r) && r.length === 4 && (r[0] === 0 || r[0] === 1) &&
       r.every(x => Number.isSafeInteger(x) && x >= 0) && r[1] <= this.#p.burst &&
-      r[2] <= this.#tau && r[3] <= this.#tau + this.#T
+      r[2] <= MAX_TAU + this.#T && r[3] <= MAX_TAU + this.#T
     if (!ok) throw redisError(`sabsync: an unexpected reply from Redis (RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}): ${JSON.stringify(r)}`)
     if ((op === 'c' && r[0] === 1) || op === 'r') this.#sweepAfter(r[3] / 1000)
     return {

@@ -628,8 +628,9 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 //
 // T and tau are each caller's (a rolling deploy shares Z between callers
 // of other parameters): a tat further ahead than this caller's tau (left by
-// a deeper bucket) is read as now + tau, its empty bucket, and a consume
-// refused there writes that back (C1 of src/core/limiter.c).
+// a deeper bucket) is obeyed as written and never lowered (C1 of
+// src/core/limiter.c): remaining is then 0, retryAfter says when it comes
+// within this caller's bucket.
 //
 // Nothing has a TTL: under a volatile-* policy Redis evicts only keys with a
 // TTL, and a bucket evicted while it refills would start full again. A
@@ -673,23 +674,19 @@ if op == 's' then
 end
 local v = redis.call('ZSCORE', Z, key)
 local tat = 0
-local deeper = false
 if v then
   tat = tonumber(v)
   if not tat or tat ~= tat or tat == math.huge or tat == -math.huge then
     return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. Z .. ' holds ' .. v .. ' for a client key: not a RateLimiter time')
   end
-  if tat - now > tau then
-    tat = now + tau
-    deeper = true
-  end
 end
 local base = tat
 if base < now then base = now end
+local left = math.max(math.floor((now + tau - base) / T), 0)
 if op == 'p' then
   local nxt = base + T
   if nxt - now > tau then
-    return { 0, math.floor((now + tau - base) / T), nxt - tau - now, base - now }
+    return { 0, left, nxt - tau - now, base - now }
   end
   return { 1, math.floor((now + tau - base) / T), 0, base - now }
 end
@@ -711,8 +708,7 @@ local reply = { 1, 0, 0, 0 }
 if op == 'c' then
   local nxt = base + n * T
   if nxt - now > tau then
-    reply = { 0, math.floor((now + tau - base) / T), nxt - tau - now, base - now }
-    if deeper then put(tat) end
+    reply = { 0, left, nxt - tau - now, base - now }
   else
     put(nxt)
     reply = { 1, math.floor((now + tau - nxt) / T), 0, nxt - now }

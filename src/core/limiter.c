@@ -17,15 +17,21 @@
  *
  * T and tau are the caller's (sab_limiter_t), not the table's: processes
  * with other parameters (a rolling deploy) share the table, each applying
- * its own to the same tats. A tat further ahead than this caller's tau
- * (left by a deeper bucket) is lowered to now + tau, an empty bucket under
- * this caller's parameters, by the CAS that would otherwise consume (C1).
- * A tat of any value is so a wrong answer for its key at worst, never an
- * error: tats are not checked for plausibility.
+ * its own to the same tats (C1). A tat further ahead than this caller's tau
+ * (left by a deeper bucket) is obeyed as written: refused, with the
+ * retryAfter that says when it comes within this caller's bucket, at most
+ * the deeper bucket's depth. It is never lowered: a shallower caller that
+ * lowered it would hand the deeper bucket's callers again what they took,
+ * on every call (a roll from 5 x 50 ms to 5 x 33 ms over-granted tenfold
+ * that way). So while callers of two parameter sets share a key it gets at
+ * most max(tau) / min(T) + t / min(T) points in any t, and each caller's
+ * own bound once the other's tats have passed. A tat more than MAX_AHEAD
+ * past the clock was written by no participant (each writes at most now +
+ * tau, tau below 2^60): SAB_E_CORRUPT.
  *
  * Time. CLOCK_MONOTONIC (sab_now(), process.hrtime's clock): one clock for
  * every process of a host. Never store a time earlier than the one read
- * (except C1's lowering, which is a CAS on the very tat it read): every
+ * (refund and reset aside, which lower on purpose): every
  * consume writes max(tat, now) + n·T, above the tat it read, so a caller
  * whose `now` is stale (preempted after reading the clock) writes a later
  * tat than it needs, never an earlier one.
@@ -109,13 +115,14 @@
 #include <time.h>
 #endif
 
-#define LOCK_SPAN     16           /* starting slots per claim lock */
-#define LEASE_NS      2000000000LL /* a claim lock's lease */
-#define CLAIM_WAIT_NS 10000000LL   /* the longest one call waits for a claim lock */
-#define SLACK_NS      1000000LL    /* a clock read a hair early on another CPU */
-#define NAP_NS        50000L       /* a nap while a live lease holds a claim lock */
-#define MAX_TRIES     1000         /* CAS retries before the slot is called corrupt */
-#define AGAIN         (-1000)      /* internal: look for the key again */
+#define LOCK_SPAN     16                 /* starting slots per claim lock */
+#define LEASE_NS      2000000000LL       /* a claim lock's lease */
+#define CLAIM_WAIT_NS 10000000LL         /* the longest one call waits for a claim lock */
+#define SLACK_NS      1000000LL          /* a clock read a hair early on another CPU */
+#define NAP_NS        50000L             /* a nap while a live lease holds a claim lock */
+#define MAX_TRIES     1000               /* CAS retries before the slot is called corrupt */
+#define AGAIN         (-1000)            /* internal: look for the key again */
+#define MAX_AHEAD     ((int64_t)1 << 61) /* beyond every tau (< 2^60) and any clock skew */
 
 static inline uint32_t rotl(uint32_t x, int b) { return (x << b) | (x >> (32 - b)); }
 
@@ -344,11 +351,7 @@ int sab_limiter_consume(const sab_limiter_t *l, int64_t *slots, int64_t *locks, 
     }
     int64_t *wp = &slots[2 * i + 1];
     const int64_t now = now_ns(); /* after W: see "Time" */
-    if (w - now > l->tau) {
-      /* C1: a deeper bucket's tat, or a scribble: empty under ours. */
-      if (!CAS(wp, w, now + l->tau)) continue;
-      w = now + l->tau;
-    }
+    if (w - now > MAX_AHEAD) return SAB_E_CORRUPT;
     const int64_t base = w > now ? w : now;
     const int64_t next = base + cost;
     out->ahead = next - now;
@@ -365,8 +368,8 @@ int sab_limiter_peek(const sab_limiter_t *l, int64_t *slots, const uint16_t *key
   locate(l, key, len, out, &fp);
   if (find(l, slots, out->start, fp, &w) < 0) w = 0;
   const int64_t now = now_ns();
+  if (w - now > MAX_AHEAD) return SAB_E_CORRUPT;
   int64_t behind = w > now ? w - now : 0;
-  if (behind > l->tau) behind = l->tau; /* C1, without writing */
   out->behind = behind;
   out->ahead = behind + l->T;
   return out->ahead > l->tau ? SAB_LIMITER_DENIED : SAB_LIMITER_ALLOWED;
@@ -382,8 +385,8 @@ int sab_limiter_lower(const sab_limiter_t *l, int64_t *slots, const uint16_t *ke
     if (i < 0) return SAB_OK;
     const int64_t now = now_ns();
     if (w <= now) return SAB_OK;
-    int64_t cur = w - now > l->tau ? now + l->tau : w; /* C1 */
-    int64_t next = points == 0 ? 0 : cur - (int64_t)points * l->T;
+    if (w - now > MAX_AHEAD) return SAB_E_CORRUPT;
+    int64_t next = points == 0 ? 0 : w - (int64_t)points * l->T;
     if (next < now) next = now;
     if (CAS(&slots[2 * i + 1], w, next)) {
       if (next <= now) continue; /* a second slot of the key, if any */
