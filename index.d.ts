@@ -294,9 +294,22 @@ export interface RateLimiterParams {
   limit: number
   /** The window, whole ms (1 … 2^31-1). */
   window: number
-  /** How deep a key's bucket is: the most points at once (default `limit`). */
+  /**
+   * How deep a key's bucket is: the most points at once (default `limit`; with
+   * `exact`, default half the limit rounded up, at most `limit`).
+   */
   burst?: number
-  /** Slots in the table: the most keys active at once (default 10,000; up to 2^24). */
+  /**
+   * At most `limit` points in any interval of `window` ms: the bucket is `burst` deep and
+   * refills `limit - burst` points a window. Default false: `burst` deep, refilled `limit` a
+   * window, so up to `burst + limit` in one window. Same 16 bytes a key either way.
+   */
+  exact?: boolean
+  /**
+   * Slots in the table: the most keys active at once (default 10,000; up to 2^24). The
+   * table's size: every process must ask for the same; the other parameters are each
+   * caller's, applied to the same per-key state (a rolling deploy may change them).
+   */
   keys?: number
   /** What a new key gets when the slots it may use all hold active keys: `'allow'` (default) or `'deny'`. */
   whenFull?: 'allow' | 'deny'
@@ -329,11 +342,16 @@ export interface RateLimiterAnswer {
   busy?: true
 }
 
-/** An express-rate-limit `Store` over a RateLimiter (use `rateLimit({ limit: limiter.burst, store })`). */
+/**
+ * An express-rate-limit `Store` over a RateLimiter: use
+ * `rateLimit({ windowMs, limit: limiter.mostIn(windowMs), store })`, so that its
+ * `RateLimit-Policy` header (`q` per `w`) says what is enforced; `init` throws a
+ * `RangeError` for a `limit` below `limiter.mostIn(windowMs)`.
+ */
 export interface RateLimiterStore<R = { totalHits: number, resetTime: Date }, V = void> {
   readonly localKeys: false
   readonly prefix: undefined
-  init (options: unknown): void
+  init (options: { limit?: unknown, windowMs?: unknown } | unknown): void
   get (key: string): R
   increment (key: string): R
   decrement (key: string): V
@@ -344,8 +362,9 @@ export interface RateLimiterStore<R = { totalHits: number, resetTime: Date }, V 
  * A token bucket per client key (GCRA), `burst` deep, refilled at `limit`
  * per `window`, in one table shared by every thread attached with
  * {@link RateLimiter.from}: no key gets more than `burst + t × limit /
- * window` points in any t ms. Synchronous; no lock for a key in the
- * table (a key's first call takes a short claim lock).
+ * window` points in any t ms (with the default burst, up to 2 × limit in one
+ * window; `{ exact: true }` for at most `limit` in any window). Synchronous;
+ * no lock for a key in the table (a key's first call takes a short claim lock).
  *
  * @example
  * const perIp = new RateLimiter({ limit: 100, window: 60_000, keys: 100_000 })
@@ -358,8 +377,11 @@ export class RateLimiter implements SharedHandle {
   static readonly byteLength: number
   /** Bytes a RateLimiter of `keys` slots needs. */
   static byteLengthFor (keys?: number): number
-  /** Attach to a RateLimiter made in another thread. */
-  static from (handle: SharedHandle): RateLimiter
+  /**
+   * Attach to a RateLimiter made in another thread, with its maker's parameters or with
+   * this caller's (`keys`, if given, must be the table's).
+   */
+  static from (handle: SharedHandle, options?: RateLimiterParams): RateLimiter
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
   /** Its size in bytes: posted with `buffer` and `byteOffset`, held to by `from()`. */
@@ -367,8 +389,15 @@ export class RateLimiter implements SharedHandle {
   readonly limit: number
   readonly window: number
   readonly burst: number
+  readonly exact: boolean
   readonly keys: number
   readonly whenFull: 'allow' | 'deny'
+  /**
+   * The most points one key can be allowed in any interval of `ms` ms: `burst + ms × rate`.
+   * What a `RateLimit-Policy: q=…;w=…` header may honestly say: `mostIn(window)` is `limit`
+   * with `exact`, `burst + limit` by default.
+   */
+  mostIn (ms: number): number
   /** Take `points` (default 1, at most `burst`) from `key`'s bucket if it holds them. */
   consume (key: string | number, points?: number): RateLimiterAnswer
   /** How `key` stands, consuming nothing. */

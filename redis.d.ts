@@ -189,8 +189,10 @@ export interface RedisRateLimiterOptions {
   limit: number
   /** The window, whole ms. */
   window: number
-  /** How deep a key's bucket is (default `limit`). */
+  /** How deep a key's bucket is (default `limit`; with `exact`, half the limit rounded up, at most `limit`). */
   burst?: number
+  /** At most `limit` points in any interval of `window` ms (the bucket refills `limit - burst` a window). */
+  exact?: boolean
   /** Milliseconds to wait for a reply (default 5000). */
   commandTimeout?: number
   /** As for `Mutex` and `Sema`: run on a server whose policy may evict any key (`allkeys-*`), where an evicted bucket starts full again. */
@@ -208,10 +210,12 @@ export interface RedisRateLimiterAnswer {
 
 /**
  * A token bucket per client key (GCRA) on Redis, one round trip per call:
- * a string and a sorted set under the hash tag `{prefix}` (a non-empty
- * string without `{` or `}`), with no TTL (so a volatile-* policy cannot
- * evict a bucket); the client that wrote sweeps the entries whose bucket
- * is full again on a timer, and calls take off a few too.
+ * a sorted set under the hash tag `{prefix}` (a non-empty string without
+ * `{` or `}`), with no TTL (so a volatile-* policy cannot evict a bucket);
+ * the client that wrote sweeps the entries whose bucket is full again on a
+ * timer, and calls take off a few too. `limit`, `window`, `burst` and
+ * `exact` are each client's: clients of a rolling deploy with other ones
+ * share the buckets, each applying its own.
  *
  * @example
  * const perIp = new RateLimiter(redis, 'per-ip', { limit: 100, window: 60_000 })
@@ -222,16 +226,19 @@ export class RateLimiter {
   readonly limit: number
   readonly window: number
   readonly burst: number
+  readonly exact: boolean
   readonly prefix: string
+  /** The most points one key can be allowed in any interval of `ms` ms (what `RateLimit-Policy` may say). */
+  mostIn (ms: number): number
   consume (key: string | number, points?: number): Promise<RedisRateLimiterAnswer>
   peek (key: string | number): Promise<RedisRateLimiterAnswer>
   refund (key: string | number, points?: number): Promise<void>
   reset (key: string | number): Promise<void>
-  /** An express-rate-limit `Store` over this limiter. */
+  /** An express-rate-limit `Store` over this limiter: `rateLimit({ windowMs, limit: limiter.mostIn(windowMs), store })`. */
   store (): {
     readonly localKeys: false
     readonly prefix: undefined
-    init (options: unknown): void
+    init (options: { limit?: unknown, windowMs?: unknown } | unknown): void
     get (key: string): Promise<{ totalHits: number, resetTime: Date }>
     increment (key: string): Promise<{ totalHits: number, resetTime: Date }>
     decrement (key: string): Promise<void>

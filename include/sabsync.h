@@ -389,23 +389,27 @@ uint64_t sab_rate_unit_ns(const sab_rate_t *r);
 int sab_rate_uniform(const sab_rate_t *r);
 
 /*
- * RateLimiter's common path (src/core/limiter.c; the table and its rules:
- * lib/rate-limiter.js). A view holds the parameters JS read from the
- * table's header once and checked; `slots` is the table's first slot (two
- * int64 words a slot, `keys` slots), checked by the caller.
+ * RateLimiter (src/core/limiter.c, where the table and its rules are
+ * stated). A view holds the table's shape and secret, read from its header
+ * once and checked, and the caller's T and tau (a rolling deploy shares one
+ * table between callers of different parameters). `slots` is the table's
+ * first slot (two int64 words a slot, `keys` slots) and `locks` its claim
+ * locks (one int64 per 16 slots), both checked by the caller.
  */
 typedef struct {
   uint32_t keys;   /* slots, >= 1 */
   uint32_t probe;  /* slots in a key's window, 1 .. keys */
   uint32_t k0, k1; /* the table's secret */
   int64_t T;       /* ns a point takes to refill, >= 1 */
-  int64_t tau;     /* burst * T, below 2^60 */
+  int64_t tau;     /* the bucket's depth, ns: burst * T, below 2^60 */
 } sab_limiter_t;
 
 enum {
   SAB_LIMITER_ALLOWED = 0, /* taken: ahead = the bucket's deficit after it */
   SAB_LIMITER_DENIED = 1,  /* not taken: ahead = the deficit it would make, behind = now */
-  SAB_LIMITER_ABSENT = 2   /* the key has no slot: claim one (f, start) */
+  SAB_LIMITER_ABSENT = 2,  /* the key has no slot (consume without locks) */
+  SAB_LIMITER_FULL = 3,    /* no slot free: ahead = ns until one frees, -1 unknown */
+  SAB_LIMITER_BUSY = 4     /* the claim lock stayed held for 10 ms */
 };
 
 typedef struct {
@@ -416,11 +420,19 @@ typedef struct {
 
 /* HalfSipHash-1-3 (64-bit) of UTF-16 code units, keyed by (k0, k1). */
 void sab_limiter_hash(const uint16_t *s, size_t n, uint32_t k0, uint32_t k1, uint32_t out[2]);
-/* Take `points` (1 .. burst) from the key's bucket: SAB_LIMITER_ALLOWED,
- * _DENIED, _ABSENT, or SAB_E_CORRUPT (a time beyond the bucket, or no CAS
- * took effect in 1000 tries). */
-int sab_limiter_consume(const sab_limiter_t *l, int64_t *slots, const uint16_t *key, size_t len,
-                        uint32_t points, sab_limiter_out_t *out);
+/* Take `points` (1 .. burst) from the key's bucket, claiming a slot for a
+ * key not in the table (locks NULL: answer SAB_LIMITER_ABSENT instead):
+ * SAB_LIMITER_ALLOWED, _DENIED, _FULL, _BUSY, or SAB_E_CORRUPT (no CAS took
+ * effect in 1000 tries, or a claim lock no participant wrote). */
+int sab_limiter_consume(const sab_limiter_t *l, int64_t *slots, int64_t *locks, const uint16_t *key,
+                        size_t len, uint32_t points, sab_limiter_out_t *out);
+/* Whether one point would be taken, taking nothing: _ALLOWED or _DENIED. */
+int sab_limiter_peek(const sab_limiter_t *l, int64_t *slots, const uint16_t *key, size_t len,
+                     sab_limiter_out_t *out);
+/* Give `points` back to the key (0: all of them, a reset): SAB_OK or
+ * SAB_E_CORRUPT. */
+int sab_limiter_lower(const sab_limiter_t *l, int64_t *slots, const uint16_t *key, size_t len,
+                      uint32_t points, sab_limiter_out_t *out);
 
 #ifdef __cplusplus
 }

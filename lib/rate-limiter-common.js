@@ -35,24 +35,45 @@ function checkPoints (points, burst) {
 // Redis with promises, and the store answers as its limiter does.
 const then = (x, f) => (x instanceof Promise ? x.then(f) : f(x))
 
-// The Store interface of express-rate-limit (v7, v8). A hit the bucket
-// refuses counts as burst + 1 hits, so express-rate-limit (given
-// limit: limiter.burst) answers 429; an allowed one as the points in use
-// (burst - remaining). resetTime is when the client may try again
-// (refused) or when its bucket is full (allowed). decrement refunds a
-// point (skipSuccessfulRequests, skipFailedRequests).
+// The Store interface of express-rate-limit (v7, v8), whose `limit` and
+// `windowMs` become its RateLimit-Policy header (q and w): a policy "q per
+// w" says at most q in any w. init() checks that the limit it is given is
+// at least limiter.mostIn(windowMs), the most the limiter allows in any
+// windowMs, so the header describes what is enforced (by default burst +
+// limit a window; limit with { exact: true }), and refuses one that is
+// smaller with a RangeError naming the limit to pass. The limiter decides:
+// a refused hit counts as limit + 1 hits (express-rate-limit answers 429),
+// an allowed one as limit - remaining (its RateLimit header's r is the
+// points left now). resetTime is when the client may try again (refused)
+// or when its bucket is full (allowed). decrement refunds a point
+// (skipSuccessfulRequests, skipFailedRequests).
 function storeOf (limiter) {
   const until = ms => new Date(Date.now() + ms)
+  let limit = limiter.mostIn(limiter.window)
+  const hits = r => Math.max(0, limit - r.remaining)
   return {
     localKeys: false,
     prefix: undefined,
-    init () {},
+    init (options) {
+      if (options === null || typeof options !== 'object') return
+      const { limit: asked, windowMs } = options
+      if (typeof asked !== 'number' || typeof windowMs !== 'number') return // a function: the caller's to get right
+      const most = limiter.mostIn(windowMs)
+      if (asked < most) {
+        throw outOfRange('rateLimit({ limit })',
+          `at least ${most}, the most this limiter allows in any ${windowMs} ms (limiter.mostIn(${windowMs})): ` +
+          `its RateLimit-Policy header says q=${asked};w=${windowMs / 1000}` +
+          (limiter.exact ? '' : `; or make the limiter with { exact: true } for at most ${limiter.limit} in any ${limiter.window} ms`),
+          asked)
+      }
+      limit = asked
+    },
     get (key) {
-      return then(limiter.peek(key), r => ({ totalHits: limiter.burst - r.remaining, resetTime: until(r.resetAfter) }))
+      return then(limiter.peek(key), r => ({ totalHits: hits(r), resetTime: until(r.resetAfter) }))
     },
     increment (key) {
       return then(limiter.consume(key), r => ({
-        totalHits: r.allowed ? limiter.burst - r.remaining : limiter.burst + 1,
+        totalHits: r.allowed ? hits(r) : limit + 1,
         resetTime: until(r.allowed ? r.resetAfter : r.retryAfter)
       }))
     },
@@ -61,4 +82,13 @@ function storeOf (limiter) {
   }
 }
 
-module.exports = { intOption, keyString, checkPoints, storeOf }
+// The most points of `p`'s bucket in any interval of `ms` ms: burst +
+// floor(ms / T) (T in units of `perMs` a ms). GCRA's bound: each grant in
+// an interval [a, a + t] raises the tat by T from at least a, and the last
+// one leaves it at most tau = burst × T past its time.
+function mostIn (p, ms, perMs, T) {
+  if (typeof ms !== 'number' || !(ms >= 0) || ms === Infinity) throw outOfRange('ms', 'a finite number >= 0', ms)
+  return p.burst + Math.floor(ms * perMs / T)
+}
+
+module.exports = { intOption, keyString, checkPoints, storeOf, mostIn }

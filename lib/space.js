@@ -675,15 +675,19 @@ class Space {
 
   /**
    * A RateLimiter (a limit per client key) shared by every process:
-   * options { limit, window, burst, keys, whenFull } as new RateLimiter.
+   * options { limit, window, burst, exact, keys, whenFull } as new
+   * RateLimiter. Only keys (the table's size) must agree between
+   * processes; the rest are this caller's, so a rolling deploy that
+   * changes a limit shares one table and the new limit holds after it.
    */
   rateLimiter (key, options) {
     checkKey(key)
     if (key.includes(VERSION_MARK)) throw invalidValue('key', 'a string without U+0002 (versioned spaces use it)', key)
     if (this.#versioned === true) {
-      // The header's parameters live in its memory, not in the directory.
+      // Only the table's size is its state: limit, window, burst, exact and
+      // whenFull are each caller's, applied to one table across a deploy.
       const p = parseRateLimiterOptions(options)
-      key = versionedKey(key, KIND.rateLimiter, [p.limit, p.window, p.burst, p.keys, p.whenFull])
+      key = versionedKey(key, KIND.rateLimiter, [p.keys])
     }
     if (Buffer.byteLength(key) >= C.SPACE_KEY_MAX) {
       throw outOfRange('key', `a string of 1 to ${C.SPACE_KEY_MAX - 1} bytes (UTF-8) for a rateLimiter`, Buffer.byteLength(key))

@@ -31,7 +31,7 @@ function participant (t, spec) {
     })
     p.once('exit', code => { if (code !== 0) reject(new Error('a participant exited with ' + code)) })
   })
-  return { ready, go: until => { p.send({ go: until }); return done } }
+  return { ready, go: (until, from) => { p.send({ go: until, from }); return done } }
 }
 
 const name = spaceName(t)
@@ -49,18 +49,23 @@ checks(t, {
     made.set(l, key)
     return l
   },
-  hammer: (limiter, opts, key) => [0, 1, 2].map(() => participant(t, {
+  hammer: (limiter, opts, key, n = 3) => Array.from({ length: n }, () => participant(t, {
     tier: 'space', key, name, spaceKey: made.get(limiter), opts
   }))
 })
 
-t.test('space: a key asked for with other parameters names both', async t => {
-  space.rateLimiter('params', { limit: 10, window: 1000, keys: 100 })
-  t.throws(() => space.rateLimiter('params', { limit: 10, window: 2000, keys: 100 }), {
+t.test('space: limit, window, burst, exact and whenFull are the caller\'s; keys is the table\'s', async t => {
+  const ten = space.rateLimiter('params', { limit: 10, window: 1000, keys: 100 })
+  const slower = space.rateLimiter('params', { limit: 5, window: 1000, keys: 100, whenFull: 'deny' })
+  t.same([slower.limit, slower.whenFull], [5, 'deny'], 'other parameters attach to the same table')
+  for (let i = 0; i < 10; i++) ten.consume('c')
+  const r = slower.consume('c')
+  t.equal(r.allowed, false, 'what one caller took, the other sees')
+  t.ok(r.retryAfter > 0 && r.retryAfter <= 200, `retryAfter ${r.retryAfter} ms: one point of the slower rate`)
+  t.throws(() => space.rateLimiter('params', { limit: 10, window: 1000, keys: 200 }), {
     code: 'ERR_SABSYNC_SHARED_MISMATCH',
-    message: /holds a RateLimiter with \{ limit: 10, window: 1000, burst: 10, keys: 100, whenFull: 'allow' \}, not \{ limit: 10, window: 2000, burst: 10, keys: 100, whenFull: 'allow' \}/
+    message: /options\.keys is 200, but the table has 100 slots/
   })
-  t.throws(() => space.rateLimiter('params', { limit: 10, window: 1000, keys: 100, whenFull: 'deny' }), { code: 'ERR_SABSYNC_SHARED_MISMATCH', message: /whenFull: 'deny'/ })
   space.mutex('a-mutex')
   t.throws(() => space.rateLimiter('a-mutex', { limit: 1, window: 1000 }), { code: 'ERR_SABSYNC_SHARED_MISMATCH' })
   const again = space.rateLimiter('params', { limit: 10, window: 1000, keys: 100 })

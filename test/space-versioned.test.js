@@ -75,8 +75,12 @@ t.test('a rate limit and a RateLimiter changed across a deploy', async t => {
     const old = s.rateLimiter('api', { limit: 1, window: 60000 })
     const next = s.rateLimiter('api', { limit: 5, window: 60000 })
     const rl = s.rateLimit('rps', 7)
-    return [old.consume('client').allowed, next.consume('client').allowed, typeof rl.sync]`)
-  t.same(await child.done, [false, true, 'function'], 'the old limiter is shared, the new one is separate')
+    const r = next.consume('client')
+    return [old.consume('client').allowed, r.allowed, r.retryAfter > 0 && r.retryAfter <= 12000, next.consume('other').allowed, typeof rl.sync]`)
+  // A RateLimiter's limit is the caller's: old and new share one table, and
+  // the client that spent the old minute waits at most one point of the
+  // new rate (12 s, less the child's start), not for the old one (60 s).
+  t.same(await child.done, [false, false, true, true, 'function'], 'one table for both limits, each applying its own')
   t.equal(typeof space.rateLimit('rps', 8).sync, 'function', 'a RateLimit of another rps beside it')
   space.close()
 })

@@ -126,7 +126,7 @@ function RateLimit (redis, key, rps, options) {
     try {
       let reply
       try {
-        reply = redis.sabsync3Rate(...keys, id, rps, unitUs, uniformDistribution ? 1 : 0, most, check ? 1 : 0)
+        reply = redis.sabsync4Rate(...keys, id, rps, unitUs, uniformDistribution ? 1 : 0, most, check ? 1 : 0)
       } catch (err) {
         reply = Promise.reject(err)
       }

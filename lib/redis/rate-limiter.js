@@ -7,8 +7,11 @@
 // hash tag `{prefix}`, so each call is one script on one slot of a Redis
 // Cluster: `{prefix}:rlz`, a sorted set of client key -> its GCRA time
 // (tat, on the server's clock, TIME, µs: the moment its bucket is full
-// again), and `{prefix}:rlp`, the limiter's parameters. One script call
-// (one round trip) per consume, peek, refund or reset.
+// again); `{prefix}:rlp`, where an older version kept the parameters, is
+// deleted with it. One script call (one round trip) per consume, peek,
+// refund or reset. limit, window, burst and exact are each client's:
+// clients with other ones (a rolling deploy) share the zset, each applying
+// its own (a tat deeper than its bucket reads as its empty bucket).
 //
 // No key carries a TTL: under a volatile-* eviction policy Redis evicts only
 // keys with one, and a bucket evicted while it refills starts full again
@@ -24,8 +27,9 @@
 // unless options.unsafeAllowEviction.
 //
 // Times are whole µs (Redis's clock has no finer grain); T, the time a
-// point takes to refill, is window / limit rounded up to a whole µs, which
-// can only make the limit stricter.
+// point takes to refill, is window / limit (exact: window / (limit -
+// burst)) rounded up to a whole µs, which can only make the limit
+// stricter (lib/rate-limiter.js, rule).
 
 const {
   checkClient, checkPrefix, msOption, objectOptions, unsafeAllowEvictionOption, within, redisError, invalidType,
@@ -34,9 +38,9 @@ const {
 const { hubOf } = require('./hub')
 const { evictionCheck } = require('./queue')
 const { commands, BATCH } = require('./scripts')
-const { intOption, keyString, checkPoints, storeOf } = require('../rate-limiter-common')
+const { intOption, keyString, checkPoints, storeOf, mostIn } = require('../rate-limiter-common')
 
-const NAME = 'sabsync4KeyedRate'
+const NAME = 'sabsync5KeyedRate'
 // One call in EVERY takes off up to SWEEP entries past their time: 3 a call
 // on average, more than the one a call adds (lib/redis/scripts.js).
 const SWEEP = 24
@@ -55,15 +59,15 @@ class RateLimiter {
   #timeout
   #allowEviction
   #p
-  #params
   #keys // [parameters, sorted set]
   #ready = null // null, the promise of #prepare(), or true once it has run
   #policyAt = -Infinity // when the script last found the eviction policy safe (lib/redis/queue.js, policyAt)
   #sweepTimer = null // the idle sweep's (#sweepAfter)
 
   /**
-   * new RateLimiter(redis, prefix, { limit, window, burst, commandTimeout }):
-   * limit points per window ms for each key, burst deep (default limit).
+   * new RateLimiter(redis, prefix, { limit, window, burst, exact, commandTimeout }):
+   * limit points per window ms for each key, burst deep (default limit;
+   * with exact: true at most limit in any window, burst default half).
    */
   constructor (redis, prefix, options) {
     checkClient(redis)
@@ -74,20 +78,25 @@ class RateLimiter {
     const peer = require('../errors').peerOptionError(options); if (peer !== undefined) throw peer // eslint-disable-line
     const limit = intOption('options.limit', options.limit, 1, MAX_LIMIT)
     const window = intOption('options.window', options.window, 1, MAX_WINDOW)
-    const burst = options.burst === undefined ? limit : intOption('options.burst', options.burst, 1, MAX_LIMIT)
+    const exact = options.exact === undefined ? false : options.exact
+    if (typeof exact !== 'boolean') throw invalidType('options.exact', 'a boolean', exact)
+    const burst = options.burst === undefined
+      ? (exact ? Math.ceil(limit / 2) : limit)
+      : intOption('options.burst', options.burst, 1, exact ? limit : MAX_LIMIT)
     if (window * 1000 < limit) {
       throw outOfRange('options.limit', `at most one point a µs: <= ${window * 1000} for a window of ${window} ms`, limit)
     }
-    this.#T = Math.ceil(window * 1000 / limit)
+    // As lib/rate-limiter.js's rule, in µs.
+    const per = exact ? limit - burst : limit
+    this.#T = per > 0 ? Math.ceil(window * 1000 / per) : window * 1000 + 1
     this.#tau = burst * this.#T
     if (this.#tau > MAX_TAU) throw outOfRange('options.burst', 'such that burst × window / limit is below 2^50 µs', burst)
     this.#timeout = msOption(objectOptions(options), 'commandTimeout', 5000, 1)
     this.#allowEviction = unsafeAllowEvictionOption(options)
-    this.#params = `${this.#T}:${this.#tau}`
     this.#redis = redis
     this.#prefix = prefix
     this.#keys = [redisName(`{${prefix}}:rlp`), redisName(`{${prefix}}:rlz`)]
-    this.#p = { limit, window, burst }
+    this.#p = { limit, window, burst, exact }
   }
 
   // What a limiter does once, before its first call reaches the server:
@@ -102,6 +111,9 @@ class RateLimiter {
   get limit () { return this.#p.limit }
   get window () { return this.#p.window }
   get burst () { return this.#p.burst }
+  get exact () { return this.#p.exact }
+  /** The most points one key can be allowed in any interval of `ms` ms (lib/rate-limiter-common.js, mostIn). */
+  mostIn (ms) { return mostIn(this.#p, ms, 1000, this.#T) }
   get prefix () { return this.#prefix }
 
   async #call (op, key, points) {
@@ -115,7 +127,7 @@ class RateLimiter {
     const check = !this.#allowEviction && asked - this.#policyAt >= POLICY_RECHECK_MS
     let reply
     try {
-      reply = this.#redis[NAME](this.#keys[0], this.#keys[1], op, this.#T, this.#tau, n, this.#params, redisName(s), SWEEP,
+      reply = this.#redis[NAME](this.#keys[0], this.#keys[1], op, this.#T, this.#tau, n, '', redisName(s), SWEEP,
         EVERY, check ? 1 : 0)
     } catch (err) {
       reply = Promise.reject(err)
@@ -128,10 +140,12 @@ class RateLimiter {
       throw err
     }
     if (check && asked > this.#policyAt) this.#policyAt = asked
-    // The reply is checked before it is believed: four integers in range.
+    // The reply is checked before it is believed: four integers in range (a
+    // time another client's deeper bucket wrote may stand up to MAX_TAU
+    // ahead: src/core/limiter.c, C1).
     const ok = Array.isArray(r) && r.length === 4 && (r[0] === 0 || r[0] === 1) &&
       r.every(x => Number.isSafeInteger(x) && x >= 0) && r[1] <= this.#p.burst &&
-      r[2] <= this.#tau && r[3] <= this.#tau + this.#T
+      r[2] <= MAX_TAU + this.#T && r[3] <= MAX_TAU + this.#T
     if (!ok) throw redisError(`sabsync: an unexpected reply from Redis (RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}): ${JSON.stringify(r)}`)
     if ((op === 'c' && r[0] === 1) || op === 'r') this.#sweepAfter(r[3] / 1000)
     return {
@@ -155,7 +169,7 @@ class RateLimiter {
       this.#sweepTimer = null
       let reply
       try {
-        reply = this.#redis[NAME](this.#keys[0], this.#keys[1], 's', this.#T, this.#tau, 1, this.#params, '', SWEEP_IDLE, EVERY, 0)
+        reply = this.#redis[NAME](this.#keys[0], this.#keys[1], 's', this.#T, this.#tau, 1, '', '', SWEEP_IDLE, EVERY, 0)
       } catch {
         return
       }

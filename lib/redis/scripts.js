@@ -610,21 +610,26 @@ return n
 `
 
 // The rate limiter: a log of the grant times of the last timeUnit, and of
-// those still to come (reservations). KEYS: R (zset id -> µs),
-// RM (hash: rps, unit). A grant at t needs t >= now, t >= the newest
-// (arrival order), t >= the rps-th newest + unit (no window of unit holds
-// more than rps grants) and, with uniform spacing, t >= newest + unit/rps:
-// the window semantics of src/core/rate.c, with the caller sleeping until
-// t instead of asking again. Removing an unused reservation (an abort)
-// keeps every property above for the rest.
+// those still to come (reservations). KEYS: R (zset id -> µs), RM (a hash
+// where an older version kept rps and unit: deleted with R, never read).
+// A grant at t needs t >= now, t >= the newest (arrival order), t >= the
+// rps-th newest + unit (no window of unit holds more than rps grants) and,
+// with uniform spacing, t >= newest + unit/rps: the window semantics of
+// src/core/rate.c, with the caller sleeping until t instead of asking
+// again. Removing an unused reservation (an abort) keeps every property
+// above for the rest. rps, unit and uniform are each caller's: a rolling
+// deploy that changes them shares the log, each caller applying its own
+// rule to it, and the new rule holds once the old callers are gone (while
+// both run, a caller of a shorter unit trims grants older than its unit
+// that a caller of a longer one would still count).
 //
 // ARGV: id, rps, unit µs, uniform (0/1), most µs the caller will wait (-1:
 // any), check policy (0/1). Reply: {1, t µs as a string, wait µs}
 // reserved; {0, wait µs} too late for the caller. A call with room runs
-// TIME, HMGET, two ZRANGEs (the newest grant, and the rps-th newest, which
-// an index from the end reads without a ZCARD; one ZRANGE when rps = 1,
-// where they are the same) and ZADD: five commands, each a few µs of the
-// server, most of a call's cost there.
+// TIME, two ZRANGEs (the newest grant, and the rps-th newest, which an
+// index from the end reads without a ZCARD; one ZRANGE when rps = 1, where
+// they are the same) and ZADD: four commands, each a few µs of the server,
+// most of a call's cost there.
 //
 // The log is trimmed (grants at or before now - unit go, ZREMRANGEBYSCORE)
 // by a call that finds rps grants or more in it, or finds its newest one
@@ -640,15 +645,9 @@ local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local id, rps, unit, uniform, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1', tonumber(ARGV[5])
 -- No TYPE calls: a key of another type fails the first command that
 -- touches it, and the first write (the grant's ZADD on R) comes after the
--- reads of RM and R, so a call that fails has changed nothing. The grant
--- is also the first write for Redis's memory check: on a full server
--- under noeviction every call that would grant fails alike (OOM).
-local m = redis.call('HMGET', RM, 'rps', 'unit', 'uniform')
-if m[1] and (tonumber(m[1]) ~= rps or tonumber(m[2]) ~= unit or m[3] ~= ARGV[4]) then
-  return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. R .. ' is in use with rps = ' .. m[1] .. ', timeUnit = ' ..
-    (tonumber(m[2]) / 1000) .. ' ms, uniform = ' .. m[3] .. '; asked: rps = ' .. ARGV[2] .. ', timeUnit = ' ..
-    (unit / 1000) .. ' ms, uniform = ' .. ARGV[4])
-end
+-- reads of R, so a call that fails has changed nothing. The grant is also
+-- the first write for Redis's memory check: on a full server under
+-- noeviction every call that would grant fails alike (OOM).
 -- Grants at or before now - unit, still in the log until the trim below,
 -- constrain nothing: they are its oldest, so the newest is one only if all
 -- are (then t = now), and the rps-th newest is one only when fewer than
@@ -677,7 +676,6 @@ if most >= 0 and t - now > most then return { 0, t - now } end
 -- reservation is given back.
 redis.call('ZADD', R, string.format('%.0f', t), id)
 if trim then redis.call('ZREMRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit)) end
-if not m[1] then redis.call('HSET', RM, 'rps', rps, 'unit', ARGV[3], 'uniform', ARGV[4]) end
 return { 1, string.format('%.0f', t), t - now }
 `
 
@@ -719,13 +717,20 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 `
 
 // The keyed limiter (lib/redis/rate-limiter.js): GCRA as the in-process
-// RateLimiter (lib/rate-limiter.js), µs on the server's clock. One limiter's
+// RateLimiter (src/core/limiter.c), µs on the server's clock. One limiter's
 // keys share one hash tag, so a script is one slot of a Redis Cluster:
 //
 //   key   type    holds
-//   P     string  "<T>:<tau>": the limiter's parameters, µs
 //   Z     zset    client key -> its tat (µs): the moment its bucket is
 //                 full again (a score: below 2^53, so exact)
+//   P     string  nothing this version writes: the parameters an older
+//                 one kept there, deleted with Z
+//
+// T and tau are each caller's (a rolling deploy shares Z between callers
+// of other parameters): a tat further ahead than this caller's tau (left by
+// a deeper bucket) is obeyed as written and never lowered (C1 of
+// src/core/limiter.c): remaining is then 0, retryAfter says when it comes
+// within this caller's bucket.
 //
 // Nothing has a TTL: under a volatile-* policy Redis evicts only keys with a
 // TTL, and a bucket evicted while it refills would start full again. A
@@ -735,33 +740,24 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // digits) takes off up to SWEEP entries of Z whose time has passed (the
 // oldest first, one ZREM), so the entries kept are the active ones and a
 // backlog that later calls shrink (SWEEP / EVERY entries a call on
-// average, more than the one a call adds). When Z is empty P is deleted:
-// an idle limiter keeps no key. The sweep's two commands are thus paid by
-// one call in EVERY, not by each: a script's cost on the server is mostly
-// its calls into Redis (~1.5 µs each here).
+// average, more than the one a call adds). When Z is empty P is deleted.
+// The sweep's two commands are thus paid by one call in EVERY, not by
+// each: a script's cost on the server is mostly its calls into Redis
+// (~1.5 µs each here).
 //
-// Invariant after every script: P exists iff Z does.
 // KEYS: P, Z. ARGV: op ('c' consume, 'p' peek, 'r' refund, 'x' reset, 's' sweep), T µs,
-// tau µs, points, "<T>:<tau>", client key, SWEEP, EVERY, check policy (0/1).
+// tau µs, points, (unused), client key, SWEEP, EVERY, check policy (0/1).
 // Reply: {allowed (0/1), remaining, retryAfter µs, resetAfter µs}.
-// A wrong type of P or Z fails the script at its first command on that key
-// (GET, ZSCORE), before any write; peek only reads. A consume runs TIME,
-// GET, ZSCORE and ZADD; a sweeping one also ZRANGEBYSCORE and, when it
-// finds entries, one ZREM (and ZCARD when it wrote nothing else). A hash
-// beside the zset took a consume eight commands (HMGET, HSET, and an HDEL
-// and a ZREM for each entry swept): 15.7 µs on the server against 7.8 for
-// rate-limiter-flexible's three.
+// A wrong type of Z fails the script at its first command on it (ZSCORE),
+// before any write; peek only reads. A consume runs TIME, ZSCORE and ZADD;
+// a sweeping one also ZRANGEBYSCORE and, when it finds entries, one ZREM
+// (and ZCARD when it wrote nothing else).
 const keyedRate = evictionGuard(9) + `
 local P, Z = KEYS[1], KEYS[2]
-local op, T, tau, n, params, key = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local op, T, tau, n, key = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[6]
 local sweep, every = tonumber(ARGV[7]), tonumber(ARGV[8])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-local p = redis.call('GET', P)
-if p and p ~= params then
-  return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. P .. ' is in use by a RateLimiter with T:tau = ' ..
-    p .. ' µs, not ' .. params .. ' µs')
-end
 if op == 's' then
   -- The limiter's idle sweep (a timer of each client that wrote, so that
   -- state is reclaimed without later calls): up to SWEEP entries whose
@@ -771,7 +767,7 @@ if op == 's' then
   if #old > 0 then redis.call('ZREM', Z, unpack(old)) end
   local first = redis.call('ZRANGE', Z, 0, 0, 'WITHSCORES')[2]
   if not first then
-    if p then redis.call('DEL', P) end
+    redis.call('DEL', P)
     return { 0, 0, 0, 0 }
   end
   return { 1, 0, 0, math.max(tonumber(first) - now, 0) }
@@ -786,10 +782,11 @@ if v then
 end
 local base = tat
 if base < now then base = now end
+local left = math.max(math.floor((now + tau - base) / T), 0)
 if op == 'p' then
   local nxt = base + T
   if nxt - now > tau then
-    return { 0, math.floor((now + tau - base) / T), nxt - tau - now, base - now }
+    return { 0, left, nxt - tau - now, base - now }
   end
   return { 1, math.floor((now + tau - base) / T), 0, base - now }
 end
@@ -801,7 +798,6 @@ local gone = false
 local kept = false
 local function put (t)
   redis.call('ZADD', Z, string.format('%.0f', t), key)
-  if not p then redis.call('SET', P, params) end
   kept = true
 end
 local function drop ()
@@ -812,7 +808,7 @@ local reply = { 1, 0, 0, 0 }
 if op == 'c' then
   local nxt = base + n * T
   if nxt - now > tau then
-    reply = { 0, math.floor((now + tau - base) / T), nxt - tau - now, base - now }
+    reply = { 0, left, nxt - tau - now, base - now }
   else
     put(nxt)
     reply = { 1, math.floor((now + tau - nxt) / T), 0, nxt - now }
@@ -843,11 +839,11 @@ const commands = {
   sabsync5Renew: { numberOfKeys: 5, lua: renew },
   sabsync5Beat: { numberOfKeys: 5, lua: beat },
   sabsync5Count: { numberOfKeys: 5, lua: count },
-  sabsync3Rate: { numberOfKeys: 2, lua: rate },
+  sabsync4Rate: { numberOfKeys: 2, lua: rate },
   sabsync2Unrate: { numberOfKeys: 1, lua: unrate },
   sabsync1RateTidy: { numberOfKeys: 2, lua: rateTidy },
   sabsync2RateWaiting: { numberOfKeys: 1, lua: rateWaiting },
-  sabsync4KeyedRate: { numberOfKeys: 2, lua: keyedRate }
+  sabsync5KeyedRate: { numberOfKeys: 2, lua: keyedRate }
 }
 
 module.exports = { commands, WAKE, BATCH, WAITERS }

@@ -118,6 +118,8 @@ static int set_constants(napi_env env, napi_value exports) {
       {"RATE_W_RPS", SAB_RATE_W_RPS},
       {"LIMITER_ALLOWED", SAB_LIMITER_ALLOWED},
       {"LIMITER_DENIED", SAB_LIMITER_DENIED},
+      {"LIMITER_FULL", SAB_LIMITER_FULL},
+      {"LIMITER_BUSY", SAB_LIMITER_BUSY},
       {"RATE_HEADER_BYTES", SAB_RATE_HEADER_BYTES},
       {"SPACE_SEMA", SAB_SPACE_SEMA},
       {"SPACE_ATTACH", SAB_SPACE_ATTACH},

@@ -40,6 +40,9 @@ async function main (): Promise<void> {
   const wait: number = r.retryAfter + (await perIp.peek(1)).remaining + (await perIp.store().increment('k')).totalHits
   await perIp.refund('10.0.0.1')
   await perIp.reset('10.0.0.1')
+  const exact = new RateLimiter(redis, 'per-ip-exact', { limit: 100, window: 60_000, exact: true })
+  const q: number = exact.mostIn(60_000) + (exact.exact ? 1 : 0)
+  exact.store().init({ limit: q, windowMs: 60_000 })
   void wait
 
   const now: number | undefined = await limit.try()

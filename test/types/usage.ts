@@ -98,6 +98,9 @@ async function space (): Promise<void> {
   perIp.reset('10.0.0.1')
   const local = new RateLimiter({ limit: 5, window: 1000 })
   const again: RateLimiter = RateLimiter.from(local)
+  const next: RateLimiter = RateLimiter.from(local, { limit: 7, window: 1000, exact: true })
+  const most: number = next.mostIn(1000) + (next.exact ? 1 : 0)
+  void most
   const hits: number = again.store().increment('k').totalHits + RateLimiter.byteLengthFor(10) + RateLimiter.byteLength
   void [wait, hits]
 
