@@ -61,7 +61,28 @@ test('4 workers x 10,000 plain increments under a Mutex: exact', async () => {
   assert.strictEqual(m.isLocked, false)
 })
 
-test('Sema(2): never more than 2 holders among 4 workers, and 2 reached', async () => {
+test('Sema(2): a third acquirer waits until a token comes back', async () => {
+  const s = new sabsync.Sema(2)
+  const a = s.tryAcquire()
+  const b = s.tryAcquire()
+  assert.deepStrictEqual([a, b].sort(), [0, 1], 'tokens are the slots 0 and 1')
+  assert.strictEqual(s.tryAcquire(), undefined, 'no third token')
+  const w = worker(function ({ s }, port) {
+    const sema = sabsync.Sema.from(s)
+    port.postMessage(['timed', sema.acquireSync(50)])
+    port.postMessage(['got', sema.acquireSync(30000)])
+  }, { s })
+  assert.deepStrictEqual(await message(w), ['timed', undefined], 'a worker\'s acquireSync times out while both are out')
+  while (s.nrWaiting() === 0) await new Promise(resolve => setTimeout(resolve, 1))
+  s.release(a)
+  assert.deepStrictEqual(await message(w), ['got', a], 'and gets the token given back')
+  assert.strictEqual(await w.exited, 0)
+  assert.strictEqual(s.tryAcquire(), a, 'the token the ended worker held came back')
+  s.release(a)
+  s.release(b)
+})
+
+test('Sema(2): never more than 2 holders among 4 workers and the main thread', async () => {
   const s = new sabsync.Sema(2)
   const counts = new Int32Array(new SharedArrayBuffer(12)) // [in, max, acquisitions]
   const ws = []
@@ -93,8 +114,7 @@ test('Sema(2): never more than 2 holders among 4 workers, and 2 reached', async 
   }
   assert.deepStrictEqual(await Promise.all(ws.map(w => w.exited)), [0, 0, 0, 0])
   assert.strictEqual(counts[2], 4 * 500 + 50, 'every acquisition counted')
-  assert.ok(counts[1] <= 2, `at most 2 holders at once (saw ${counts[1]})`)
-  assert.strictEqual(counts[1], 2, 'and both tokens were out at once')
+  assert.ok(counts[1] >= 1 && counts[1] <= 2, `at most 2 holders at once (saw ${counts[1]})`)
   assert.strictEqual(s.nrWaiting(), 0)
 })
 
