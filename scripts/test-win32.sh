@@ -10,8 +10,8 @@
 # openShared refused) and test/win32/bench.js (the uncontended lock and
 # the round trip, shown: they are Wine's figures, not Windows').
 #
-# Needs mingw-w64 and wine (Debian; .ci/run installs them) and script
-# (util-linux). Without them it says why and skips (exit 0, no count).
+# Needs mingw-w64 and wine (Debian; .ci/run installs them). Without them
+# it says why and skips (exit 0, counting 0).
 # Node under Wine writes no pipe: each run's output goes to a file.
 # Prints `win32 node vX: N passed, M failed` (the install and each
 # node:test test count one) and exits non-zero on failure.
@@ -20,9 +20,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cache="$root/build/win32"
 t0=$(date +%s)
 
-skip () { echo "win32: skipped: $1"; exit 0; }
+skip () { echo "win32: skipped: $1"; echo "win32 node: 0 passed, 0 failed"; exit 0; }
 fail_early () { echo "win32: $1"; echo "win32 node: 0 passed, 1 failed"; exit 1; }
-for tool in x86_64-w64-mingw32-gcc wine wineboot wineserver; do
+for tool in x86_64-w64-mingw32-gcc wine wineboot wineserver winepath; do
   command -v "$tool" >/dev/null || skip "$tool not found (Debian: apt-get install mingw-w64 wine)"
 done
 
