@@ -14,7 +14,6 @@
         "src/core/sema.c",
         "src/core/rate.c",
         "src/core/limiter.c",
-        "src/core/parker_futex.c",
         "src/core/parker_uv.c",
         "src/napi/errors.c",
         "src/napi/values.c",
@@ -37,11 +36,22 @@
       "defines": ["NAPI_VERSION=8"],
       "cflags_c": ["-std=c11", "-Wall", "-Wextra", "-O2"],
       "conditions": [
-        ["sab_parker_uv==1 or OS!='linux'", { "defines": ["SAB_PARKER_UV"] }],
+        # The parker: Linux's futex one (parker_futex.c, below), Windows'
+        # WaitOnAddress one; every other OS (macOS), or sab_parker_uv=1 on
+        # Linux, the portable one. Windows builds only with mingw-w64
+        # (scripts/cross.js, which reads this file): the core uses GNU C's
+        # atomic builtins and POSIX threads (winpthreads, linked statically).
+        ["OS!='win' and (sab_parker_uv==1 or OS!='linux')", { "defines": ["SAB_PARKER_UV"] }],
+        ["OS=='win'", {
+          "sources": ["src/core/parker_win.c"],
+          "defines": ["SAB_PARKER_WIN", "_WIN32_WINNT=0x0A00"],
+          "libraries": ["-lsynchronization"]
+        }],
         # Shared spaces between processes (openShared) need Linux; elsewhere
         # src/napi/space.c answers ERR_SABSYNC_UNSUPPORTED.
         ["OS=='linux'", {
           "sources": [
+            "src/core/parker_futex.c",
             "src/core/futex.c",
             "src/core/space_sys.c",
             "src/core/space_lock.c",

@@ -24,13 +24,16 @@ function describe () {
 }
 
 // The platforms the package ships a binary for (scripts/prebuild.js).
-const PREBUILT = 'linux-x64 and linux-arm64 with glibc 2.17 or newer'
+const PREBUILT = 'linux-x64 and linux-arm64 with glibc 2.17 or newer, and win32-x64'
 
-// Why the code cannot build here at all, or null.
+// Why the addon cannot be built from source here, or null. Windows runs the
+// prebuilt win32-x64 binary (cross-compiled with mingw-w64) and builds
+// nothing: the core is C for GCC or Clang, and node-gyp there uses MSVC.
 function unsupported () {
   if (process.platform === 'win32') {
-    return 'Windows is not supported: the core is C for GCC or Clang (GNU atomic builtins, ' +
-      'POSIX threads) and does not build with MSVC. Run it under WSL 2, or in a Linux container.'
+    return 'Windows builds nothing from source: the core is C for GCC or Clang (GNU atomic builtins, ' +
+      'POSIX threads), which MSVC does not compile. sabsync ships a prebuilt win32-x64 binary; on ' +
+      'another architecture, or where it does not load, run sabsync under WSL 2 or in a Linux container.'
   }
   return null
 }

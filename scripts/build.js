@@ -3,13 +3,14 @@
 // Builds the addon with node-gyp (`npm run build`), or, with --install (the
 // package's install script), first tries the prebuilt binary:
 //
-// 1. A platform the code cannot build on (Windows) stops here, with one
-//    message that names it.
-// 2. A prebuilt binary for this platform is used if it loads here. It is
+// 1. A prebuilt binary for this platform is used if it loads here. It is
 //    loaded in a child process first: one that needs a newer glibc than
 //    this system's, or a glibc on musl, fails there with the loader's own
 //    message (and one that crashes, crashes there), and we build from
 //    source instead. SABSYNC_BUILD_FROM_SOURCE=1 skips this step.
+// 2. A platform the code cannot build on (Windows, where the prebuilt
+//    win32-x64 binary is the only way) stops there, with one message that
+//    says why the prebuilt binary was not used and why nothing builds.
 // 3. Building needs a C compiler, make and Python 3 (node-gyp's). When one
 //    is missing, one message says what failed to load, what is missing and
 //    how to get it, instead of node-gyp's errors.
@@ -31,9 +32,6 @@ function stop (lines) {
   console.error([`sabsync: cannot ${install ? 'install' : 'build'} on ${platform.describe()}.`, ...lines].join('\n  '))
   process.exit(1)
 }
-
-const unsupported = platform.unsupported()
-if (unsupported) stop([unsupported])
 
 // Uses the prebuilt binary and exits, or answers why not (a sentence).
 function tryPrebuilt () {
@@ -89,6 +87,8 @@ function nodeGyp () {
 }
 
 const why = install ? tryPrebuilt() : null
+const unsupported = platform.unsupported()
+if (unsupported) stop([...(why ? [why] : []), unsupported])
 const missing = missingTools()
 if (missing.length > 0) {
   stop([

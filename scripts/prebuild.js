@@ -8,7 +8,10 @@
 // with Debian's gcc-aarch64-linux-gnu (the headers are the same: Node-API
 // and libuv's are not specific to an architecture). `--arch A[,B]` or
 // SABSYNC_PREBUILD_ARCH=A[,B] picks others (`x64` alone packs without the
-// cross compiler). Linux binaries are named for glibc (sabsync.glibc.node),
+// cross compiler). On linux-x64 also win32-x64, cross-compiled with
+// mingw-w64 by scripts/cross.js (node-gyp does not build for Windows from
+// Linux); `win32-x64` in the list asks for it alone, and a list without it
+// (`x64,arm64`) packs without it. Linux binaries are named for glibc (sabsync.glibc.node),
 // so node-gyp-build passes them over on musl, and each is checked to need
 // no glibc newer than 2.17 (scripts/glibc-symbols.js): a binary that would
 // not load on older systems fails the pack rather than ship.
@@ -35,7 +38,7 @@ function archsWanted () {
   if (list) return list.split(',').map(s => s.trim()).filter(Boolean)
   // Cross first: the host's build comes last, so build/ holds the host's
   // objects when this ends.
-  return linux && process.arch === 'x64' ? ['arm64', 'x64'] : [process.arch]
+  return linux && process.arch === 'x64' ? ['arm64', 'win32-x64', 'x64'] : [process.arch]
 }
 
 function fail (msg) {
@@ -86,7 +89,21 @@ function prebuild (arch) {
 const hadBuild = fs.existsSync(path.join(root, 'build', 'Release', 'sabsync.node'))
 // Only what this run builds ships: no binary left from an earlier run.
 fs.rmSync(path.join(root, 'prebuilds'), { recursive: true, force: true })
-for (const arch of archsWanted()) prebuild(arch)
+// Another OS's binary, cross-compiled by scripts/cross.js.
+function crossBuild (target) {
+  if (!linux || process.arch !== 'x64') fail(`cannot cross-compile for ${target} here (linux-x64 only)`)
+  if (!onPath('x86_64-w64-mingw32-gcc')) {
+    fail(`the ${target} binary needs mingw-w64's x86_64-w64-mingw32-gcc (Debian/Ubuntu: apt-get install mingw-w64); ` +
+      'SABSYNC_PREBUILD_ARCH=x64,arm64 packs without it')
+  }
+  const r = spawnSync(process.execPath, [path.join(__dirname, 'cross.js'), target], { cwd: root, stdio: ['inherit', 2, 'inherit'] })
+  if (r.status !== 0) fail(`cross-compiling ${target} failed`)
+}
+
+for (const arch of archsWanted()) {
+  if (arch.includes('-')) crossBuild(arch)
+  else prebuild(arch)
+}
 if (hadBuild) {
   const r = spawnSync(process.execPath, [path.join(__dirname, 'build.js')], { cwd: root, stdio: ['inherit', 2, 'inherit'] })
   process.exit(r.status === null ? 1 : r.status)

@@ -9,7 +9,8 @@
 # slowest tap files of all the runs, what failed with the path of its log,
 # and `N passed, M failed`, the sum.
 # Exits non-zero if any part failed. Logs: build/test-logs/ (npm test, the
-# long files), .flavours/NAME/logs/, build/matrix/vX/, build/arm64/logs/.
+# long files), .flavours/NAME/logs/, build/matrix/vX/, build/arm64/logs/,
+# build/win32/ (the Wine run's logs and TAP).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -74,9 +75,12 @@ part 'flavour asan' bash scripts/test-flavour.sh asan
 part 'flavour uv' bash scripts/test-flavour.sh uv
 # The files the Node version can change, on the other supported majors.
 for v in 18 22 24; do part "node $v" bash scripts/test-matrix.sh "$v"; done
-# linux-arm64 under emulation.
+# linux-arm64 under emulation; win32-x64 under Wine; macOS compiled and
+# linked for x64 and arm64 (not run).
 if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; then
   part arm64 bash scripts/test-arm64.sh
+  part win32 bash scripts/test-win32.sh
+  part macos bash scripts/test-macos.sh
 fi
 # Stress and soak: its last line is `N passed, M failed`.
 part stress npm run stress --silent

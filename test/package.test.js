@@ -38,8 +38,14 @@ const skip = !headers && 'this Node has no headers to build with (offline)'
 // arm64 checks say they were left out.
 const linux = process.platform === 'linux'
 const cross = linux && process.arch === 'x64' && spawnSync('aarch64-linux-gnu-gcc', ['--version']).status === 0
-const archs = cross ? ['x64', 'arm64'] : [process.arch]
-const binary = arch => `prebuilds/${process.platform}-${arch}/sabsync${linux ? '.glibc' : ''}.node`
+// And win32-x64, cross-compiled with mingw-w64 (scripts/cross.js; .ci/run
+// installs it; scripts/test-win32.sh runs it under Wine): packed and
+// checked for its imports when x86_64-w64-mingw32-gcc is here.
+const mingw = linux && process.arch === 'x64' && spawnSync('x86_64-w64-mingw32-gcc', ['--version']).status === 0
+const archs = [...(cross ? ['x64', 'arm64'] : [process.arch]), ...(mingw ? ['win32-x64'] : [])]
+const binary = arch => arch.includes('-')
+  ? `prebuilds/${arch}/sabsync.node`
+  : `prebuilds/${process.platform}-${arch}/sabsync${linux ? '.glibc' : ''}.node`
 
 // A copy of `file` that asks for GLIBC_2.99 where it asked for GLIBC_2.17:
 // what an older glibc than the binary needs says when it is loaded
@@ -118,6 +124,19 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
         `${arch}: objdump -T lists the glibc symbols the core uses (${refs.length})`)
       t.same(tooNew(refs).map(r => `${r.name}@GLIBC_${r.version}`), [], `${arch}: none newer than GLIBC_2.17`)
     }
+  })
+
+  // The packed Windows binary: a PE DLL for x86-64 that imports Node-API
+  // and libuv from node.exe and nothing but Windows' own DLLs besides.
+  await t.test('the packed win32-x64 binary', { skip: !mingw && 'not packed here (no x86_64-w64-mingw32-gcc: apt-get install mingw-w64)' }, async t => {
+    const dump = sh('x86_64-w64-mingw32-objdump', ['-p', path.join(pkg, binary('win32-x64'))], work)
+    t.match(dump, /file format pei-x86-64/, 'a PE file for x86-64')
+    t.match(dump, /^\s*DLL$/m, 'a DLL (its characteristics say so)')
+    const dlls = [...dump.matchAll(/DLL Name: (\S+)/g)].map(m => m[1].toLowerCase())
+    t.ok(dlls.includes('node.exe'), 'importing from node.exe')
+    t.same(dlls.filter(d => !/^(node\.exe|kernel32\.dll|msvcrt\.dll|api-ms-win-[a-z0-9-]+\.dll)$/.test(d)), [], `and Windows' own DLLs only (${dlls.join(', ')})`)
+    t.match(dump, /\bnapi_create_function\b/, 'Node-API among its imports')
+    t.match(dump, /\buv_async_send\b/, 'and libuv')
   })
 
   const cjs = sh(process.execPath, ['-e', `

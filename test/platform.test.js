@@ -45,14 +45,24 @@ t.test('only the futex, the futex parker and the space\'s system calls include <
   t.ok(linuxSources && linuxSources[1].includes('"src/core/futex.c"'), 'and so is futex.c')
   t.notOk(/"sources": \[[^\]]*"src\/core\/space_sys\.c"[^\]]*\][^]*\["OS=='linux'"/.test(gypText), 'and not among the sources of every OS')
   t.match(code('src/core/futex.c'), linuxOnly, 'the futex does (the check sees them)')
-  t.match(code('src/core/parker_futex.c'), /^#ifndef SAB_PARKER_UV\b/m, 'and compiles to nothing with the portable parker')
-  const gyp = fs.readFileSync(path.join(root, 'binding.gyp'), 'utf8')
-  t.match(gyp, /\["sab_parker_uv==1 or OS!='linux'", \{ "defines": \["SAB_PARKER_UV"\] \}\]/,
-    'binding.gyp picks the portable parker on every OS but Linux')
+  t.ok(linuxSources && linuxSources[1].includes('"src/core/parker_futex.c"'), 'and so is the futex parker')
+  t.match(code('src/core/parker_futex.c'), /^#ifndef SAB_PARKER_UV\b/m, 'which compiles to nothing with the portable parker')
+  t.match(code('src/core/parker_win.c'), /^#ifdef SAB_PARKER_WIN\b/m, 'the Windows parker compiles only where it is chosen')
+  const { gypFor } = require('../scripts/cross')
+  const defines = os => gypFor(os).defines.filter(d => /^SAB_PARKER_/.test(d))
+  t.same(defines('linux'), [], 'binding.gyp: the futex parker on Linux')
+  t.same(defines('win'), ['SAB_PARKER_WIN'], 'WaitOnAddress on Windows')
+  t.same(defines('mac'), ['SAB_PARKER_UV'], 'the portable parker on macOS')
+  t.same(defines('freebsd'), ['SAB_PARKER_UV'], 'and on any other OS')
+  t.notOk(gypFor('mac').sources.some(f => /^src\/core\/(futex|parker_futex|space)/.test(f)), 'no futex or space file of the core outside Linux')
+  t.ok(gypFor('win').sources.includes('src/core/parker_win.c') && !gypFor('linux').sources.includes('src/core/parker_win.c'), 'parker_win.c on Windows only')
 })
 
-t.test('the install script stops on Windows with one message', async t => {
-  // The script as it runs on win32: process.platform is all it looks at.
+t.test('the install script on Windows: the prebuilt binary or one message, never a compiler', async t => {
+  // The script as it runs on win32 where the prebuilt binary is not used
+  // (here: node-gyp-build finds this tree's Linux build first):
+  // process.platform is all it looks at. Where the win32-x64 binary loads,
+  // it exits 0 (scripts/test-win32.sh runs it under Wine).
   const r = spawnSync(process.execPath, ['-e', `
     Object.defineProperty(process, 'platform', { value: 'win32' })
     process.argv.push('--install')
@@ -60,8 +70,10 @@ t.test('the install script stops on Windows with one message', async t => {
   t.equal(r.status, 1, 'the install fails')
   t.equal(r.stdout, '', 'nothing on stdout')
   t.match(r.stderr, new RegExp(`^sabsync: cannot install on win32-${process.arch}, Node ${process.versions.node}\\.\\n`), 'naming the platform')
-  t.match(r.stderr, /Windows is not supported: .*MSVC\. Run it under WSL 2, or in a Linux container\.\n$/, 'why, and what to do')
-  t.equal(r.stderr.trim().split('\n').length, 2, 'in two lines, no compiler output')
+  const lines = r.stderr.trim().split('\n')
+  t.equal(lines.length, 3, 'in three lines, no compiler output')
+  t.match(lines[1], /^ {2}(An earlier build is here|There is no prebuilt binary|The prebuilt binary .* does not load here)/, 'why the prebuilt binary was not used')
+  t.match(lines[2], /Windows builds nothing from source: .*MSVC.*ships a prebuilt win32-x64 binary.*WSL 2/, 'why nothing builds, and what to do')
 })
 
 t.test('the libc the messages name', { skip: process.platform !== 'linux' && 'not Linux' }, async t => {

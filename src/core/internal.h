@@ -8,6 +8,12 @@
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
 #endif
+/* Apple's headers hide what POSIX does not define (sysconf's
+ * _SC_NPROCESSORS_ONLN, parker_uv.c) once _POSIX_C_SOURCE is set, unless
+ * _DARWIN_C_SOURCE asks for them too. */
+#if defined(__APPLE__) && !defined(_DARWIN_C_SOURCE)
+#define _DARWIN_C_SOURCE
+#endif
 
 #include "sabsync.h"
 
@@ -151,10 +157,11 @@ static inline uint32_t sab__spin_word(const uint32_t *state) {
 }
 static inline uint32_t sab__spin(sab_waiter_t *w) { return sab__spin_word(&w->state); }
 
-#if defined(__linux__)
+#if defined(__linux__) || defined(SAB_PARKER_WIN)
 /* futex.c: the one futex wait (absolute CLOCK_MONOTONIC deadline;
  * UINT64_MAX: none) and wake; `shared`: a word of a space (any process's
- * mapping), else private to this process. */
+ * mapping), else private to this process. On Windows, parker_win.c's
+ * WaitOnAddress and WakeByAddress* (this process's words only). */
 void sab__futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline, int shared);
 void sab__futex_wake(uint32_t *word, int n, int shared);
 
@@ -192,7 +199,7 @@ static inline uint32_t sab__park_word(uint32_t *state, uint64_t deadline, const 
     sab__futex_wait(state, SAB_W_PARKED, deadline, shared);
   }
 }
-#endif /* __linux__ */
+#endif /* __linux__ || SAB_PARKER_WIN */
 
 /* What a record's final state answers its waiter (any other: still
  * pending), in both memories. */

@@ -1,0 +1,202 @@
+'use strict'
+// The threads tier on Windows, run by scripts/test-win32.sh under Wine with
+// Node for Windows, from an app whose node_modules/sabsync is the packed
+// tarball: loading, every primitive kind of wait (Mutex, Sema, wait/notify,
+// waitAsync), async delivery on the loop, and worker teardown (a holder
+// terminated: ownerDied; a thread terminated while parked). node:test, not
+// tap: Node for Windows runs it with nothing installed. Also runs on Linux
+// against this checkout (`node test/win32/threads.js`), which is how it is
+// checked before it goes to Wine.
+const test = require('node:test')
+const assert = require('node:assert')
+const path = require('path')
+const { Worker } = require('worker_threads')
+
+// Under scripts/test-win32.sh: the installed package; else this checkout.
+const entry = process.env.SABSYNC_ENTRY || path.join(__dirname, '..', '..')
+const sabsync = require(entry)
+
+// A worker running `body` (a function's source) with `sabsync` and
+// `workerData` in scope; resolves with its exit code.
+function worker (body, workerData) {
+  const w = new Worker(`
+    const sabsync = require(${JSON.stringify(require.resolve(entry))})
+    const { workerData, parentPort } = require('worker_threads')
+    ;(${body})(workerData, parentPort)`, { eval: true, workerData })
+  w.exited = new Promise((resolve, reject) => { w.on('exit', resolve); w.on('error', reject) })
+  return w
+}
+
+const message = w => new Promise(resolve => w.once('message', resolve))
+
+test('require loads the win32-x64 prebuilt binary', () => {
+  const pkg = path.dirname(require.resolve(entry + '/package.json'))
+  const found = require(require.resolve('node-gyp-build', { paths: [pkg] })).resolve(pkg)
+  if (process.platform === 'win32') {
+    assert.match(found, /[\\/]prebuilds[\\/]win32-x64[\\/]sabsync\.node$/, 'node-gyp-build picks prebuilds/win32-x64')
+  }
+  assert.strictEqual(typeof sabsync.Mutex, 'function')
+  const ta = new Int32Array(new SharedArrayBuffer(8))
+  assert.strictEqual(sabsync.wait(ta, 0, 1), 'not-equal')
+  assert.strictEqual(sabsync.wait(ta, 0, 0, 20), 'timed-out')
+})
+
+test('4 workers x 10,000 plain increments under a Mutex: exact', async () => {
+  const m = new sabsync.Mutex()
+  const cell = new Int32Array(new SharedArrayBuffer(4))
+  const ws = []
+  for (let i = 0; i < 4; i++) {
+    ws.push(worker(function ({ m, cell }) {
+      const mu = sabsync.Mutex.from(m)
+      for (let k = 0; k < 10000; k++) {
+        mu.lock()
+        cell[0] = cell[0] + 1 // plain read and write: only the lock keeps them apart
+        mu.unlock()
+      }
+    }, { m, cell }))
+  }
+  const codes = await Promise.all(ws.map(w => w.exited))
+  assert.deepStrictEqual(codes, [0, 0, 0, 0])
+  assert.strictEqual(cell[0], 40000)
+  assert.strictEqual(m.isLocked, false)
+})
+
+test('Sema(2): a third acquirer waits until a token comes back', async () => {
+  const s = new sabsync.Sema(2)
+  const a = s.tryAcquire()
+  const b = s.tryAcquire()
+  assert.deepStrictEqual([a, b].sort(), [0, 1], 'tokens are the slots 0 and 1')
+  assert.strictEqual(s.tryAcquire(), undefined, 'no third token')
+  const w = worker(function ({ s }, port) {
+    const sema = sabsync.Sema.from(s)
+    port.postMessage(['timed', sema.acquireSync(50)])
+    port.postMessage(['got', sema.acquireSync(30000)])
+  }, { s })
+  assert.deepStrictEqual(await message(w), ['timed', undefined], 'a worker\'s acquireSync times out while both are out')
+  while (s.nrWaiting() === 0) await new Promise(resolve => setTimeout(resolve, 1))
+  s.release(a)
+  assert.deepStrictEqual(await message(w), ['got', a], 'and gets the token given back')
+  assert.strictEqual(await w.exited, 0)
+  assert.strictEqual(s.tryAcquire(), a, 'the token the ended worker held came back')
+  s.release(a)
+  s.release(b)
+})
+
+test('Sema(2): never more than 2 holders among 4 workers and the main thread', async () => {
+  const s = new sabsync.Sema(2)
+  const counts = new Int32Array(new SharedArrayBuffer(12)) // [in, max, acquisitions]
+  const ws = []
+  for (let i = 0; i < 4; i++) {
+    ws.push(worker(function ({ s, counts }) {
+      const sema = sabsync.Sema.from(s)
+      for (let k = 0; k < 500; k++) {
+        const token = sema.acquireSync()
+        const now = Atomics.add(counts, 0, 1) + 1
+        for (let max = Atomics.load(counts, 1); now > max; max = Atomics.load(counts, 1)) {
+          if (Atomics.compareExchange(counts, 1, max, now) === max) break
+        }
+        Atomics.add(counts, 2, 1)
+        for (let spin = 0; spin < 200; spin++) Atomics.load(counts, 0)
+        Atomics.sub(counts, 0, 1)
+        sema.release(token)
+      }
+    }, { s, counts }))
+  }
+  // The main thread takes its share asynchronously meanwhile.
+  for (let k = 0; k < 50; k++) {
+    const token = await s.acquire()
+    const now = Atomics.add(counts, 0, 1) + 1
+    if (now > Atomics.load(counts, 1)) Atomics.store(counts, 1, now)
+    Atomics.add(counts, 2, 1)
+    await new Promise(resolve => setImmediate(resolve))
+    Atomics.sub(counts, 0, 1)
+    s.release(token)
+  }
+  assert.deepStrictEqual(await Promise.all(ws.map(w => w.exited)), [0, 0, 0, 0])
+  assert.strictEqual(counts[2], 4 * 500 + 50, 'every acquisition counted')
+  assert.ok(counts[1] >= 1 && counts[1] <= 2, `at most 2 holders at once (saw ${counts[1]})`)
+  assert.strictEqual(s.nrWaiting(), 0)
+})
+
+test('waitAsync resolves on the loop when a worker notifies; counts exact', async () => {
+  const ta = new Int32Array(new SharedArrayBuffer(8))
+  const r1 = sabsync.waitAsync(ta, 0, 0)
+  const r2 = sabsync.waitAsync(ta, 0, 0, 30000)
+  assert.strictEqual(r1.async, true)
+  assert.strictEqual(sabsync.waiters(ta, 0), 2)
+  const w = worker(function ({ ta }, port) {
+    Atomics.store(ta, 0, 1)
+    port.postMessage(sabsync.notify(ta, 0, 1)) // wakes the oldest only
+  }, { ta })
+  assert.strictEqual(await message(w), 1, 'notify(…, 1) woke one')
+  assert.strictEqual(await r1.value, 'ok', 'the oldest waiter, on the main loop')
+  let settled = false
+  r2.value.then(() => { settled = true })
+  await new Promise(resolve => setTimeout(resolve, 50))
+  assert.strictEqual(settled, false, 'the second is still waiting')
+  assert.strictEqual(sabsync.notify(ta, 0), 1)
+  assert.strictEqual(await r2.value, 'ok')
+  await w.exited
+  const t0 = process.hrtime.bigint()
+  const r3 = sabsync.waitAsync(ta, 0, 1, 100)
+  assert.strictEqual(await r3.value, 'timed-out')
+  assert.ok(process.hrtime.bigint() - t0 >= 100000000n, 'the timeout is never early')
+})
+
+test('a blocking wait in a worker woken by the main thread', async () => {
+  const ta = new Int32Array(new SharedArrayBuffer(8))
+  const w = worker(function ({ ta }, port) {
+    port.postMessage('waiting')
+    port.postMessage(sabsync.wait(ta, 0, 0, 30000))
+  }, { ta })
+  assert.strictEqual(await message(w), 'waiting')
+  while (sabsync.waiters(ta, 0) === 0) await new Promise(resolve => setTimeout(resolve, 1))
+  assert.strictEqual(sabsync.notify(ta, 0), 1)
+  assert.strictEqual(await message(w), 'ok')
+  assert.strictEqual(await w.exited, 0)
+})
+
+test('a worker terminated while holding a Mutex: the next holder sees ownerDied', async () => {
+  const m = new sabsync.Mutex()
+  const w = worker(function ({ m }, port) {
+    sabsync.Mutex.from(m).lock()
+    port.postMessage('held')
+    for (;;) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1000)
+  }, { m })
+  assert.strictEqual(await message(w), 'held')
+  const waiting = m.lockAsync({ timeout: 20000 })
+  await w.terminate()
+  assert.strictEqual(await waiting, true, 'the waiter gets the lock')
+  assert.strictEqual(m.ownerDied, true, 'and is told its owner died')
+  m.unlock()
+  assert.strictEqual(m.ownerDied, false)
+  assert.strictEqual(m.tryLock(), true)
+  m.unlock()
+})
+
+test('a worker terminated while parked in lock() ends promptly, and nothing stays queued', async () => {
+  const m = new sabsync.Mutex()
+  m.lock()
+  const w = worker(function ({ m }, port) {
+    port.postMessage('go')
+    sabsync.Mutex.from(m).lock()
+  }, { m })
+  assert.strictEqual(await message(w), 'go')
+  await new Promise(resolve => setTimeout(resolve, 100))
+  const t0 = Date.now()
+  await w.terminate()
+  const ms = Date.now() - t0
+  assert.ok(ms < 5000, `terminate() returned in ${ms} ms`)
+  m.unlock()
+  assert.strictEqual(m.tryLock(), true, 'the lock is free for the next')
+  m.unlock()
+})
+
+test('openShared is refused: ERR_SABSYNC_UNSUPPORTED, spaces need Linux', { skip: process.platform === 'linux' && 'Linux has spaces' }, () => {
+  assert.throws(() => sabsync.openShared('sabsync-win32-test', { size: 1 << 20 }), err => {
+    assert.strictEqual(err.code, 'ERR_SABSYNC_UNSUPPORTED')
+    assert.ok(err instanceof sabsync.SabsyncError)
+    assert.match(err.message, /need Linux/)
+    return true
+  })
+})
