@@ -162,7 +162,7 @@ typedef struct {
 #if defined(__linux__)
 #define IN_SPACE(ref) ((ref)->reg != NULL)
 #else
-#define IN_SPACE(ref) 0
+#define IN_SPACE(ref) ((void)(ref), 0)
 #endif
 
 /* A Sema from its view or Int32Array `v` (`buffer` wanted: the array's),
@@ -196,6 +196,7 @@ static int get_ref(napi_env env, napi_value v, size_t argc, size_t at, napi_valu
  * state; in a space, no free record, or a bookkeeping lock a live holder
  * kept), naming `what`. Answers whether it threw. */
 static int sema_failed(napi_env env, const sema_ref_t *ref, int r, const char *what) {
+  (void)what;
   if (!IN_SPACE(ref)) {
     if (r == SAB_E_CORRUPT) corrupt(env);
     return r == SAB_E_CORRUPT;
@@ -251,6 +252,7 @@ static int ask_once(sab_env_t *e, const sema_ref_t *ref, sab_sema_ask_t *ask, in
                     uint64_t deadline, uint32_t *token) {
   int r, woken = 0;
   *token = SAB_SEMA_NO_TOKEN;
+  (void)ref;
 #if defined(__linux__)
   if (IN_SPACE(ref)) {
     sab_napi_reg_t *reg = ref->reg;
@@ -500,9 +502,11 @@ static napi_value sema_acquire_async(napi_env env, napi_callback_info info) {
   /* Not queued: the promise is never handed out. */
   sab_napi_async_discard(e, a);
   if (r == SAB_NAPI_TERMINATED) return NULL;
+#if defined(__linux__)
   /* A live holder kept a space's bookkeeping lock past the timeout. */
   if (r == SAB_E_SPACE_BUSY && sab_now() >= deadline)
     return sab_napi_number(env, SAB_NAPI_SEMA_TIMED_OUT);
+#endif
   if (sema_failed(env, &ref, r, "Sema acquire")) return NULL;
   return sab_napi_number(env, token);
 }
