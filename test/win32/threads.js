@@ -1,9 +1,11 @@
 'use strict'
 // The threads tier on Windows, run by scripts/test-win32.sh under Wine with
 // Node for Windows, from an app whose node_modules/sabsync is the packed
-// tarball: loading, every primitive kind of wait (Mutex, Sema, wait/notify,
-// waitAsync), async delivery on the loop, and worker teardown (a holder
-// terminated: ownerDied; a thread terminated while parked). node:test, not
+// tarball: loading, every primitive (Mutex, Sema, AtomicFlag, Once, Latch,
+// CondVar, RWLock, Barrier, RateLimit, RateLimiter) across threads, the
+// waits (wait/notify, waitAsync), async delivery on the loop, and worker
+// teardown (a holder terminated: ownerDied; a thread terminated while
+// parked). node:test, not
 // tap: Node for Windows runs it with nothing installed. Also runs on Linux
 // against this checkout (`node test/win32/threads.js`), which is how it is
 // checked before it goes to Wine.
@@ -190,6 +192,99 @@ test('a worker terminated while parked in lock() ends promptly, and nothing stay
   m.unlock()
   assert.strictEqual(m.tryLock(), true, 'the lock is free for the next')
   m.unlock()
+})
+
+// The other primitives, each across a worker: their waits and wakes are
+// the same parker's, their state the same shared words.
+test('AtomicFlag, Once, Latch: a worker sets, runs once and counts down; the main thread sees it', async () => {
+  const flag = new sabsync.AtomicFlag()
+  const once = new sabsync.Once()
+  const latch = new sabsync.Latch(2)
+  const ran = new Int32Array(new SharedArrayBuffer(4))
+  const w = worker(function ({ flag, once, latch, ran }) {
+    const f = sabsync.AtomicFlag.from(flag)
+    const o = sabsync.Once.from(once)
+    const l = sabsync.Latch.from(latch)
+    o.run(() => Atomics.add(ran, 0, 1))
+    f.testAndSet()
+    f.notifyAll()
+    l.countDown()
+    l.countDown()
+  }, { flag, once, latch, ran })
+  assert.strictEqual(await flag.waitAsync(false, { timeout: 30000 }), true, 'the flag was set')
+  assert.strictEqual(await latch.waitAsync({ timeout: 30000 }), true, 'the latch opened')
+  once.run(() => Atomics.add(ran, 0, 1))
+  assert.strictEqual(Atomics.load(ran, 0), 1, 'the Once ran once, in the worker')
+  assert.strictEqual(await w.exited, 0)
+})
+
+test('CondVar with a Mutex: a worker waits for a predicate the main thread makes true', async () => {
+  const m = new sabsync.Mutex()
+  const cv = new sabsync.CondVar()
+  const cell = new Int32Array(new SharedArrayBuffer(4))
+  const w = worker(function ({ m, cv, cell }, port) {
+    const mu = sabsync.Mutex.from(m)
+    const c = sabsync.CondVar.from(cv)
+    mu.lock()
+    port.postMessage('waiting')
+    while (cell[0] === 0) c.wait(mu, 30000)
+    port.postMessage(cell[0])
+    mu.unlock()
+  }, { m, cv, cell })
+  assert.strictEqual(await message(w), 'waiting')
+  assert.strictEqual(await m.lockAsync({ timeout: 30000 }), true, 'the worker let go of the mutex while it waits')
+  cell[0] = 42
+  cv.notifyAll()
+  m.unlock()
+  assert.strictEqual(await message(w), 42)
+  assert.strictEqual(await w.exited, 0)
+})
+
+test('RWLock: readers share it, a writer waits for them; Barrier: the parties leave together', async () => {
+  const rw = new sabsync.RWLock()
+  const b = new sabsync.Barrier(3)
+  assert.strictEqual(rw.tryReadLock(), true)
+  const w = worker(function ({ rw, b }, port) {
+    const l = sabsync.RWLock.from(rw)
+    const bar = sabsync.Barrier.from(b)
+    port.postMessage(['read', l.tryReadLock()])
+    l.readUnlock()
+    port.postMessage(['write', l.writeLock(30000)])
+    l.writeUnlock()
+    port.postMessage(['barrier', bar.wait(30000) !== undefined])
+  }, { rw, b })
+  assert.deepStrictEqual(await message(w), ['read', true], 'a second reader gets in beside the first')
+  await new Promise(resolve => setTimeout(resolve, 50))
+  rw.readUnlock()
+  assert.deepStrictEqual(await message(w), ['write', true], 'the writer gets it once the readers left')
+  const mine = b.waitAsync({ timeout: 30000 })
+  let left = false
+  mine.then(() => { left = true })
+  await new Promise(resolve => setTimeout(resolve, 50))
+  assert.strictEqual(left, false, 'two of three parties: the barrier holds')
+  const w2 = worker(function ({ b }) { sabsync.Barrier.from(b).wait(30000) }, { b })
+  assert.deepStrictEqual(await message(w), ['barrier', true])
+  assert.notStrictEqual(await mine, undefined, 'the main thread left with the others')
+  assert.deepStrictEqual(await Promise.all([w.exited, w2.exited]), [0, 0])
+})
+
+test('RateLimit and RateLimiter: shared between threads, the bounds hold', async () => {
+  const limit = sabsync.RateLimit(5, { timeUnit: 60000 })
+  const limiter = new sabsync.RateLimiter({ limit: 3, window: 60000, burst: 3 })
+  const w = worker(function ({ limitHandle, limiterHandle }, port) {
+    const lim = sabsync.RateLimit.from(limitHandle)
+    const rl = sabsync.RateLimiter.from(limiterHandle)
+    let allowed = 0
+    for (let i = 0; i < 5; i++) if (rl.consume('client').allowed) allowed++
+    Promise.all([lim(), lim(), lim()]).then(() => port.postMessage(allowed))
+  }, { limitHandle: limit.handle, limiterHandle: { buffer: limiter.buffer, byteOffset: limiter.byteOffset } })
+  const inWorker = await message(w)
+  assert.strictEqual(inWorker, 3, 'the worker got the key\'s burst of 3')
+  assert.strictEqual(limiter.consume('client').allowed, false, 'and the main thread none more for that key')
+  await limit()
+  await limit()
+  assert.strictEqual(await limit({ timeout: 50 }), undefined, 'the sixth grant of 5 per minute waits past its timeout')
+  assert.strictEqual(await w.exited, 0)
 })
 
 test('openShared is refused: ERR_SABSYNC_UNSUPPORTED, spaces need Linux', { skip: process.platform === 'linux' && 'Linux has spaces' }, () => {
