@@ -75,7 +75,8 @@ const ONCE = [
   'layers', // reads the sources (include and require graph)
   'platform', // the install script and the source's platform code, read
   'helpers', // the test helpers' output under a colouring runner
-  'bench' // the benchmark harness's bookkeeping
+  'bench', // the benchmark harness's bookkeeping
+  'pm2-reload' // PM2's daemon reloading the README's example: what it loads of the addon (a RateLimiter in a space) runs under every flavour in rate-limiter-space; under a sanitizer's preload, PM2's own reload of 4 instances outlasts its 60 s timeout
 ]
 // sabsync/redis is plain JS over the caller's Redis client and never loads
 // the addon.
