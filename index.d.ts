@@ -685,8 +685,9 @@ export interface OpenSharedOptions {
    * How each object's directory key is made. A space outlives every
    * process, and an object keeps the parameters it was made with:
    *
-   * - left out (the default, `'state'`): a `sema`'s or `barrier`'s key
-   *   carries its `nr` / `parties`, so a deploy that changes them meets no
+   * - left out (the default, `'state'`): a `sema`'s, `barrier`'s or
+   *   `rateLimit`'s key carries its `nr` / `parties` / `rps` and
+   *   `timeUnit`, so a deploy that changes them meets no
    *   error: processes of the old release keep the old object, the new ones
    *   share a new one, and the old one's room is reclaimed once its last
    *   user is gone. Other kinds keep one object per key (a mismatch is

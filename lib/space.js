@@ -395,13 +395,13 @@ const VERSION_MARK = '\u0002' // refused in callers' keys, so a versioned key is
 
 // The default (versioned left out): the kinds whose parameters are state
 // that cannot change under the processes that use it (a Sema's tokens, a
-// Barrier's parties) are versioned, so a deploy that changes them meets no
+// Barrier's parties, a RateLimit's ring of rps grants) are versioned, so a deploy that changes them meets no
 // mismatch; the others keep one object per key (an array's length, a
 // lock's reader slots: a mismatch stays an error that says what to do).
 // A new version retires the others of its key, whose room is reclaimed at
 // the next lookup after their last user has gone (src/core/space.c).
 const STATE = 'state'
-const STATE_KINDS = new Set([KIND.barrier, KIND.sema])
+const STATE_KINDS = new Set([KIND.barrier, KIND.sema, KIND.rateLimit])
 const versions = (mode, kind) => mode === true || (mode === STATE && STATE_KINDS.has(kind))
 
 function versionedKey (key, kind, params) {
@@ -430,7 +430,7 @@ class Space {
   /**
    * How this view derives directory keys (openShared's options.versioned):
    * true (every kind's key carries its parameters), false (none), or
-   * 'state' (the default: sema and barrier keys carry theirs).
+   * 'state' (the default: sema, barrier and rateLimit keys carry theirs).
    */
   get versioned () { return this.#versioned }
 

@@ -115,8 +115,13 @@ t.test('a RateLimit of rps is never exceeded in any window across 4 processes', 
   const unit = 100
   const limit = space.rateLimit('api', rps, { timeUnit: unit })
   t.equal(limit.rps, rps)
-  t.throws(() => space.rateLimit('api', rps, { timeUnit: 200 }), { code: 'ERR_SABSYNC_SHARED_MISMATCH' })
-  t.throws(() => space.rateLimit('api', rps + 1, { timeUnit: unit }), { code: 'ERR_SABSYNC_SHARED_MISMATCH' })
+  // Without versions a key keeps its rps and unit (by default they are
+  // versioned, as a Sema's nr: test/space-versioned.test.js).
+  const fixed = openShared(name, { versioned: false })
+  fixed.rateLimit('api-fixed', rps, { timeUnit: unit })
+  t.throws(() => fixed.rateLimit('api-fixed', rps, { timeUnit: 200 }), { code: 'ERR_SABSYNC_SHARED_MISMATCH' })
+  t.throws(() => fixed.rateLimit('api-fixed', rps + 1, { timeUnit: unit }), { code: 'ERR_SABSYNC_SHARED_MISMATCH' })
+  fixed.close()
   const body = `
     const limit = space.rateLimit('api', ${rps}, { timeUnit: ${unit} })
     const times = []

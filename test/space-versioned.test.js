@@ -85,6 +85,20 @@ t.test('a rate limit and a RateLimiter changed across a deploy', async t => {
   space.close()
 })
 
+t.test('by default a RateLimit of another rps or unit is a new version beside the old: no mismatch', async t => {
+  // The README's space.rateLimit('github', 100) across a release that
+  // raises it: the default versions a RateLimit's key, as a Sema's.
+  const name = spaceName(t)
+  const space = openShared(name)
+  const old = space.rateLimit('github', 5)
+  const next = space.rateLimit('github', 8)
+  const slower = space.rateLimit('github', 8, { timeUnit: 2000 })
+  t.same([old.rps, next.rps, slower.rps], [5, 8, 8])
+  t.equal(space.usage().retired, 2, 'each newer version retires the older ones, until their users are gone')
+  t.equal(typeof (await next()), 'number', 'the new version grants')
+  space.close()
+})
+
 t.test('versioned keys: arguments and limits', async t => {
   const name = spaceName(t)
   t.throws(() => openShared(name, { versioned: 'yes' }), { code: 'ERR_INVALID_ARG_TYPE', message: /"options.versioned"/ })
