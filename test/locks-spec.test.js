@@ -22,7 +22,7 @@ const unique = (t, tier) => `${tier}/${t.name}/${process.pid}/${serial++}`
 const tick = (ms = 0) => new Promise(resolve => setTimeout(resolve, ms))
 const deferred = () => {
   let resolve, reject
-  const promise = new Promise((res, rej) => { resolve = res; reject = rej })
+  const promise = new Promise((_resolve, _reject) => { resolve = _resolve; reject = _reject })
   return { promise, resolve, reject }
 }
 const rejectsWith = async (t, p, check, msg) => {
