@@ -37,6 +37,7 @@ const H = { magic: 0, seq: 1, bell: 2, high: 3, serial: 4 }
 const MAGIC = 0x4c4f434b // 'LOCK'
 const WORDS = HEADER + SLOTS * SLOT
 const KEY = '\u0003sabsync.locks'
+const TABLE_KEY = KEY + '.table'
 const BUSY_MS = 250 // the longest a request waits for the table's mutex
 
 function hashOf (name) {
@@ -46,7 +47,7 @@ function hashOf (name) {
 }
 
 function makeSpaceLocks (space, backend) {
-  const L = space.int32Array(KEY + '.table', WORDS)
+  const L = space.int32Array(TABLE_KEY, WORDS)
   const m = space.mutex(KEY + '.mutex')
   const self = backend.self
   const ring = backend.waker(L, H.bell)
@@ -376,4 +377,4 @@ function makeSpaceLocks (space, backend) {
   return makeLockManager(backendOfLocks)
 }
 
-module.exports = { makeSpaceLocks, NAME_MAX, SLOTS }
+module.exports = { makeSpaceLocks, NAME_MAX, SLOTS, WORDS, TABLE_KEY }
