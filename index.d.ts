@@ -758,6 +758,10 @@ export interface Space {
   readonly size: number
   /** This thread's owner id in the space (the same number in every process). */
   readonly ownerId: number
+  /** The Web Locks API for every thread of every process that opens this
+   * space: names up to 128 UTF-16 code units, 256 requests held or waiting
+   * at once; a process that dies releases what it held. */
+  readonly locks: LockManager
   /** Whether this process created the space. */
   readonly created: boolean
   /** How this view makes directory keys: `true`, `false`, or `'state'` (the default: see {@link OpenSharedOptions.versioned}). */

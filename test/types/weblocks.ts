@@ -1,5 +1,5 @@
 // The Web Locks API of the threads tier: request's overloads and query's answer.
-import { locks } from 'sabsync'
+import { locks, openShared } from 'sabsync'
 import type { Lock, LockInfo, LockManager } from 'sabsync'
 
 async function use (manager: LockManager): Promise<void> {
@@ -15,3 +15,5 @@ async function use (manager: LockManager): Promise<void> {
 }
 
 void use(locks)
+
+void use(openShared('types-only').locks)
