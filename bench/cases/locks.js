@@ -8,7 +8,20 @@ const { Worker } = require('worker_threads')
 const root = path.join(__dirname, '..', '..')
 
 const builtin = () => require('worker_threads').locks || globalThis.navigator.locks
-const managerOf = impl => impl === 'sabsync' ? require(root).locks : builtin()
+let space = null
+function managerOf (impl) {
+  if (impl === 'sabsync') return require(root).locks
+  if (impl === 'space') {
+    if (space === null) {
+      const { openShared } = require(root)
+      const name = `bench-locks-${process.pid}`
+      space = openShared(name)
+      openShared.unlink(name) // gone with this process
+    }
+    return space.locks
+  }
+  return builtin()
+}
 
 // Requests one after another on a free name: the cost of a request whose
 // lock nobody else wants (the callback does nothing).
@@ -92,6 +105,18 @@ module.exports = [
     subjects: {
       sabsync: ({ quick }) => uncontended('sabsync', quick ? 20000 : 100000),
       'worker_threads.locks': ({ quick }) => uncontended('builtin', quick ? 20000 : 100000)
+    }
+  },
+  {
+    // The processes tier's request (sabsync: space.locks) within 2x of
+    // the threads tier's.
+    name: 'Web Locks request, uncontended: space.locks against locks (threads)',
+    unit: 'us/op',
+    compare: 'locks (threads)',
+    goal: 0.5,
+    subjects: {
+      sabsync: ({ quick }) => uncontended('space', quick ? 20000 : 100000),
+      'locks (threads)': ({ quick }) => uncontended('sabsync', quick ? 20000 : 100000)
     }
   },
   {
