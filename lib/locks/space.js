@@ -191,13 +191,17 @@ function makeSpaceLocks (space, backend) {
     return 0
   }
 
-  // Whether `ticket` is this thread's slot, in `state`.
-  function mine (ticket, state) {
+  // The state of `ticket`'s slot when it is still this thread's request
+  // (1 queued, 2 held), else 0: each word read once (another process may
+  // change the slot between two reads: a grant, a steal).
+  function stateOf (ticket) {
     const t = ticket - 1
-    const s = slotAt(t)
-    const b = HEADER + s * SLOT
-    return L[b + F.state] === state && L[b + F.serial] === serialOf(t) && (L[b + F.owner] >>> 0) === self
+    const b = HEADER + slotAt(t) * SLOT
+    const state = L[b + F.state]
+    if (L[b + F.serial] !== serialOf(t) || (L[b + F.owner] >>> 0) !== self) return 0
+    return state === 1 || state === 2 ? state : 0
   }
+  const mine = (ticket, state) => stateOf(ticket) === state
 
   function free (ticket) {
     const t = ticket - 1
@@ -243,10 +247,11 @@ function makeSpaceLocks (space, backend) {
 
   function check () {
     for (const [ticket, w] of waiting) {
-      if (mine(ticket, 2)) {
+      const state = stateOf(ticket)
+      if (state === 2) {
         waiting.delete(ticket)
         w.resolve(ticket)
-      } else if (!mine(ticket, 1)) {
+      } else if (state !== 1) {
         // Freed by someone else (a co-tenant wrote the table, or took this
         // thread for dead): it no longer waits.
         waiting.delete(ticket)

@@ -430,8 +430,10 @@ int sab_locks_cancel(uint64_t ticket) {
 size_t sab_locks_take_stolen(sab_lclient_t *cl, uint64_t *out, size_t cap) {
   lock();
   size_t k = cl->nrobbed < cap ? cl->nrobbed : cap;
-  memcpy(out, cl->robbed, k * sizeof *out);
-  memmove(cl->robbed, cl->robbed + k, (cl->nrobbed - k) * sizeof *out);
+  if (k > 0) {
+    memcpy(out, cl->robbed, k * sizeof *out);
+    memmove(cl->robbed, cl->robbed + k, (cl->nrobbed - k) * sizeof *out);
+  }
   cl->nrobbed -= k;
   if (cl->nrobbed == 0) {
     free(cl->robbed);
