@@ -237,7 +237,11 @@ local r = redis.call('ZREM', H, member)
 if r == 0 then redis.call('ZREM', Q, member) end
 if redis.call('EXISTS', Q) == 1 then pump(name, H, Q) end
 tidy(name, H, Q)
-if ARGV[4] == '1' then redis.call('ZREM', A, mgr) end
+if ARGV[4] == '1' then
+  redis.call('ZREM', A, mgr)
+  -- Managers whose lease ran out: their tickets are reaped when met.
+  redis.call('ZREMRANGEBYSCORE', A, '-inf', now)
+end
 return { r, mine }
 `
 

@@ -60,6 +60,11 @@ class RedisLockBackend {
   #again = 0 // 1: a sync of the woken tickets is due after this one; 2: of all
   #closed = false
   #checked = false
+  // Whether this manager may be in T:a (its lease): set by every request
+  // sent (#sent counts them), cleared once a call that leaves T:a is
+  // confirmed with no request sent since.
+  #inA = false
+  #sent = 0
 
   constructor (redis, prefix, options) {
     checkClient(redis)
@@ -108,6 +113,8 @@ class RedisLockBackend {
     this.#hub.waiters.set(t.wid, t)
     this.#hub.openSub()
     const sent = performance.now()
+    this.#inA = true
+    this.#sent++
     let reply
     try {
       reply = this.#redis.sabsync1LockRequest(...this.#keys, this.tag, this.#hub.id, this.id, this.lease, t.arg, t.member, how)
@@ -194,6 +201,7 @@ class RedisLockBackend {
   // Send t's release now; on a failure it is sent again with the next sync.
   #leave (t) {
     const last = this.#tickets.size === 0 && this.#releasing.size === 0
+    const seq = this.#sent
     let reply
     try {
       reply = this.#redis.sabsync1LockRelease(...this.#keys, this.tag, this.#hub.id, this.id, last ? 1 : 0, t.arg, t.member)
@@ -203,7 +211,8 @@ class RedisLockBackend {
     return within(reply, this.commandTimeout, 'release of a lock on ' + this.tag, this.#redis).then(r => {
       if (!Array.isArray(r) || (r[0] !== 0 && r[0] !== 1) || !Array.isArray(r[1])) throw new Error('malformed reply ' + malformed(r))
       this.#mine(r[1])
-      if (this.#tickets.size === 0 && this.#releasing.size === 0) this.#stop()
+      if (last) this.#left(seq)
+      this.#quiet()
       return r[0] === 1
     }, err => {
       this.#releasing.set(t.n, t)
@@ -214,6 +223,26 @@ class RedisLockBackend {
   }
 
   // t leaves the tickets kept alive here (and the hub's waiters).
+  // A call that left T:a (sent after `seq` requests) was confirmed.
+  #left (seq) {
+    if (this.#sent === seq) this.#inA = false
+  }
+
+  // Nothing held or waited for here any more, and none of it released
+  // by a call that left T:a (a steal, a lost lease, a failure): leave it.
+  #idle () {
+    if (this.#tickets.size === 0 && this.#inA) this.#arm(0)
+  }
+
+  // Whether nothing is left to renew or release: then no timer, or one
+  // call now to leave T:a.
+  #quiet () {
+    if (this.#tickets.size > 0 || this.#releasing.size > 0) return false
+    if (this.#inA) this.#arm(0)
+    else this.#stop()
+    return true
+  }
+
   #drop (t) {
     this.#tickets.delete(t.n)
     this.#woken.delete(t)
@@ -238,6 +267,7 @@ class RedisLockBackend {
     t.why = why
     this.#lost.set(t.n, t)
     if (release) this.#releasing.set(t.n, t)
+    this.#idle()
     const onStolen = this.#onStolen
     if (onStolen !== null) {
       try { onStolen(t.n) } catch (err) { process.nextTick(() => { throw err }) }
@@ -250,6 +280,7 @@ class RedisLockBackend {
     this.#drop(t)
     t.state = 'failed'
     if (release) this.#releasing.set(t.n, t)
+    this.#idle()
     t.reject(err)
   }
 
@@ -318,11 +349,12 @@ class RedisLockBackend {
     this.#woken.clear()
     const releases = [...this.#releasing.values()]
     const last = this.#tickets.size === 0
-    if (list.length === 0 && releases.length === 0) {
+    if (list.length === 0 && releases.length === 0 && !(last && this.#inA)) {
       if (last) this.#stop()
       else if (all) this.#arm(this.lease / 3)
       return
     }
+    const seq = this.#sent
     const args = []
     for (const t of list) args.push(t.state === 'held' ? 'h' : 'p', t.arg, t.member)
     for (const t of releases) args.push('r', t.arg, t.member)
@@ -343,6 +375,7 @@ class RedisLockBackend {
           'reply of sabsync\'s script (another program wrote its keys, or this is not Redis)')
       }
       if (!last) this.#renewed(sent)
+      else this.#left(seq)
       this.#mine(r[1])
       list.forEach((t, i) => {
         const s = r[2 + i]
@@ -358,7 +391,7 @@ class RedisLockBackend {
       })
       for (const t of releases) if (this.#releasing.get(t.n) === t) this.#releasing.delete(t.n)
       const next = r[0]
-      if (this.#tickets.size === 0 && this.#releasing.size === 0) return this.#stop()
+      if (this.#quiet()) return
       if (!last) this.#arm(this.lease / 3)
       if (next >= 0 && [...this.#tickets.values()].some(t => t.state === 'pending')) this.#arm(next + 1)
       if (this.#releasing.size > 0) this.#arm(this.lease / 6)
