@@ -14,6 +14,7 @@
         "src/core/sema.c",
         "src/core/rate.c",
         "src/core/limiter.c",
+        "src/core/locks.c",
         "src/core/parker_uv.c",
         "src/napi/errors.c",
         "src/napi/values.c",
@@ -29,6 +30,7 @@
         "src/napi/sema.c",
         "src/napi/rate.c",
         "src/napi/limiter.c",
+        "src/napi/locks.c",
         "src/napi/space.c",
         "src/napi/binding.c"
       ],

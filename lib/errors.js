@@ -91,7 +91,8 @@ const CODES = Object.freeze({
   ERR_SABSYNC_SHARED_NAME: 'openShared: a name the addon refused (JS checks names first)',
   ERR_SABSYNC_SHARED_KEY: 'a shared space key the addon refused (JS checks keys first)',
   ERR_SABSYNC_SHARED_SYSTEM: 'openShared: a system call failed (permissions, /dev/shm); the message says which',
-  ERR_SABSYNC_UNSUPPORTED: 'openShared on a platform where processes cannot share the space'
+  ERR_SABSYNC_UNSUPPORTED: 'openShared on a platform where processes cannot share the space',
+  ERR_SABSYNC_LOCKS_FULL: 'locks.request: the most lock requests a tier holds at once (held or waiting) are in use; the request\'s promise rejects with it'
 })
 
 class SabsyncError extends Error {

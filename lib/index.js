@@ -14,6 +14,8 @@ const { CondVar } = require('./condvar')
 const { RWLock } = require('./rwlock')
 const { Barrier } = require('./barrier')
 const { openShared } = require('./space')
+const { locks } = require('./locks/threads')
+const { Lock, LockManager } = require('./locks/front')
 
 // A worker parked in native code is not interrupted by the main thread's
 // exit: Node terminates workers and joins them. Tell parked threads to look
@@ -36,5 +38,8 @@ module.exports = {
   RateLimit,
   RateLimiter,
   openShared,
+  locks,
+  Lock,
+  LockManager,
   SabsyncError
 }

@@ -42,12 +42,13 @@ struct sab_env_s {
   sab_async_t *qhead, *qtail;
 
   /* Env thread only (async.c). */
-  sab_pool_t pools[3]; /* records, by kind (SAB_ASYNC_PLAIN...) */
-  sab_keep_t keep;     /* the memory they wait on */
-  uint32_t npending;   /* records queued or on their way to delivery */
-  uint32_t nref;       /* of which keep the loop alive */
-  uint32_t serial;     /* of the next record with a JS handle */
-  sab_heap_t heap;     /* deadlines of the records (heap.h) */
+  sab_pool_t pools[3];         /* records, by kind (SAB_ASYNC_PLAIN...) */
+  sab_keep_t keep;             /* the memory they wait on */
+  uint32_t npending;           /* records queued or on their way to delivery */
+  uint32_t nref;               /* of which keep the loop alive */
+  uint32_t serial;             /* of the next record with a JS handle */
+  sab_heap_t heap;             /* deadlines of the records (heap.h) */
+  struct sab_lclient_s *locks; /* its agent in the named locks (locks.c), or NULL */
 };
 
 /* The env's state; NULL with an ERR_SABSYNC_NAPI error pending if none. */

@@ -26,6 +26,7 @@ static const char *const codes[SAB_ERR_COUNT_] = {
     [SAB_ERR_SHARED_BUSY] = "ERR_SABSYNC_SHARED_BUSY",
     [SAB_ERR_SHARED_SYSTEM] = "ERR_SABSYNC_SHARED_SYSTEM",
     [SAB_ERR_UNSUPPORTED] = "ERR_SABSYNC_UNSUPPORTED",
+    [SAB_ERR_LOCKS_FULL] = "ERR_SABSYNC_LOCKS_FULL",
 };
 
 /* The core codes that reach JS as errors: which error, and what it says

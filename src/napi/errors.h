@@ -24,6 +24,7 @@ typedef enum {
   SAB_ERR_SHARED_BUSY,     /* a bookkeeping lock held too long by a live holder */
   SAB_ERR_SHARED_SYSTEM,   /* a system call failed */
   SAB_ERR_UNSUPPORTED,     /* no shared spaces on this platform */
+  SAB_ERR_LOCKS_FULL,      /* the named locks' table is full */
   SAB_ERR_COUNT_
 } sab_napi_err_t;
 

@@ -14,6 +14,7 @@
 #include "lifecycle.h"
 
 #include "async.h"
+#include "locks.h"
 #include "park.h"
 #include "values.h"
 
@@ -45,6 +46,8 @@ static void env_teardown(napi_async_cleanup_hook_handle handle, void *arg) {
   sab_env_t *e = arg;
   e->hook = handle;
   sab_napi_async_teardown(e, handle_closed);
+  /* Its records settled: the named locks it holds go to the next. */
+  sab_napi_locks_leave(e);
   /* This thread holds nothing from now on: wake whoever waits on a word
    * that names it, so that they take over (robust locks). */
   sab_owner_died(e->id);
