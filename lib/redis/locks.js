@@ -34,6 +34,7 @@ const { threadId } = require('worker_threads')
 const { hubOf, malformed } = require('./hub')
 const { evictionCheck } = require('./queue')
 const { lockCommands } = require('./locks-scripts')
+const { makeLockManager } = require('../locks/front')
 const {
   checkClient, checkPrefix, msOption, objectOptions, unsafeAllowEvictionOption, within, redisName, redisError,
   isRefusal, quiet, invalidType, outOfRange, SabsyncError
@@ -286,14 +287,23 @@ class RedisLockBackend {
 
   // Grants to and steals from this client's tickets, from a script's
   // reply (the server's word): [ticket, fence (0: stolen), ...]. A ticket
-  // may be another manager's on the same client.
+  // may be another manager's on the same client. A steal is told now,
+  // before the thief's grant is answered; a grant on the next turn of the
+  // loop, as a grant from another client comes: the release whose reply
+  // carried it settles its request first (the spec grants the next
+  // request in a task of its own).
   #mine (list) {
     for (let i = 0; i + 1 < list.length; i += 2) {
       const t = this.#hub.waiters.get(String(list[i]))
       if (!(t instanceof Ticket)) continue
       const m = t.manager
-      if (list[i + 1] === 0) m.#steal(t, 'stolen', false)
-      else if ((t.state === 'pending' || t.state === 'requesting') && goodFence(list[i + 1])) m.#hold(t, list[i + 1])
+      const fence = list[i + 1]
+      if (fence === 0) m.#steal(t, 'stolen', false)
+      else if (goodFence(fence)) {
+        setImmediate(() => {
+          if (t.state === 'pending' || t.state === 'requesting') m.#hold(t, fence)
+        })
+      }
     }
   }
 
@@ -576,4 +586,33 @@ function fromWtf8 (buf) {
   return out
 }
 
-module.exports = { RedisLockBackend, MAX_NAME, fromWtf8 }
+/**
+ * The Web Locks API across machines: `request(name, options?, callback)`
+ * and `query()` as in every tier (lib/locks/front.js), for every client of
+ * the server that uses `prefix`; a granted lock carries `fence`.
+ * `close()` lets go of everything this manager holds or waits for.
+ */
+class LockManager {
+  #locks
+  #backend
+
+  constructor (redis, prefix, options) {
+    this.#backend = new RedisLockBackend(redis, prefix, options)
+    this.#locks = makeLockManager(this.#backend)
+  }
+
+  // The arguments as given: the front counts them, as the spec does.
+  request (...args) {
+    return this.#locks.request(...args)
+  }
+
+  query () {
+    return this.#locks.query()
+  }
+
+  close () {
+    return this.#backend.close()
+  }
+}
+
+module.exports = { LockManager, RedisLockBackend, MAX_NAME, fromWtf8 }
