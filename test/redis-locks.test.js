@@ -384,6 +384,24 @@ redisSuite(t, async s => {
     await b.release(await waiting.promise)
   })
 
+  s.test('an ACL user limited to the prefix\'s keys and the wake channels has all it needs', async (t, { prefix }) => {
+    const user = 'locks-' + prefix.replace(/[^a-z0-9-]/gi, '')
+    await admin.acl('SETUSER', user, 'reset', 'on', 'nopass', `~{${prefix}:locks}*`, 'resetchannels', '&sabsync:wake:*',
+      '+@scripting', '+@read', '+@write', '+@connection', '+@pubsub', '+info', '+time')
+    t.teardown(() => admin.acl('DELUSER', user))
+    const limited = () => client({ username: user, password: 'x' })
+    const [a, b] = [new RedisLockBackend(limited(), prefix), new RedisLockBackend(limited(), prefix)]
+    t.teardown(() => Promise.all([a.close(), b.close()]))
+    const x = await a.request('acl', true, 0)
+    const w = await b.request('acl', true, 0)
+    t.equal((await a.query()).pending.length, 1)
+    await a.release(x)
+    const y = await w.promise
+    t.ok(y > 0, 'handed over through the wake channel')
+    await b.release(y)
+    await t.rejects(new RedisLockBackend(limited(), prefix + 'other').request('acl', true, 0), /NOPERM/, 'another prefix is refused')
+  })
+
   s.test('close() and letGo(): tickets held are lost and given back, pending ones reject, no key left', async (t, { prefix }) => {
     const r = client()
     const a = new RedisLockBackend(r, prefix)
