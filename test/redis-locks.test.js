@@ -158,6 +158,11 @@ redisSuite(t, async s => {
 
   s.test('ifAvailable: granted when grantable, else 0 with nothing queued', async (t, { prefix }) => {
     const [a, b] = [manager(t, prefix), manager(t, prefix)]
+    const c = manager(t, prefix)
+    const held = await c.request('ia-alone', true, 0)
+    t.equal(await b.request('ia-alone', true, 1), 0, 'held: 0')
+    await c.release(held)
+    await until(async () => (await keysOf(prefix)).length === 1, 'the manager that asked to leave the lease set')
     const x = await a.request('ia', true, 1)
     t.ok(x > 0, 'free: granted')
     t.equal(await b.request('ia', true, 1), 0, 'held exclusively: 0')

@@ -157,7 +157,9 @@ class RedisLockBackend {
     }
     if (r[0] === 0) {
       this.#drop(t)
-      this.#arm(this.lease / 3)
+      // The request made this manager's lease: leave it now if nothing
+      // else here needs it.
+      this.#quiet()
       return 0
     }
     if (t.state !== 'requesting') {
