@@ -450,6 +450,21 @@ redisSuite(t, async s => {
     await b.release(await waiting.promise)
   })
 
+  s.test('4 processes × 150 requests on 20 random names: a counter per name on the server proves exclusion', async (t, { prefix }) => {
+    const procs = [0, 1, 2, 3].map(() => holder(t, url, prefix, 30000))
+    await Promise.all(procs.map(p => p.next('ready')))
+    const names = Array.from({ length: 20 }, (_, i) => 'r' + i)
+    const counter = `{${prefix}:count}:`
+    for (const p of procs) p.send({ op: 'loop', names, n: 150, counter })
+    const done = await Promise.all(procs.map(p => p.next('looped')))
+    t.same(done.map(d => d.overlaps), [0, 0, 0, 0], 'no process ever found another inside')
+    for (const name of names) t.equal(Number(await admin.get(counter + name) || 0), 0)
+    for (const p of procs) p.send({ op: 'exit' })
+    await Promise.all(procs.map(p => p.exited))
+    await admin.del(...names.map(n => counter + n))
+    t.same(await keysOf(prefix), [`{${prefix}:locks}:f`], 'no key left at rest')
+  })
+
   s.test('4 managers × 50 requests on 5 names: never two exclusive holders of one name', async (t, { prefix }) => {
     const ms = [0, 1, 2, 3].map(() => manager(t, prefix))
     const inside = new Map()

@@ -510,6 +510,16 @@ class RedisLockBackend {
       }
     }
     this.#stop()
+    if (this.#inA) {
+      // Its tickets were all lost or answered before: the lease set still
+      // names it.
+      const seq = this.#sent
+      try {
+        await within(this.#redis.sabsync1LockSync(...this.#keys, this.tag, this.#hub.id, this.id, this.lease, 1),
+          this.commandTimeout, 'close of a LockManager on ' + this.tag, this.#redis)
+        this.#left(seq)
+      } catch {} // its lease runs out on the server
+    }
   }
 
   // letGo(redis) (lib/redis/let-go.js): t is given back now.
