@@ -113,6 +113,7 @@ export type SabsyncErrorCode =
   | 'ERR_SABSYNC_UV'
   | 'ERR_SABSYNC_REDIS'
   | 'ERR_SABSYNC_LEASE_LOST'
+  | 'ERR_SABSYNC_LOCKS_FULL'
   | 'ERR_SABSYNC_SHARED_MISMATCH'
   | 'ERR_SABSYNC_SHARED_FULL'
   | 'ERR_SABSYNC_SHARED_VERSION'
@@ -757,6 +758,10 @@ export interface Space {
   readonly size: number
   /** This thread's owner id in the space (the same number in every process). */
   readonly ownerId: number
+  /** The Web Locks API for every thread of every process that opens this
+   * space: names up to 128 UTF-16 code units, 256 requests held or waiting
+   * at once; a process that dies releases what it held. */
+  readonly locks: LockManager
   /** Whether this process created the space. */
   readonly created: boolean
   /** How this view makes directory keys: `true`, `false`, or `'state'` (the default: see {@link OpenSharedOptions.versioned}). */
@@ -815,3 +820,62 @@ export declare namespace openShared {
   /** Remove the space `name` without opening it; `false` if there was none. */
   function unlink (name: string): boolean
 }
+
+// ---- Web Locks in every tier: `locks` ----
+
+/** A lock's mode: one holder (`'exclusive'`), or any number (`'shared'`). */
+export type LockMode = 'exclusive' | 'shared'
+
+/** `request()`'s options, as the Web Locks spec has them. */
+export interface LockOptions {
+  /** Default `'exclusive'`. */
+  mode?: LockMode
+  /** Granted now or not at all: the callback then receives `null`. */
+  ifAvailable?: boolean
+  /** Take the lock from every holder now (their requests reject with an
+   * `AbortError`); exclusive only. */
+  steal?: boolean
+  /** Abort a request still waiting: it rejects with `signal.reason`. */
+  signal?: AbortSignal
+}
+
+/** A granted lock, as the callback receives it. */
+export declare class Lock {
+  private constructor ()
+  readonly name: string
+  readonly mode: LockMode
+}
+
+/** One held or waiting request in `query()`'s answer. */
+export interface LockInfo {
+  name: string
+  mode: LockMode
+  /** The agent: `"pid:threadId"` (on Redis, prefixed with the host). */
+  clientId: string
+}
+
+export interface LockManagerSnapshot {
+  /** In the order they were granted. */
+  held: LockInfo[]
+  /** Name by name, each in queue order. */
+  pending: LockInfo[]
+}
+
+/**
+ * The Web Locks API: `request()` runs the callback while it holds the
+ * named lock, and settles as the callback's result does, after the
+ * release. Errors are rejected promises (`TypeError`, `DOMException`
+ * `NotSupportedError` / `AbortError`), never throws.
+ */
+export declare class LockManager {
+  private constructor ()
+  request<T> (name: string, callback: (lock: Lock) => T): Promise<Awaited<T>>
+  request<T> (name: string, options: LockOptions & { ifAvailable: true }, callback: (lock: Lock | null) => T): Promise<Awaited<T>>
+  request<T> (name: string, options: LockOptions & { ifAvailable?: false }, callback: (lock: Lock) => T): Promise<Awaited<T>>
+  request<T> (name: string, options: LockOptions, callback: (lock: Lock | null) => T): Promise<Awaited<T>>
+  /** Every agent's held and waiting requests in this tier. */
+  query (): Promise<LockManagerSnapshot>
+}
+
+/** Named locks for every thread of this process (Node 18+). */
+export declare const locks: LockManager

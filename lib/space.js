@@ -20,7 +20,8 @@
 // kind or other parameters throws ERR_SABSYNC_SHARED_MISMATCH.
 
 const native = require('./native')
-const { addSpace, parkNow, asyncFlags, guarded, RESULTS, OUT } = require('./backend')
+const { addSpace, backendOf, parkNow, asyncFlags, guarded, RESULTS, OUT } = require('./backend')
+const { makeSpaceLocks } = require('./locks/space')
 const { memoized } = require('./lot')
 const {
   OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD, SabsyncError, invalidType, outOfRange
@@ -448,6 +449,16 @@ class Space {
 
   /** Whether this object was closed. */
   get closed () { return this.#closed }
+
+  /**
+   * The Web Locks API for every thread of every process that opens the
+   * space (lib/locks/space.js): one manager per thread and space.
+   */
+  get locks () {
+    const st = this.#live()
+    if (st.locks === undefined) st.locks = makeSpaceLocks(this, backendOf(st.buffer))
+    return st.locks
+  }
 
   #live () {
     if (this.#closed) throw new SabsyncError('ERR_SABSYNC_SHARED_CLOSED', `the shared space "${this.#st.name}" was closed`)

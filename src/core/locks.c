@@ -46,7 +46,7 @@ struct lname_s {
 };
 
 /* A chained hash table whose buckets double when it fills and halve when
- * it is an eighth full (never below MIN_BUCKETS). */
+ * it is an eighth full (never below MIN_BUCKETS, which stay once made). */
 #define MIN_BUCKETS 64
 typedef struct {
   void **b;
@@ -116,11 +116,7 @@ static void table_remove(table_t *t, void *p, void **(*link)(void *), uint64_t (
   while (*at != p) at = link(*at);
   *at = *link(p);
   t->len--;
-  if (t->len == 0) {
-    free(t->b);
-    t->b = NULL;
-    t->cap = 0;
-  } else if (t->cap > MIN_BUCKETS && t->len < t->cap / 8) {
+  if (t->cap > MIN_BUCKETS && t->len < t->cap / 8) {
     (void)resize(t, t->cap / 2, link, hash);
   }
 }
@@ -223,14 +219,52 @@ static void process(lname_t *n) {
   }
 }
 
+/* Freed requests, and freed names of up to SHORT_NAME units, kept for the
+ * next ones (up to CACHED each): a lock taken and let go again and again
+ * costs no allocation. */
+#define SHORT_NAME 24
+#define CACHED     64
+static lreq_t *spare_reqs;
+static lname_t *spare_names;
+static unsigned nspare_reqs, nspare_names;
+
+static lreq_t *req_alloc(void) {
+  lreq_t *r = spare_reqs;
+  if (r == NULL) return calloc(1, sizeof *r);
+  spare_reqs = r->tnext;
+  nspare_reqs--;
+  memset(r, 0, sizeof *r);
+  return r;
+}
+
+static lname_t *name_alloc(size_t len) {
+  if (len > SHORT_NAME) return calloc(1, sizeof(lname_t) + len * sizeof(uint16_t));
+  lname_t *n = spare_names;
+  if (n == NULL) return calloc(1, sizeof(lname_t) + SHORT_NAME * sizeof(uint16_t));
+  spare_names = n->hnext;
+  nspare_names--;
+  memset(n, 0, sizeof *n);
+  return n;
+}
+
+static void name_release(lname_t *n) {
+  if (n->len > SHORT_NAME || nspare_names >= CACHED) {
+    free(n);
+    return;
+  }
+  n->hnext = spare_names;
+  spare_names = n;
+  nspare_names++;
+}
+
 static lname_t *name_new(const uint16_t *u, size_t len, uint64_t h) {
-  lname_t *n = calloc(1, sizeof *n + len * sizeof *u);
+  lname_t *n = name_alloc(len);
   if (n == NULL) return NULL;
   n->hash = h;
   n->len = len;
   if (len > 0) memcpy(n->units, u, len * sizeof *u);
   if (table_add(&names, n, name_link, name_hash) != 0) {
-    free(n);
+    name_release(n);
     return NULL;
   }
   n->prev = last_name;
@@ -254,12 +288,18 @@ static void name_maybe_free(lname_t *n) {
     n->next->prev = n->prev;
   else
     last_name = n->prev;
-  free(n);
+  name_release(n);
 }
 
 static void req_free(lreq_t *r) {
   table_remove(&tickets, r, ticket_link, ticket_hash);
-  free(r);
+  if (nspare_reqs >= CACHED) {
+    free(r);
+    return;
+  }
+  r->tnext = spare_reqs;
+  spare_reqs = r;
+  nspare_reqs++;
 }
 
 /* Robbed by a steal: out of every list, its agent told. */
@@ -321,7 +361,7 @@ int sab_locks_request(sab_lclient_t *cl, const uint16_t *name, size_t len, int s
     unlock();
     return SAB_LOCKS_E_FULL;
   }
-  lreq_t *r = calloc(1, sizeof *r);
+  lreq_t *r = req_alloc();
   if (r == NULL || (n == NULL && (n = name_new(name, len, h)) == NULL)) {
     free(r);
     unlock();
@@ -390,8 +430,10 @@ int sab_locks_cancel(uint64_t ticket) {
 size_t sab_locks_take_stolen(sab_lclient_t *cl, uint64_t *out, size_t cap) {
   lock();
   size_t k = cl->nrobbed < cap ? cl->nrobbed : cap;
-  memcpy(out, cl->robbed, k * sizeof *out);
-  memmove(cl->robbed, cl->robbed + k, (cl->nrobbed - k) * sizeof *out);
+  if (k > 0) {
+    memcpy(out, cl->robbed, k * sizeof *out);
+    memmove(cl->robbed, cl->robbed + k, (cl->nrobbed - k) * sizeof *out);
+  }
   cl->nrobbed -= k;
   if (cl->nrobbed == 0) {
     free(cl->robbed);

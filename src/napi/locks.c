@@ -149,21 +149,28 @@ static napi_value locks_request(napi_env env, napi_callback_info info) {
   if ((e = sab_napi_env_get(env)) == NULL) return NULL;
   SAB_CALL(env, napi_get_value_uint32(env, argv[1], &flags), NULL);
   SAB_CALL(env, napi_get_value_uint32(env, argv[2], &thread), NULL);
-  SAB_CALL(env, napi_get_value_string_utf16(env, argv[0], NULL, 0, &len), NULL);
-  if (len > SAB_LOCKS_NAME_MAX) {
-    locks_failed(env, SAB_LOCKS_E_NAME, len);
-    return NULL;
-  }
-  uint16_t *name = len < NAME_STACK ? stack : malloc((len + 1) * sizeof *name);
-  if (name == NULL) {
-    sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
-    return NULL;
+  /* One read when the name fits the stack (the common case); a name that
+   * filled it is measured and read again. */
+  uint16_t *name = stack;
+  SAB_CALL(env, napi_get_value_string_utf16(env, argv[0], (char16_t *)stack, NAME_STACK, &len),
+           NULL);
+  if (len == NAME_STACK - 1) {
+    SAB_CALL(env, napi_get_value_string_utf16(env, argv[0], NULL, 0, &len), NULL);
+    if (len > SAB_LOCKS_NAME_MAX) {
+      locks_failed(env, SAB_LOCKS_E_NAME, len);
+      return NULL;
+    }
+    if ((name = malloc((len + 1) * sizeof *name)) == NULL) {
+      sab_napi_throw(env, SAB_ERR_NOMEM, "sabsync: out of memory");
+      return NULL;
+    }
   }
   napi_value result = NULL;
   size_t got;
   sab_lclient_t *cl = client_of(env, e, thread);
   if (cl == NULL) goto out;
-  if (napi_get_value_string_utf16(env, argv[0], (char16_t *)name, len + 1, &got) != napi_ok) {
+  if (name != stack &&
+      napi_get_value_string_utf16(env, argv[0], (char16_t *)name, len + 1, &got) != napi_ok) {
     sab_napi_throw_last(env, "locks.request");
     goto out;
   }

@@ -1,8 +1,8 @@
 // What must not compile: each line after a `@ts-expect-error` is a mistake
 // that index.d.ts refuses (test/types.test.js checks that each of these
 // lines is an error on its own, and that nothing else in the file is).
-import { wait, waitAsync, notify, Mutex, Sema, RateLimit, Latch, openShared } from 'sabsync'
-import type { SharedHandle } from 'sabsync'
+import { wait, waitAsync, notify, Mutex, Sema, RateLimit, Latch, openShared, locks } from 'sabsync'
+import type { SharedHandle, Lock } from 'sabsync'
 
 const i32 = new Int32Array(new SharedArrayBuffer(8))
 const big = new BigInt64Array(new SharedArrayBuffer(16))
@@ -68,3 +68,9 @@ function spaces (): void {
   void [posted, wrong]
 }
 void spaces
+
+// Web Locks
+// @ts-expect-error a mode the spec does not have
+void locks.request('x', { mode: 'read' }, () => 1)
+// @ts-expect-error with ifAvailable the callback may receive null
+void locks.request('x', { ifAvailable: true }, (lock: Lock) => lock.name)
