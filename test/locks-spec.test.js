@@ -24,6 +24,7 @@ const tiers = [
     // Every client of a real redis-server (SABSYNC_REDIS_URL's, or one
     // started here) using the prefix; its keys are deleted at the end.
     tier: 'redis',
+    nameMax: 1024,
     open: async t => {
       const redis = new Redis(await sharedServer(t))
       const prefix = `locks-spec-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
