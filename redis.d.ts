@@ -3,6 +3,8 @@
 // the few methods sabsync calls are named here, so that these types need
 // no ioredis types.
 
+import type { Lock, LockOptions, LockManagerSnapshot } from './index'
+
 /** What sabsync needs of the caller's client: an ioredis `Redis` or `Cluster`. */
 export interface RedisClient {
   defineCommand(name: string, definition: { lua: string; numberOfKeys?: number; readOnly?: boolean }): void
@@ -260,28 +262,10 @@ export interface RedisLockManagerOptions {
   unsafeAllowEviction?: boolean
 }
 
-/** Options of `LockManager#request`, as the Web Locks API has them. */
-export interface RedisLockOptions {
-  mode?: 'exclusive' | 'shared'
-  ifAvailable?: boolean
-  steal?: boolean
-  signal?: AbortSignal
-}
-
-/** The lock a `request` callback holds: its name, mode and fence. */
-export interface RedisLock {
-  readonly name: string
-  readonly mode: 'exclusive' | 'shared'
+/** The lock a `request` callback holds on Redis: its name, mode and fence. */
+export interface RedisLock extends Lock {
   /** Grows with every grant of every name under the manager's prefix. */
   readonly fence: number
-}
-
-/** One lock in a `query()` answer. */
-export interface RedisLockInfo {
-  name: string
-  mode: 'exclusive' | 'shared'
-  /** The agent: `host:pid:threadId`. */
-  clientId: string
 }
 
 /**
@@ -302,10 +286,11 @@ export interface RedisLockInfo {
 export class LockManager {
   constructor (redis: RedisClient, prefix: string, options?: RedisLockManagerOptions)
   request<T> (name: string, callback: (lock: RedisLock) => T): Promise<Awaited<T>>
-  request<T> (name: string, options: RedisLockOptions & { ifAvailable: true }, callback: (lock: RedisLock | null) => T): Promise<Awaited<T>>
-  request<T> (name: string, options: RedisLockOptions, callback: (lock: RedisLock) => T): Promise<Awaited<T>>
-  /** Every lock held (in grant order) and waited for (in queue order, name by name), on every machine. */
-  query (): Promise<{ held: RedisLockInfo[], pending: RedisLockInfo[] }>
+  request<T> (name: string, options: LockOptions & { ifAvailable: true }, callback: (lock: RedisLock | null) => T): Promise<Awaited<T>>
+  request<T> (name: string, options: LockOptions & { ifAvailable?: false }, callback: (lock: RedisLock) => T): Promise<Awaited<T>>
+  request<T> (name: string, options: LockOptions, callback: (lock: RedisLock | null) => T): Promise<Awaited<T>>
+  /** Every lock held (in grant order) and waited for (in queue order, name by name), on every machine; `clientId` is `host:pid:threadId`. */
+  query (): Promise<LockManagerSnapshot>
   /** Let go of everything this manager holds (their requests reject with `AbortError`) or waits for. */
   close (): Promise<void>
 }

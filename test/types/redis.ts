@@ -2,7 +2,8 @@
 // sabsync/redis used with ioredis's own types, as the README shows it.
 import Redis, { Cluster } from 'ioredis'
 import { Mutex, Sema, RateLimit, RateLimiter, LockManager, SabsyncError, letGo } from 'sabsync/redis'
-import type { RedisClient, LeaseOptions, RedisRateLimiter, RedisWaitOptions, SabsyncErrorCode, RedisLock, RedisLockInfo } from 'sabsync/redis'
+import type { RedisClient, LeaseOptions, RedisRateLimiter, RedisWaitOptions, SabsyncErrorCode, RedisLock } from 'sabsync/redis'
+import type { LockInfo } from 'sabsync'
 
 async function main (): Promise<void> {
   const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
@@ -80,7 +81,7 @@ async function main (): Promise<void> {
   const fenced: number = await locks.request('orders:42', async (l: RedisLock) => l.fence)
   const shared: string = await locks.request('cache', { mode: 'shared', signal: AbortSignal.timeout(100) }, l => l.mode)
   const maybe: boolean = await locks.request('cache', { ifAvailable: true }, l => l !== null)
-  const who: RedisLockInfo[] = (await locks.query()).held
+  const who: LockInfo[] = (await locks.query()).held
   await locks.close()
   void [fenced, shared, maybe, who]
   // @ts-expect-error: a mode is 'exclusive' or 'shared'
