@@ -436,6 +436,24 @@ redisSuite(t, async s => {
     t.same(await keysOf(prefix), [`{${prefix}:locks}:f`])
   })
 
+  s.test('the server loses the state (its keys deleted, as a flush would): holders hear it, waiters reject, fences still grow', async (t, { prefix }) => {
+    const a = manager(t, prefix, { lease: 600 })
+    const b = manager(t, prefix, { lease: 600 })
+    const x = await a.request('flush', true, 0)
+    const f1 = a.info(x).fence
+    const w = await b.request('flush', true, 0)
+    const failed = w.promise.catch(err => err)
+    await admin.del(...await keysOf(prefix))
+    await until(() => a.stolen.length === 1, 'the holder to find its lock gone at a renewal')
+    t.same(a.stolen, [x])
+    const err = await failed
+    t.equal(err.code, 'ERR_SABSYNC_REDIS', 'the waiter\'s place is gone: ' + err.message)
+    await a.release(x)
+    const y = await b.request('flush', true, 0)
+    t.ok(b.info(y).fence > f1, 'a fence after the counter was lost is still larger (the server\'s clock)')
+    await b.release(y)
+  })
+
   s.test('a lease is renewed while held: a holder keeps its lock for many leases', async (t, { prefix }) => {
     const a = manager(t, prefix, { lease: 300 })
     const b = manager(t, prefix, { lease: 300 })
