@@ -3,8 +3,9 @@
 // A free request on Redis: the Web Locks LockManager against the Mutex,
 // one client, one name, taken and given back. Per pair: the commands the
 // client sent (round trips, bench/support/redis-count.js), the calls the
-// server ran (INFO's total_commands_processed: scripts' calls included)
-// and the time, in passes that take turns (the order reversed each pass).
+// server ran (INFO's total_commands_processed: scripts' calls included),
+// the server's time in scripts (INFO commandstats), and the time, in
+// passes that take turns (the order reversed each pass).
 //
 //   SABSYNC_REDIS_URL=redis://127.0.0.1:6379 node bench/redis-locks.js [passes] [ops]
 //
@@ -32,18 +33,27 @@ async function main () {
     'locks backend request+release': async () => { await backend.release(await backend.request('free', true, 0)) },
     'LockManager.request(name, cb)': () => locks.request('free', () => {})
   }
+  // The server's time in scripts (EVALSHA, EVAL), µs: INFO commandstats.
+  const scriptUs = async () => {
+    const info = await admin.info('commandstats')
+    let us = 0
+    for (const m of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=\d+,usec=(\d+),/gm)) us += Number(m[1])
+    return us
+  }
   const serverCalls = async () => Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))[1])
   const times = Object.fromEntries(Object.keys(subjects).map(k => [k, []]))
   const counts = {}
   for (const [name, fn] of Object.entries(subjects)) {
     for (let i = 0; i < 50; i++) await fn() // warm: scripts loaded, eviction checked
+    const u0 = await scriptUs()
     const s0 = await serverCalls()
     const c0 = sent()
     for (let i = 0; i < ops; i++) await fn()
     const c1 = sent()
     const s1 = await serverCalls()
+    const u1 = await scriptUs()
     // The second INFO is counted by the server before it answers.
-    counts[name] = { sent: (c1 - c0) / ops, server: (s1 - s0 - 1) / ops }
+    counts[name] = { sent: (c1 - c0) / ops, server: (s1 - s0 - 1) / ops, us: (u1 - u0) / ops }
   }
   const order = Object.keys(subjects)
   for (let p = 0; p < passes; p++) {
@@ -59,11 +69,11 @@ async function main () {
   for (let i = 0; i < ops; i++) await admin.ping()
   const ping = (performance.now() - t0) * 1000 / ops
   console.log(`${passes} passes × ${ops} pairs, one client, ${url}; PING ${ping.toFixed(1)} µs`)
-  console.log('| subject | round trips a pair | server calls a pair (scripts\' included) | median µs a pair | range of passes |')
-  console.log('|---|---|---|---|---|')
+  console.log('| subject | round trips a pair | server calls a pair (scripts\' included) | server µs a pair (scripts) | median µs a pair | range of passes |')
+  console.log('|---|---|---|---|---|---|')
   for (const name of order) {
     const ts = times[name]
-    console.log(`| ${name} | ${counts[name].sent} | ${counts[name].server.toFixed(1)} | ${median(ts).toFixed(1)} | ${Math.min(...ts).toFixed(1)}–${Math.max(...ts).toFixed(1)} |`)
+    console.log(`| ${name} | ${counts[name].sent} | ${counts[name].server.toFixed(1)} | ${counts[name].us.toFixed(1)} | ${median(ts).toFixed(1)} | ${Math.min(...ts).toFixed(1)}–${Math.max(...ts).toFixed(1)} |`)
   }
   await backend.close()
   await locks.close()

@@ -182,11 +182,11 @@ local H, Q = T .. ':h:' .. name, T .. ':q:' .. name
 local mode = string.match(member, '^%S+ ([xs]) ')
 redis.call('ZADD', A, now + lease, mgr)
 lives[mgr] = now + lease
-local top = redis.call('ZRANGE', H, 0, 0)[1]
 -- Fast path: nobody holds or waits.
-if not top and redis.call('EXISTS', Q) == 0 then
+if redis.call('EXISTS', H, Q) == 0 then
   return { 1, grant(name, H, member), mine }
 end
+local top = redis.call('ZRANGE', H, 0, 0)[1]
 if top then
   local f = redis.call('ZSCORE', H, member)
   if f then return { 1, tonumber(f), mine } end
@@ -235,8 +235,12 @@ local mgr, name, member = ARGV[3], ARGV[5], ARGV[6]
 local H, Q = T .. ':h:' .. name, T .. ':q:' .. name
 local r = redis.call('ZREM', H, member)
 if r == 0 then redis.call('ZREM', Q, member) end
-if redis.call('EXISTS', Q) == 1 then pump(name, H, Q) end
-tidy(name, H, Q)
+if redis.call('EXISTS', H, Q) == 0 then
+  redis.call('SREM', N, name)
+elseif redis.call('EXISTS', Q) == 1 then
+  pump(name, H, Q)
+  tidy(name, H, Q)
+end
 if ARGV[4] == '1' then
   redis.call('ZREM', A, mgr)
   -- Managers whose lease ran out: their tickets are reaped when met.
