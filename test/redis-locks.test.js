@@ -8,7 +8,7 @@ const path = require('path')
 const { fork } = require('child_process')
 const { redisSuite, tick, until } = require('./fixtures/redis/suite')
 const { RedisLockBackend, MAX_NAME } = require('../lib/redis/locks')
-const { letGo } = require('../lib/redis')
+const { letGo, LockManager } = require('../lib/redis')
 
 t.setTimeout(600000)
 
@@ -241,6 +241,19 @@ redisSuite(t, async s => {
     p.send({ op: 'exit' })
     await p.exited
     t.same(await keysOf(prefix), [`{${prefix}:locks}:f`])
+  })
+
+  s.test('LockManager: a steal from another process rejects the robbed request there with an AbortError', async (t, { prefix }) => {
+    const p = holder(t, url, prefix, 10000)
+    await p.next('ready')
+    p.send({ op: 'hold', name: 'web' })
+    const { fence } = await p.next('holding')
+    const locks = new LockManager(client(), prefix)
+    t.teardown(() => locks.close())
+    t.ok(await locks.request('web', { steal: true }, lock => lock.fence) > fence, 'the thief holds, with a larger fence')
+    t.same(await p.next('rejected'), { op: 'rejected', name: 'AbortError', dom: true }, 'the robbed request rejects with a DOMException AbortError')
+    p.send({ op: 'exit' })
+    await p.exited
   })
 
   for (const signal of ['SIGKILL', 'SIGSTOP']) {
