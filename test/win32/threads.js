@@ -2,7 +2,7 @@
 // The threads tier on Windows, run by scripts/test-win32.sh under Wine with
 // Node for Windows, from an app whose node_modules/sabsync is the packed
 // tarball: loading, every primitive (Mutex, Sema, AtomicFlag, Once, Latch,
-// CondVar, RWLock, Barrier, RateLimit, RateLimiter) across threads, the
+// CondVar, RWLock, Barrier, RateLimit, RateLimiter, locks) across threads, the
 // waits (wait/notify, waitAsync), async delivery on the loop, and worker
 // teardown (a holder terminated: ownerDied; a thread terminated while
 // parked). node:test, not
@@ -285,6 +285,49 @@ test('RateLimit and RateLimiter: shared between threads, the bounds hold', async
   await limit()
   assert.strictEqual(await limit({ timeout: 50 }), undefined, 'the sixth grant of 5 per minute waits past its timeout')
   assert.strictEqual(await w.exited, 0)
+})
+
+test('locks (Web Locks): workers hand off one name in order, a terminated holder lets go, steal robs a worker', async () => {
+  const sab = new SharedArrayBuffer(8)
+  const c = new Int32Array(sab)
+  const ws = [0, 1, 2].map(() => worker(function ({ sab }, port) {
+    const c = new Int32Array(sab)
+    ;(async () => {
+      for (let i = 0; i < 500; i++) {
+        await sabsync.locks.request('win-handoff', async () => {
+          if (Atomics.add(c, 1, 1) !== 0) Atomics.add(c, 1, 1000)
+          const v = c[0]
+          await null
+          c[0] = v + 1
+          Atomics.sub(c, 1, 1)
+        })
+      }
+      port.postMessage('done')
+    })()
+  }, { sab }))
+  await Promise.all(ws.map(w => message(w)))
+  assert.deepStrictEqual([c[0], c[1]], [1500, 0], 'every increment, never two inside')
+
+  const holder = worker(function (_, port) {
+    sabsync.locks.request('win-held', () => { port.postMessage('holding'); return new Promise(() => {}) })
+      .catch(e => port.postMessage(e.name))
+    setInterval(() => {}, 1000)
+  }, {})
+  assert.strictEqual(await message(holder), 'holding')
+  const robbed = message(holder)
+  assert.strictEqual(await sabsync.locks.request('win-held', { steal: true }, l => l.mode), 'exclusive')
+  assert.strictEqual(await robbed, 'AbortError', 'the robbed worker was told')
+  const held = worker(function (_, port) {
+    sabsync.locks.request('win-held', () => { port.postMessage('holding'); return new Promise(() => {}) })
+    setInterval(() => {}, 1000)
+  }, {})
+  assert.strictEqual(await message(held), 'holding')
+  const next = sabsync.locks.request('win-held', l => l.name)
+  await held.terminate()
+  assert.strictEqual(await next, 'win-held', 'a terminated holder\'s lock goes to the next request')
+  await holder.terminate()
+  const { held: h, pending } = await sabsync.locks.query()
+  assert.deepStrictEqual([h.length, pending.length], [0, 0])
 })
 
 test('openShared is refused: ERR_SABSYNC_UNSUPPORTED, spaces need Linux', { skip: process.platform === 'linux' && 'Linux has spaces' }, () => {
