@@ -1,7 +1,9 @@
-// Type definitions for sabsync/redis: Mutex, Sema, RateLimit and RateLimiter across
+// Type definitions for sabsync/redis: Mutex, Sema, RateLimit, RateLimiter and LockManager across
 // machines, on a Redis server. The client is the caller's (ioredis); only
 // the few methods sabsync calls are named here, so that these types need
 // no ioredis types.
+
+import type { Lock, LockOptions, LockManagerSnapshot } from './index'
 
 /** What sabsync needs of the caller's client: an ioredis `Redis` or `Cluster`. */
 export interface RedisClient {
@@ -244,6 +246,53 @@ export class RateLimiter {
     decrement (key: string): Promise<void>
     resetKey (key: string): Promise<void>
   }
+}
+
+/** Options of `new LockManager`. */
+export interface RedisLockManagerOptions {
+  /**
+   * Milliseconds a manager's locks last unless renewed; one call every
+   * lease/3 renews them all while the process lives, and a manager whose
+   * lease runs out loses its locks to the next requests (default 10000).
+   */
+  lease?: number
+  /** Milliseconds to wait for a reply (default 5000). */
+  commandTimeout?: number
+  /** As for `Mutex` and `Sema` ({@link LeaseOptions.unsafeAllowEviction}). */
+  unsafeAllowEviction?: boolean
+}
+
+/** The lock a `request` callback holds on Redis: its name, mode and fence. */
+export interface RedisLock extends Lock {
+  /** Grows with every grant of every name under the manager's prefix. */
+  readonly fence: number
+}
+
+/**
+ * The Web Locks API across machines: every client of the server that
+ * uses `prefix` (a non-empty string without `{` or `}`) shares its names.
+ * Errors are the spec's (rejected promises; `DOMException`, `TypeError`);
+ * a name longer than 1024 UTF-16 code units is a `RangeError`. A lock
+ * stolen, or lost with its lease, rejects its request with an
+ * `AbortError`. One prefix lives in one slot of a Redis Cluster.
+ *
+ * @example
+ * const locks = new LockManager(redis, 'myapp', { lease: 10_000 })
+ * await locks.request(`order:${id}`, async lock => {
+ *   await db.update(order, { fence: lock.fence })
+ * })
+ * const { held, pending } = await locks.query()
+ */
+export class LockManager {
+  constructor (redis: RedisClient, prefix: string, options?: RedisLockManagerOptions)
+  request<T> (name: string, callback: (lock: RedisLock) => T): Promise<Awaited<T>>
+  request<T> (name: string, options: LockOptions & { ifAvailable: true }, callback: (lock: RedisLock | null) => T): Promise<Awaited<T>>
+  request<T> (name: string, options: LockOptions & { ifAvailable?: false }, callback: (lock: RedisLock) => T): Promise<Awaited<T>>
+  request<T> (name: string, options: LockOptions, callback: (lock: RedisLock | null) => T): Promise<Awaited<T>>
+  /** Every lock held (in grant order) and waited for (in queue order, name by name), on every machine; `clientId` is `host:pid:threadId`. */
+  query (): Promise<LockManagerSnapshot>
+  /** Let go of everything this manager holds (their requests reject with `AbortError`) or waits for. */
+  close (): Promise<void>
 }
 
 /**

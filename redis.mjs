@@ -3,5 +3,5 @@ import { createRequire } from 'node:module'
 
 const redis = createRequire(import.meta.url)('./lib/redis/index.js')
 
-export const { Mutex, Sema, RateLimit, RateLimiter, SabsyncError, letGo } = redis
+export const { Mutex, Sema, RateLimit, RateLimiter, LockManager, SabsyncError, letGo } = redis
 export default redis

@@ -157,7 +157,7 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
   // sabsync/redis needs no Redis client installed to load (ioredis is an
   // optional peer: the caller passes its own).
   t.notOk(fs.existsSync(path.join(app, 'node_modules', 'ioredis')), 'ioredis was not installed with sabsync')
-  t.equal(sh(process.execPath, ['-p', 'Object.keys(require(\'sabsync/redis\')).sort().join()'], app).trim(), 'Mutex,RateLimit,RateLimiter,SabsyncError,Sema,letGo')
+  t.equal(sh(process.execPath, ['-p', 'Object.keys(require(\'sabsync/redis\')).sort().join()'], app).trim(), 'LockManager,Mutex,RateLimit,RateLimiter,SabsyncError,Sema,letGo')
   t.equal(sh(process.execPath, ['--input-type=module', '-e', 'import { Mutex } from \'sabsync/redis\'; console.log(typeof Mutex)'], app).trim(), 'function')
 
   fs.copyFileSync(path.join(__dirname, 'types', 'usage.ts'), path.join(app, 'usage.ts'))

@@ -10,7 +10,7 @@ const Redis = require('ioredis')
 const { spawnSync } = require('child_process')
 const { tick, until } = require('./fixtures/redis/suite')
 const { startCluster, haveCli } = require('./fixtures/redis/cluster')
-const { Mutex, Sema, RateLimit, RateLimiter } = require('../lib/redis')
+const { Mutex, Sema, RateLimit, RateLimiter, LockManager } = require('../lib/redis')
 
 const haveServer = spawnSync('redis-server', ['--version']).status === 0
 if (!(haveServer && haveCli()) && !process.env.CI) {
@@ -133,6 +133,42 @@ function main () {
       t.type(await waiting, 'number', 'handed over')
       t.equal(await other.unlock(), true)
     }
+  })
+
+  t.test('LockManager: a prefix in one slot (names built in the scripts), hand-off, steal and query across Cluster clients', async t => {
+    const lp = prefix + '-locks'
+    const [a, b] = [new LockManager(client(), lp), new LockManager(client(), lp)]
+    t.teardown(() => Promise.all([a.close(), b.close()]))
+    const names = ['order:1', 'a}b', '{x}', '\uD800', 'x\uDFFFy']
+    for (const name of names) {
+      const hold = []
+      let release
+      const held = new Promise(resolve => { release = resolve })
+      const first = a.request(name, async lock => { hold.push(lock.fence); await held })
+      await until(async () => (await a.query()).held.some(h => h.name === name), 'the first grant')
+      const second = b.request(name, lock => { hold.push(lock.fence) })
+      await until(async () => (await b.query()).pending.some(p => p.name === name), 'the request on the other client to queue')
+      release()
+      await Promise.all([first, second])
+      t.ok(hold.length === 2 && hold[1] > hold[0], `${JSON.stringify(name)}: handed over, fences grow, no CROSSSLOT`)
+    }
+    let started
+    const running = new Promise(resolve => { started = resolve })
+    const robbed = a.request('steal', () => { started(); return new Promise(() => {}) })
+    robbed.catch(() => {})
+    await running
+    t.equal(await b.request('steal', { steal: true }, lock => lock.mode), 'exclusive', 'the steal is granted')
+    const err = await robbed.catch(e => e)
+    t.ok(err instanceof DOMException && err.name === 'AbortError', 'the robbed request on the other client rejects with AbortError')
+    t.same(await a.query(), { held: [], pending: [] })
+    const admin = new Redis(nodes[0].port, nodes[0].host)
+    const slot = await admin.cluster('KEYSLOT', `{${lp}:locks}:f`)
+    admin.disconnect()
+    const keys = []
+    const c = client()
+    await c.ping() // connects, and lists the masters
+    for (const node of c.nodes('master')) keys.push(...await node.keys(`*${lp}*`))
+    t.same(keys, [`{${lp}:locks}:f`], 'only the fence counter at rest, on the master of slot ' + slot)
   })
 
   t.test('an allkeys-* policy on any master is refused', async t => {

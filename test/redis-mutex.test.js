@@ -216,7 +216,7 @@ redisSuite(t, async s => {
       console.log(JSON.stringify({ keys: Object.keys(r).sort(), loaded }))`], { cwd: root, encoding: 'utf8' })
     t.equal(cjs.status, 0, cjs.stderr)
     const { keys, loaded } = JSON.parse(cjs.stdout)
-    t.same(keys, ['Mutex', 'RateLimit', 'RateLimiter', 'SabsyncError', 'Sema', 'letGo'])
+    t.same(keys, ['LockManager', 'Mutex', 'RateLimit', 'RateLimiter', 'SabsyncError', 'Sema', 'letGo'])
     t.notOk(loaded.some(f => f.includes('ioredis')), 'no ioredis')
     t.notOk(loaded.some(f => f.endsWith('.node') || f.endsWith(path.join('lib', 'native.js'))), 'no native addon')
     const esm = spawnSync(process.execPath, ['--input-type=module', '-e', `

@@ -52,7 +52,11 @@ class Hub {
     this.id = randomBytes(8).toString('hex')
     this.channel = WAKE + this.id
     this.seq = 0
-    this.waiters = new Map() // waiter id -> waiter, from before its take is sent
+    // waiter id -> waiter, from before its take is sent; also a
+    // LockManager's tickets (lib/redis/locks.js), which have `wake()` and
+    // no group: a wake or a (re)subscription calls it, and it asks the
+    // server itself.
+    this.waiters = new Map()
     this.groups = new Map() // object tag -> { queue, waiters, timer, due, inflight, again, lastOk }
     this.sub = null
     this.subscribed = false
@@ -210,6 +214,8 @@ class Hub {
 
   beatAll () {
     for (const g of this.groups.values()) this.beat(g)
+    // Entries that ask the server themselves (lib/redis/locks.js).
+    for (const w of this.waiters.values()) if (w.wake !== undefined) w.wake()
   }
 
   openSub () {
@@ -250,6 +256,7 @@ class Hub {
     w.woken = true
     w.wokenAt = performance.now()
     if (w.group !== null) this.beat(w.group)
+    else if (w.wake !== undefined) w.wake()
   }
 
   // Resolves once this client's server is known not to evict keys that

@@ -1,8 +1,9 @@
 // Compiled with `tsc --strict` by test/types.test.js (with @types/node):
 // sabsync/redis used with ioredis's own types, as the README shows it.
 import Redis, { Cluster } from 'ioredis'
-import { Mutex, Sema, RateLimit, RateLimiter, SabsyncError, letGo } from 'sabsync/redis'
-import type { RedisClient, LeaseOptions, RedisRateLimiter, RedisWaitOptions, SabsyncErrorCode } from 'sabsync/redis'
+import { Mutex, Sema, RateLimit, RateLimiter, LockManager, SabsyncError, letGo } from 'sabsync/redis'
+import type { RedisClient, LeaseOptions, RedisRateLimiter, RedisWaitOptions, SabsyncErrorCode, RedisLock } from 'sabsync/redis'
+import type { LockInfo } from 'sabsync'
 
 async function main (): Promise<void> {
   const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
@@ -76,6 +77,15 @@ async function main (): Promise<void> {
   // @ts-expect-error: options that may hold a timeout may resolve undefined too
   const f4: number = await pool.acquire(wo)
   void [f1, f2, f3, f4]
+  const locks = new LockManager(redis, 'app', { lease: 10_000 })
+  const fenced: number = await locks.request('orders:42', async (l: RedisLock) => l.fence)
+  const shared: string = await locks.request('cache', { mode: 'shared', signal: AbortSignal.timeout(100) }, l => l.mode)
+  const maybe: boolean = await locks.request('cache', { ifAvailable: true }, l => l !== null)
+  const who: LockInfo[] = (await locks.query()).held
+  await locks.close()
+  void [fenced, shared, maybe, who]
+  // @ts-expect-error: a mode is 'exclusive' or 'shared'
+  locks.request('x', { mode: 'read' }, () => {})
   // @ts-expect-error: a key is a string
   new Mutex(redis, 42)
   // @ts-expect-error: not a Redis client
