@@ -166,13 +166,13 @@ t.test('npm pack, install into an empty project, require / import / tsc', { skip
     '--moduleResolution', 'nodenext', '--types', 'node', '--typeRoots', path.join(root, 'node_modules', '@types'), 'usage.ts'], app)
   t.pass('index.d.ts type-checks a sample that uses every export')
 
-  // The README's three examples, as a user copies them into the app, run
+  // The README's examples (threads, named locks, processes, machines), as a user copies them into the app, run
   // against the installed tarball; and a shipped example runs from there.
   await t.test('the README\'s examples run from the installed package', async t => {
     fs.symlinkSync(path.join(root, 'node_modules', 'ioredis'), path.join(app, 'node_modules', 'ioredis'), 'dir')
     t.teardown(() => fs.rmSync(path.join(app, 'node_modules', 'ioredis')))
     const readme = blocks(path.join(root, 'README.md'))
-    t.equal(readme.length, 3, 'three examples: threads, processes, machines')
+    t.equal(readme.length, 4, 'four examples: threads, named locks, processes, machines')
     let redisUrl = null
     let noRedis = null
     try {
