@@ -65,6 +65,10 @@ redisSuite(t, async s => {
     t.throws(() => new RedisLockBackend(r, prefix, { lease: 5 }), { name: 'RangeError', message: /"options.lease"/ })
     t.throws(() => new RedisLockBackend(r, prefix, { lease: '1000' }), { name: 'TypeError', message: /"options.lease"/ })
     t.throws(() => new RedisLockBackend(r, prefix, 'x'), { name: 'TypeError', message: /"options"/ })
+    t.throws(() => new LockManager({}, prefix), { name: 'TypeError', message: /"redis" argument/ }, 'LockManager checks alike')
+    t.throws(() => new LockManager(r, 'a}'), { name: 'RangeError', message: /"prefix" argument/ })
+    await t.rejects(new LockManager(r, prefix).request('x'.repeat(MAX_NAME + 1), () => t.fail('ran')), { name: 'RangeError', message: /"name"/ },
+      'through the front, a long name rejects with the RangeError')
     const m = manager(t, prefix)
     t.throws(() => m.watch(5), { name: 'TypeError', message: /"onStolen"/ })
     await t.rejects(m.request(5, true, 0), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"name" argument/ })
