@@ -21,7 +21,7 @@
 
 const native = require('./native')
 const { addSpace, backendOf, parkNow, asyncFlags, guarded, RESULTS, OUT } = require('./backend')
-const { makeSpaceLocks } = require('./locks/space')
+const { makeSpaceLocks } = require('./locks/processes')
 const { memoized } = require('./lot')
 const {
   OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD, SabsyncError, invalidType, outOfRange
@@ -452,7 +452,7 @@ class Space {
 
   /**
    * The Web Locks API for every thread of every process that opens the
-   * space (lib/locks/space.js): one manager per thread and space.
+   * space (lib/locks/processes.js): one manager per thread and space.
    */
   get locks () {
     const st = this.#live()

@@ -83,7 +83,7 @@ const ONCE = [
 const REDIS = f => /^(redis-|rate-limiter-redis)/.test(f)
 // Shared spaces: their own futex parker on shared memory (space_lot.c,
 // space_sema.c), never the in-process parker a flavour swaps.
-const SPACE = f => /^space-/.test(f) || f === 'rate-limiter-space'
+const SPACE = f => /^space-/.test(f) || f === 'rate-limiter-space' || f === 'locks-space'
 // Files that never park a thread: argument checking in JS and the spec's
 // errors (their waits time out at once or are refused before any park),
 // error messages, the addon's loading. They do change with V8 and Node:

@@ -112,7 +112,7 @@ t.test('1,000,000 distinct names through a space: its file keeps its size, its t
 t.test('a full table answers ERR_SABSYNC_LOCKS_FULL, and has room again once requests end', async t => {
   const name = spaceName(t)
   const space = openShared(name)
-  const { SLOTS } = require('../lib/locks/space')
+  const { SLOTS } = require('../lib/locks/processes')
   let release
   const hold = new Promise(resolve => { release = resolve })
   const all = []
@@ -142,7 +142,7 @@ t.test('a co-tenant scribbling the table: no crash, no hang, every request settl
     return answers
   `)
   await space.locks.request('s0', () => {}) // the table exists
-  const { WORDS, TABLE_KEY } = require('../lib/locks/space')
+  const { WORDS, TABLE_KEY } = require('../lib/locks/processes')
   const words = space.int32Array(TABLE_KEY, WORDS)
   let seed = 7
   const rand = n => { seed = (seed * 1103515245 + 12345) >>> 0; return seed % n }

@@ -16,11 +16,9 @@ t.test('a worker started while build/ is gone runs the main thread\'s copy', asy
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'sabsync-copy-'))
   t.teardown(() => fs.rmSync(work, { recursive: true, force: true }))
   const binary = require('node-gyp-build').resolve(root)
-  fs.mkdirSync(path.join(work, 'lib'))
-  for (const f of fs.readdirSync(path.join(root, 'lib'), { withFileTypes: true })) {
-    // lib/redis/ (sabsync/redis) never loads the addon: not needed here.
-    if (f.isFile()) fs.copyFileSync(path.join(root, 'lib', f.name), path.join(work, 'lib', f.name))
-  }
+  // lib/ and its folders but lib/redis/ (sabsync/redis never loads the
+  // addon: not needed here).
+  fs.cpSync(path.join(root, 'lib'), path.join(work, 'lib'), { recursive: true, filter: src => src !== path.join(root, 'lib', 'redis') })
   fs.copyFileSync(path.join(root, 'package.json'), path.join(work, 'package.json'))
   fs.symlinkSync(path.join(root, 'node_modules'), path.join(work, 'node_modules'))
   const pre = path.join(work, 'prebuilds', process.platform + '-' + process.arch)
