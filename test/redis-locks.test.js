@@ -292,6 +292,32 @@ redisSuite(t, async s => {
     })
   }
 
+  s.test('many shared holders, one of them a dead process: the exclusive waiter is granted once the live ones left and the dead one\'s lease ran out', async (t, { prefix }) => {
+    const [a, b] = [manager(t, prefix), manager(t, prefix)]
+    const first = []
+    for (let i = 0; i < 50; i++) first.push(await a.request('many', false, 0))
+    const p = holder(t, url, prefix, 300)
+    await p.next('ready')
+    p.send({ op: 'request', name: 'many', exclusive: false, how: 0 })
+    await p.next('granted')
+    const later = []
+    for (let i = 0; i < 50; i++) later.push(await a.request('many', false, 0))
+    const x = await b.request('many', true, 0)
+    t.type(x, 'object', 'the exclusive request waits')
+    const s = await b.request('many', false, 0)
+    t.type(s, 'object', 'a shared one waits behind it')
+    p.proc.kill('SIGKILL')
+    for (const ticket of first) await a.release(ticket)
+    for (const ticket of later.slice(1)) await a.release(ticket)
+    t.equal((await a.query()).held.filter(h => h.clientId === a.clientId).length, 1, 'one shared holder of this process left')
+    await a.release(later[0])
+    const xt = await x.promise
+    t.same((await a.query()).held.map(h => [h.mode, h.clientId]), [['exclusive', b.clientId]], 'the exclusive one alone')
+    await b.release(xt)
+    await b.release(await s.promise)
+    t.same(await keysOf(prefix), [`{${prefix}:locks}:f`])
+  })
+
   s.test('a request that arrives after a dead holder\'s lease ran out is granted at once', async (t, { prefix }) => {
     const p = holder(t, url, prefix, 300)
     await p.next('ready')
