@@ -75,6 +75,38 @@ async function main () {
     const ts = times[name]
     console.log(`| ${name} | ${counts[name].sent} | ${counts[name].server.toFixed(1)} | ${counts[name].us.toFixed(1)} | ${median(ts).toFixed(1)} | ${Math.min(...ts).toFixed(1)}–${Math.max(...ts).toFixed(1)} |`)
   }
+  // Hand-off between two clients (two machines): one holds, the other
+  // waits; from the release sent to the waiter's grant in hand: the
+  // release, the grant's PUBLISH, then the waiter's round trip that reads
+  // the grant (the Mutex's beat, the locks' sync).
+  const r2 = new Redis(url)
+  const m2 = new Mutex(r2, 'hand', { prefix })
+  const m1 = new Mutex(redis, 'hand', { prefix })
+  const b2 = new RedisLockBackend(r2, prefix)
+  const hands = { 'Mutex hand-off': [], 'locks hand-off': [] }
+  for (let i = 0; i < passes * 5; i++) {
+    await m1.lockAsync()
+    const waiting = m2.lockAsync()
+    while ((await m1.nrWaiting()) === 0) await new Promise(resolve => setTimeout(resolve, 1))
+    let t0 = performance.now()
+    await m1.unlock()
+    await waiting
+    hands['Mutex hand-off'].push((performance.now() - t0) * 1000)
+    await m2.unlock()
+    const held = await backend.request('hand', true, 0)
+    const p = await b2.request('hand', true, 0)
+    t0 = performance.now()
+    const released = backend.release(held)
+    const ticket = await p.promise
+    hands['locks hand-off'].push((performance.now() - t0) * 1000)
+    await released
+    await b2.release(ticket)
+  }
+  for (const [name, ts] of Object.entries(hands)) {
+    console.log(`| ${name}: release sent to the waiter's grant | | | | ${median(ts).toFixed(1)} | ${Math.min(...ts).toFixed(1)}–${Math.max(...ts).toFixed(1)} |`)
+  }
+  await b2.close()
+  r2.disconnect()
   await backend.close()
   await locks.close()
   const keys = await admin.keys(`*${prefix}*`)

@@ -65,6 +65,10 @@ redisSuite(t, async s => {
     t.throws(() => new RedisLockBackend(r, prefix, { lease: 5 }), { name: 'RangeError', message: /"options.lease"/ })
     t.throws(() => new RedisLockBackend(r, prefix, { lease: '1000' }), { name: 'TypeError', message: /"options.lease"/ })
     t.throws(() => new RedisLockBackend(r, prefix, 'x'), { name: 'TypeError', message: /"options"/ })
+    t.throws(() => new LockManager({}, prefix), { name: 'TypeError', message: /"redis" argument/ }, 'LockManager checks alike')
+    t.throws(() => new LockManager(r, 'a}'), { name: 'RangeError', message: /"prefix" argument/ })
+    await t.rejects(new LockManager(r, prefix).request('x'.repeat(MAX_NAME + 1), () => t.fail('ran')), { name: 'RangeError', message: /"name"/ },
+      'through the front, a long name rejects with the RangeError')
     const m = manager(t, prefix)
     t.throws(() => m.watch(5), { name: 'TypeError', message: /"onStolen"/ })
     await t.rejects(m.request(5, true, 0), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"name" argument/ })
@@ -287,6 +291,32 @@ redisSuite(t, async s => {
       t.same(await keysOf(prefix), [`{${prefix}:locks}:f`])
     })
   }
+
+  s.test('many shared holders, one of them a dead process: the exclusive waiter is granted once the live ones left and the dead one\'s lease ran out', async (t, { prefix }) => {
+    const [a, b] = [manager(t, prefix), manager(t, prefix)]
+    const first = []
+    for (let i = 0; i < 50; i++) first.push(await a.request('many', false, 0))
+    const p = holder(t, url, prefix, 300)
+    await p.next('ready')
+    p.send({ op: 'request', name: 'many', exclusive: false, how: 0 })
+    await p.next('granted')
+    const later = []
+    for (let i = 0; i < 50; i++) later.push(await a.request('many', false, 0))
+    const x = await b.request('many', true, 0)
+    t.type(x, 'object', 'the exclusive request waits')
+    const s = await b.request('many', false, 0)
+    t.type(s, 'object', 'a shared one waits behind it')
+    p.proc.kill('SIGKILL')
+    for (const ticket of first) await a.release(ticket)
+    for (const ticket of later.slice(1)) await a.release(ticket)
+    t.equal((await a.query()).held.filter(h => h.clientId === a.clientId).length, 1, 'one shared holder of this process left')
+    await a.release(later[0])
+    const xt = await x.promise
+    t.same((await a.query()).held.map(h => [h.mode, h.clientId]), [['exclusive', b.clientId]], 'the exclusive one alone')
+    await b.release(xt)
+    await b.release(await s.promise)
+    t.same(await keysOf(prefix), [`{${prefix}:locks}:f`])
+  })
 
   s.test('a request that arrives after a dead holder\'s lease ran out is granted at once', async (t, { prefix }) => {
     const p = holder(t, url, prefix, 300)

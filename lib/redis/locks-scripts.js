@@ -120,11 +120,31 @@ local function reap (H)
   return left, x, first
 end
 
+-- The mode of the first live holder of H ('x' or 's'), or false when
+-- none holds; the holders before it whose manager's lease ran out are
+-- taken off. By N1 that answers both questions a grant asks (is anyone
+-- left; is an exclusive holder left) without reading every shared holder.
+local function blocker (H)
+  while true do
+    local m = redis.call('ZRANGE', H, 0, 0)[1]
+    if not m then return false end
+    local mgr, hub, mode = parse(m)
+    if mgr and alive(mgr) then return mode end
+    redis.call('ZREM', H, m)
+  end
+end
+
+-- Whether a request of this mode is grantable over holders in this state
+-- (blocker's answer), its queue ahead of it empty.
+local function fits (mode, held)
+  return (mode == 'x' and not held) or (mode == 's' and held ~= 'x')
+end
+
 -- Grant the queue's head while it is grantable (spec: "process the lock
 -- request queue"), skipping waiters whose manager's lease ran out. Returns
--- the holders' state (as reap), or nil when it did not need to read it.
+-- the holders' state (as blocker), or nil when it did not need to read it.
 local function pump (name, H, Q)
-  local left, x, first
+  local held
   local taken = 0
   while true do
     local m = redis.call('ZRANGE', Q, 0, 0)[1]
@@ -135,20 +155,14 @@ local function pump (name, H, Q)
     if not (mgr and alive(mgr)) then
       redis.call('ZREM', Q, m)
     else
-      if left == nil then left, x, first = reap(H) end
-      if (mode == 'x' and left == 0) or (mode == 's' and not x) then
-        redis.call('ZREM', Q, m)
-        tell(hub, m, grant(name, H, m))
-        left = left + 1
-        if mode == 'x' then x = true end
-        local s = alive(mgr)
-        if not first or s < first then first = s end
-      else
-        break
-      end
+      if held == nil then held = blocker(H) end
+      if not fits(mode, held) then break end
+      redis.call('ZREM', Q, m)
+      tell(hub, m, grant(name, H, m))
+      if mode == 'x' or not held then held = mode end
     end
   end
-  return left, x, first
+  return held
 end
 
 -- N3: a name with neither key leaves T:n.
@@ -157,13 +171,11 @@ local function tidy (name, H, Q)
 end
 
 -- Milliseconds until the first lease of a holder of H runs out (-1: none
--- holds; 0: work left for the next call).
-local function nextOf (H, first)
+-- holds; 0: work left for the next call). Reads every holder: asked only
+-- for a request that waits, when it queues and at its manager's syncs.
+local function nextOf (H)
   if more then return 0 end
-  if first == nil then
-    local left, x
-    left, x, first = reap(H)
-  end
+  local left, x, first = reap(H)
   if not first then return -1 end
   return math.max(first - now, 0)
 end
@@ -201,21 +213,13 @@ if how == '2' then
   redis.call('DEL', H)
   return { 1, grant(name, H, member), mine }
 end
-if redis.call('ZSCORE', Q, member) then return { 2, nextOf(H, nil), mine } end
-local left, x, first = pump(name, H, Q)
+if redis.call('ZSCORE', Q, member) then return { 2, nextOf(H), mine } end
+local held = pump(name, H, Q)
 if redis.call('EXISTS', Q) == 0 then
   -- Grantable: first in an empty queue, and (x) nobody holds or (s) no
-  -- exclusive holder (N1: one would be the first and only holder).
-  local ok = false
-  if left == nil then
-    top = redis.call('ZRANGE', H, 0, 0)[1]
-    if not top or (mode == 's' and select(3, parse(top)) == 's') then ok = true end
-  end
-  if not ok then
-    if left == nil then left, x, first = reap(H) end
-    ok = (mode == 'x' and left == 0) or (mode == 's' and not x)
-  end
-  if ok then return { 1, grant(name, H, member), mine } end
+  -- exclusive holder.
+  if held == nil then held = blocker(H) end
+  if fits(mode, held) then return { 1, grant(name, H, member), mine } end
 end
 if how == '1' then
   tidy(name, H, Q)
@@ -224,7 +228,7 @@ end
 local last = redis.call('ZRANGE', Q, -1, -1, 'WITHSCORES')[2]
 redis.call('ZADD', Q, (tonumber(last) or 0) + 1, member)
 redis.call('SADD', N, name)
-return { 2, nextOf(H, first), mine }
+return { 2, nextOf(H), mine }
 `
 
 // release: ARGV[3] manager id, [4] 1 when the manager has nothing else
@@ -278,13 +282,13 @@ for i = 6, #ARGV, 3 do
     tidy(name, H, Q)
     out[#out + 1] = 1
   else
-    local left, x, first = pump(name, H, Q)
+    pump(name, H, Q)
     local f = redis.call('ZSCORE', H, member)
     if f then
       out[#out + 1] = { 1, tonumber(f) }
     elseif redis.call('ZSCORE', Q, member) then
       out[#out + 1] = { 2 }
-      local n = nextOf(H, first)
+      local n = nextOf(H)
       if n >= 0 and (next < 0 or n < next) then next = n end
     else
       out[#out + 1] = { 0 }
