@@ -25,7 +25,11 @@
 //                 when M was made, which tells a waiter whether the object
 //                 it queued on is the one that answers);
 //                 nr = 1: h (the holder's id, '' when none), hx (its lease
-//                 expiry, server ms), hf (its fence);
+//                 expiry, server ms), hf (its fence); a field left out
+//                 reads as its value after a first grant: fence as hf,
+//                 held as 1 (h set), nw and seq as 0 (a free Mutex's take
+//                 writes nr, fz, ep, h, hx and hf alone: each field is
+//                 server time, and the rest follow from these);
 //                 nr > 1: top (slots ever handed out since the Sema was
 //                 last idle), h:<holder id> -> slot
 //   Q     zset    "<waiter id> <lease ms>" -> ticket (arrival order);
@@ -176,7 +180,8 @@ end
 -- make it with. Returns st, or nil and a WRONGTYPE message. Reads what the
 -- type rules above need before anything is written.
 local function open (nr, fencing, queue)
-  local st = { nr = tonumber(v[1]), fencing = v[2] == '1', fence = tonumber(v[3]) or 0, held = tonumber(v[4]) or 0,
+  local st = { nr = tonumber(v[1]), fencing = v[2] == '1', fence = tonumber(v[3] or v[9]) or 0,
+    held = tonumber(v[4]) or ((v[1] == '1' and v[7] and v[7] ~= '') and 1 or 0),
     nw = tonumber(v[5]) or 0, seq = tonumber(v[6]) or 0, h = v[7] or '',
     hx = tonumber(v[8]) or 0, hf = v[9] or '0', top = tonumber(v[10]) or 0, ep = v[11], mine = v[12],
     dirty = false, granted = {}, fresh = false, exists = v[1] ~= false, head = false, first = nil, holders = {},
@@ -402,14 +407,14 @@ local w, lease, nr = ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[7])
 -- Fast path: no M, so nobody holds or waits: w takes slot 0 of a new
 -- object, as the general path's open(), grant() and tidy() would (TIME,
 -- HMGET, HSET; a Sema's grant writes L first, a ZADD). The fence is the
--- clock's (no earlier fence is known), as is the epoch.
+-- clock's (no earlier fence is known), as is the epoch. A Mutex's M
+-- leaves out the fields whose value follows (see M above).
 if not v[1] and (nr == 1 or ARGV[8] == '0') then
   local ep = string.format('%.0f', nowUs)
   if nr == 1 then
     local fence, f = 0, '0'
     if ARGV[8] == '1' then fence, f = nowUs, ep end
-    redis.call('HSET', M, 'nr', 1, 'fz', ARGV[8], 'fence', f, 'held', 1, 'nw', 0, 'seq', 0, 'ep', ep, 'h', w,
-      'hx', now + lease, 'hf', f)
+    redis.call('HSET', M, 'nr', 1, 'fz', ARGV[8], 'ep', ep, 'h', w, 'hx', now + lease, 'hf', f)
     return { 1, 0, fence, lease, 1 }
   end
   redis.call('ZADD', L, now + lease, w)
@@ -477,7 +482,8 @@ local w = ARGV[2]
 -- Fast path: the holder of a Mutex (nr = 1) that nobody waited for since
 -- M was made (seq = 0, so nw = 0) leaves, its fence behind the clock: M
 -- goes, as drop(), pump() and tidy() below would do (TIME, HMGET, DEL).
-if v[1] == '1' and v[7] == w and v[6] == '0' and v[5] == '0' and not (v[2] == '1' and (tonumber(v[3]) or 0) >= nowUs) then
+if v[1] == '1' and v[7] == w and (v[6] or '0') == '0' and (v[5] or '0') == '0' and
+    not (v[2] == '1' and (tonumber(v[3] or v[9]) or 0) >= nowUs) then
   redis.call('DEL', M)
   if (tonumber(v[8]) or 0) > now then return 1 end
   return 0
