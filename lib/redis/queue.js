@@ -285,7 +285,9 @@ class Holding {
     this.reason = undefined // the ERR_SABSYNC_LEASE_LOST, once lost
     this.failure = undefined // the last renewal's error, until one succeeds
     this.timer = null // a renewal timer of its own, when not in queue.renewals
-    this.due = 0 // when in queue.renewals: when the renewal is due there
+    this.due = 0 // in queue.renewals (common.js, Deadlines): when the renewal is due,
+    this.prev = null // and its neighbours there
+    this.next = null
     this.arm(queue.lease / 3)
     queue.hub.holdings.add(this)
   }
