@@ -680,9 +680,10 @@ if most >= 0 and t - now > most then return { 0, t - now } end
 -- trim (see above) takes off only grants that no longer count: trimming to
 -- the last rps instead would drop one that counts again once a later
 -- reservation is given back.
-redis.call('ZADD', R, string.format('%.0f', t), id)
+local at = string.format('%.0f', t)
+redis.call('ZADD', R, at, id)
 if trim then redis.call('ZREMRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit)) end
-return { 1, string.format('%.0f', t), t - now }
+return { 1, at, t - now }
 `
 
 // A RateLimit's idle tidy (a timer of each client that was granted, run
