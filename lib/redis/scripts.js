@@ -12,7 +12,8 @@
 //
 // The lease queue (Mutex is nr = 1 with fences, Sema is nr tokens). The
 // common case, a free Mutex taken and given back, touches one key with
-// three calls a script (TIME, HMGET, then HSET to take, DEL to give back):
+// three calls a script (TIME, then EXISTS and HSET to take, HMGET and DEL
+// to give back):
 // an object that never had a waiter keeps no key while idle. A hand-off
 // (a holder leaves, the head of the queue is granted and told) reads the
 // head and its client's heartbeat, takes it off the queue and publishes
@@ -79,7 +80,8 @@
 // maybe M, with a TTL; an object in use has no key with a TTL.
 //
 // A script fails before it writes anything when a key holds another type.
-// M: its HMGET, the first command. Q and B: a script whose object has
+// M: its HMGET, the first command that reads it (take's EXISTS before it
+// does not read it: a key that exists goes on to the HMGET). Q and B: a script whose object has
 // waiters reads the head of Q and its client's score in B before it
 // writes; one that may queue on an object without waiters reads their
 // TYPE first (a new object never queues: its slots are free). L and F
@@ -131,15 +133,19 @@ end
 // general path would run, and the state it would write, without the Lua
 // that sets the general path up (its functions and the state table: about
 // half of a call's time on the server for a free Mutex). Each fast path
-// decides from v alone; whatever it cannot decide falls through to the
-// general path, which reuses v and the clock.
-const head = w => evictionGuard(1) + `
+// decides from v alone (take's, from whether M exists, before v is
+// read); whatever it cannot decide falls through to the general path,
+// which reuses v and the clock.
+const start = evictionGuard(1) + `
 local M, Q, B, L, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local nowUs = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+`
+const read = w => `
 local v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'held', 'nw', 'seq', 'h', 'hx', 'hf', 'top', 'ep', 'h:' .. ${w})
 `
+const head = w => start + read(w)
 
 // The general path's definitions.
 const defs = `
@@ -402,14 +408,18 @@ end
 `
 
 // ARGV: check policy (0/1), id, client id, lease ms, heartbeat ms, wait (0 try / 1 queue), nr, fencing (0/1).
-const take = head('ARGV[2]') + `
+const take = start + `
 local w, lease, nr = ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[7])
 -- Fast path: no M, so nobody holds or waits: w takes slot 0 of a new
 -- object, as the general path's open(), grant() and tidy() would (TIME,
--- HMGET, HSET; a Sema's grant writes L first, a ZADD). The fence is the
--- clock's (no earlier fence is known), as is the epoch. A Mutex's M
--- leaves out the fields whose value follows (see M above).
-if not v[1] and (nr == 1 or ARGV[8] == '0') then
+-- EXISTS, HSET; a Sema's grant writes L first, a ZADD). EXISTS, not the
+-- HMGET of M's fields: an integer, where twelve fields to ask for and
+-- twelve nils to answer were a tenth of a free lock+unlock's time on the
+-- server; an M of another type is left to the general path, whose HMGET
+-- refuses it. The fence is the clock's (no earlier fence is known), as is
+-- the epoch. A Mutex's M leaves out the fields whose value follows (see M
+-- above).
+if (nr == 1 or ARGV[8] == '0') and redis.call('EXISTS', M) == 0 then
   local ep = string.format('%.0f', nowUs)
   if nr == 1 then
     local fence, f = 0, '0'
@@ -421,7 +431,7 @@ if not v[1] and (nr == 1 or ARGV[8] == '0') then
   redis.call('HSET', M, 'nr', nr, 'fz', 0, 'held', 1, 'nw', 0, 'seq', 0, 'ep', ep, 'top', 1, 'h:' .. w, 0)
   return { 1, 0, 0, lease, 1 }
 end
-` + defs + `
+` + read('ARGV[2]') + defs + `
 local ctx, beat, queue, fencing = ARGV[3], tonumber(ARGV[5]), ARGV[6] == '1', ARGV[8] == '1'
 local st, bad = open(nr, fencing, queue)
 if not st then return redis.error_reply(bad) end
