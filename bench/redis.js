@@ -19,7 +19,11 @@
 //   connection, each kind's count per pair times its median duration,
 //   scripts with the calls inside them);
 //   and for sabsync the commands MONITOR shows from its client's
-//   connection per pair. The subjects take turns in short passes (the
+//   connection per pair. Beside them, the floor: two EVALSHA of scripts
+//   that run no command and answer as sabsync's take and leave do, with
+//   their arguments (5 keys, then 8 and 3), on a client of their own: what
+//   ioredis and the server take for the same two round trips before any
+//   script work or sabsync code. The subjects take turns in short passes (the
 //   order reversed every pass), so a change of the machine's load falls on
 //   all of them; the goal lines also give the median of sabsync's time
 //   over the peer's within each pass;
@@ -46,7 +50,8 @@
 //   goal line sets sabsync's hand-off against 2 × that PUBLISH (the
 //   release reaching the server, the wake-up reaching the waiter);
 // - RateLimit: one call with capacity free, against rate-limiter-flexible's
-//   Redis limiter (passes, server time and ratios as above); and the most grants any window of the time unit saw when
+//   Redis limiter (passes, server time and ratios as above), and the floor
+//   (one EVALSHA of a script that runs no command, a call's arguments); and the most grants any window of the time unit saw when
 //   a caller calls once, then again from 100 ms before the limiter's window
 //   ends, as fast as it is let
 //   (sabsync's grant times are the server's, which it answers; the peer
@@ -96,7 +101,30 @@ async function commandsDuring (admin, fn) {
 const before = process.env.SABSYNC_BENCH_BEFORE
 const ours = before ? ['sabsync', 'sabsync-before'] : ['sabsync']
 
+// The floor subjects: EVALSHA of scripts that run no command and answer
+// as sabsync's would, with the same keys and arguments, so their rows show
+// what ioredis and the server take for the round trips themselves.
+const FLOOR_LOCK = 'EVALSHA × 2 (floor)'
+const FLOOR_RATE = 'EVALSHA × 1 (floor)'
+
+function floorFns (redis, key) {
+  redis.defineCommand('benchFloorTake', { numberOfKeys: 5, lua: 'return { 1, 0, 1764780000000000, 10000, 1 }' })
+  redis.defineCommand('benchFloorLeave', { numberOfKeys: 5, lua: 'return 1' })
+  redis.defineCommand('benchFloorRate', { numberOfKeys: 2, lua: "return { 1, '1764780000000000', 0 }" })
+  const keys = ['m', 'q', 'b', 'l', 'f'].map(s => `{${key}}:${s}`)
+  let n = 0
+  return {
+    lock: async () => {
+      const id = 'a1b2c3d4e5f60718:' + (++n).toString(36)
+      await redis.benchFloorTake(...keys, 0, id, 'a1b2c3d4e5f60718', 10000, 3000, 1, 1, 1)
+      await redis.benchFloorLeave(...keys, 0, id, 10000)
+    },
+    rate: () => redis.benchFloorRate(keys[0], keys[1], 'a1b2c3d4e5f60718:' + (++n).toString(36), 1e9, 1e9, 0, -1, 0)
+  }
+}
+
 function uncontendedLock (subject, redis, key) {
+  if (subject === FLOOR_LOCK) return floorFns(redis, key).lock
   if (subject === 'sabsync' || subject === 'sabsync-before') {
     const { Mutex } = require(subject === 'sabsync' ? '../lib/redis' : before)
     const m = new Mutex(redis, key)
@@ -186,7 +214,7 @@ async function serverTime (admin, client, fn, ms) {
 async function uncontended (Redis, url, admin, runs) {
   const clients = {}
   const fns = {}
-  for (const s of [...ours, 'redlock', 'redis-semaphore']) {
+  for (const s of [...ours, 'redlock', 'redis-semaphore', FLOOR_LOCK]) {
     clients[s] = new Redis(url)
     fns[s] = uncontendedLock(s, clients[s], `bench:${process.pid}:uncontended:${s}`)
   }
@@ -356,14 +384,15 @@ async function rate (Redis, url, admin, runs) {
   const { RateLimit } = require('../lib/redis')
   const { RateLimiterRedis } = require('rate-limiter-flexible')
   const client = new Redis(url)
-  const clients = { sabsync: new Redis(url), 'rate-limiter-flexible': new Redis(url) }
+  const clients = { sabsync: new Redis(url), 'rate-limiter-flexible': new Redis(url), [FLOOR_RATE]: new Redis(url) }
   const tag = `bench:${process.pid}`
   const fast = {
     sabsync: (() => { const limit = RateLimit(clients.sabsync, tag + ':rate', 1e9); return () => limit() })(),
     'rate-limiter-flexible': (() => {
       const rl = new RateLimiterRedis({ storeClient: clients['rate-limiter-flexible'], keyPrefix: tag + ':rlf', points: 1e9, duration: 1 })
       return () => rl.consume('k')
-    })()
+    })(),
+    [FLOOR_RATE]: floorFns(clients[FLOOR_RATE], tag + ':floor').rate
   }
   await passesOf(admin, clients, fast, runs)
   for (const c of Object.values(clients)) c.disconnect()
@@ -419,7 +448,9 @@ async function main () {
     const ratio = (peer, own) => (median(peer) / median(own)).toFixed(1) + '×'
     const sus = x => x === undefined ? '' : f(x)
     for (const s of Object.keys(u)) {
-      const seen = u[s].monitor === undefined ? '' : `${u[s].monitor.toFixed(2)} commands / op seen by MONITOR`
+      const seen = u[s].monitor !== undefined
+        ? `${u[s].monitor.toFixed(2)} commands / op seen by MONITOR`
+        : s === FLOOR_LOCK ? 'the two round trips alone' : ''
       rows.push(`| uncontended lock+unlock | ${s} | ${stats(u[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(u[s].us, u.sabsync.us)} | ${median(u[s].commands).toFixed(2)} | ${median(u[s].server).toFixed(1)} | ${sus(u[s].serverUs)} | ${seen} |`)
     }
     for (const s of Object.keys(c)) {
@@ -435,7 +466,7 @@ async function main () {
       rows.push(`| contended max wait, 4 processes | ${s} | ${stats(c[s].maxWaitMs)} | ms | ${s === 'sabsync' ? '' : ratio(c[s].maxWaitMs, c.sabsync.maxWaitMs)} | | | | |`)
     }
     for (const s of Object.keys(r)) {
-      rows.push(`| RateLimit call, capacity free | ${s} | ${stats(r[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(r[s].us, r.sabsync.us)} | ${median(r[s].commands).toFixed(2)} | ${median(r[s].server).toFixed(1)} | ${sus(r[s].serverUs)} | most in any ${unitMs} ms window at ${rps} per window: ${r[s].most} |`)
+      rows.push(`| RateLimit call, capacity free | ${s} | ${stats(r[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(r[s].us, r.sabsync.us)} | ${median(r[s].commands).toFixed(2)} | ${median(r[s].server).toFixed(1)} | ${sus(r[s].serverUs)} | ${r[s].most === undefined ? 'no limit: the round trip alone' : `most in any ${unitMs} ms window at ${rps} per window: ${r[s].most}`} |`)
     }
 
     const peersPolling = ['redlock', 'redis-semaphore']
@@ -455,9 +486,13 @@ async function main () {
     }
     const [lockLine, lockMet] = within(u.sabsync, u['redis-semaphore'])
     const [rateLine, rateMet] = within(r.sabsync, r['rate-limiter-flexible'])
+    // The floor against the same peer, within a pass: how near it the
+    // round trips alone come, before any script work or sabsync code.
+    const floorOf = (floor, peer, n) => `; the floor (${n} EVALSHA of a script that runs no command, the same ` +
+      `arguments) ${f(median(floor.us))} µs, ${median(floor.us.map((us, i) => us / peer.us[i])).toFixed(2)}× within a pass`
     const goals = [
-      [`uncontended lock+unlock within 1.1× of redis-semaphore's (${lockLine})`, lockMet],
-      [`a RateLimit call with capacity free within 1.1× of rate-limiter-flexible's (${rateLine})`, rateMet],
+      [`uncontended lock+unlock within 1.1× of redis-semaphore's (${lockLine}${floorOf(u[FLOOR_LOCK], u['redis-semaphore'], 'two')})`, lockMet],
+      [`a RateLimit call with capacity free within 1.1× of rate-limiter-flexible's (${rateLine}${floorOf(r[FLOOR_RATE], r['rate-limiter-flexible'], 'one')})`, rateMet],
       [`one-waiter hand-off within 3× of the two-message floor (${f(median(p.sabsync))} µs vs 2 × ${f(median(p.publish))} µs ` +
         `PUBLISH between the same 2 processes: ${floorRatio.toFixed(2)}×; 4 processes: ${f(median(c.sabsync.handoffUs))} µs vs ` +
         `2 × ${f(median(floor))} µs, ${floorRatio4.toFixed(2)}×)`, floorRatio <= 3],

@@ -228,10 +228,13 @@ redisSuite(t, async s => {
     t.same(JSON.parse(esm.stdout), { keys, same: true })
   })
 
-  s.test('a process that waited, was served and quit its client exits', async (t, { prefix, opts }) => {
+  // Reply bounds and renewals share timers (lib/redis/common.js,
+  // Deadlines), which stay armed once nothing is pending: they must not
+  // hold the process, so it exits at once, not a commandTimeout (5 s) later.
+  s.test('a process that waited, was served and quit its client exits, at once', async (t, { prefix, opts }) => {
     const r = spawnSync(process.execPath, ['-e', `
       const Redis = require('ioredis')
-      const { Mutex } = require('sabsync/redis')
+      const { Mutex, RateLimit } = require('sabsync/redis')
       const [a, b] = [new Redis(${JSON.stringify(url)}), new Redis(${JSON.stringify(url)})]
       ;(async () => {
         const ma = new Mutex(a, 'exit', { prefix: ${JSON.stringify(prefix)} })
@@ -241,11 +244,15 @@ redisSuite(t, async s => {
         setTimeout(() => ma.unlock(), 50)
         await p
         await mb.unlock()
+        await RateLimit(a, 'exit', 10, { prefix: ${JSON.stringify(prefix)} })()
         await Promise.all([a.quit(), b.quit()])
-        console.log('done')
+        console.log('done ' + Date.now())
       })()`], { cwd: root, encoding: 'utf8', timeout: 20000 })
+    const exited = Date.now()
     t.equal(r.status, 0, r.stderr)
-    t.equal(r.stdout.trim(), 'done')
+    const [done, at] = r.stdout.trim().split(' ')
+    t.equal(done, 'done')
+    t.ok(exited - Number(at) < 2500, `exited ${exited - Number(at)} ms after its last call (< 2500)`)
   })
 
   // Round trips, as the server sees them: MONITOR shows every command and

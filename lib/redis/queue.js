@@ -18,8 +18,8 @@
 
 const { hubOf, malformed } = require('./hub')
 const {
-  msOption, prefixOption, unsafeAllowEvictionOption, waitOptions, within, noReply, connected, commandError, redisError, quiet,
-  redisName, isRefusal, SabsyncError
+  msOption, prefixOption, unsafeAllowEvictionOption, waitOptions, within, bound, noReply, connected, commandError, redisError,
+  quiet, redisName, isRefusal, Deadlines, SabsyncError
 } = require('./common')
 
 const KEY_SUFFIXES = ['m', 'q', 'b', 'l', 'f'] // the KEYS of lib/redis/scripts.js
@@ -64,6 +64,10 @@ class LeaseQueue {
     // script to read it again first, so a policy changed at run time is
     // found before the next grant, and by every holder within a renewal.
     this.policyAt = -Infinity
+    // The renewals due a period (lease/3) after a grant or a confirmed
+    // renewal, under one timer (common.js, Deadlines); unref'd, as a held
+    // lease never keeps the process alive.
+    this.renewals = new Deadlines(this.lease / 3, false)
   }
 
   // Whether a call sent at `now` must have its script read the policy.
@@ -112,14 +116,14 @@ class LeaseQueue {
     return new Promise((resolve, reject) => {
       let replied = false
       let settled = false
-      let timer = null
+      let stop = null // ends the bound below
       // woken: a wake-up named it (at wokenAt), a hint to ask; epoch: the
       // epoch of the object it queued on (scripts.js), which tells a grant
       // that lapsed unseen from a server that lost its state.
       const w = { wid, queue: this, group: null, woken: false, wokenAt: 0, epoch: null, granted: null, failed: null, lapsed: null }
       const settle = () => {
         settled = true
-        clearTimeout(timer)
+        if (stop !== null) { stop(); stop = null }
         if (signal !== undefined) signal.removeEventListener('abort', onAbort)
         hub.part(w)
       }
@@ -168,18 +172,19 @@ class LeaseQueue {
       if (queue) hub.waiters.set(wid, w)
       // Until the take's reply, the bound on waiting for it; after a
       // "queued" reply, the caller's timeout (if any).
-      const bound = queue && timeout !== Infinity ? timeout : this.commandTimeout
-      timer = setTimeout(() => {
+      const limit = queue && timeout !== Infinity ? timeout : this.commandTimeout
+      stop = bound(limit, () => {
+        stop = null
         if (settled) return
         // No reply by the caller's own deadline from a connected client is
         // a timeout (see connected()); by commandTimeout, an error.
         if (!replied && (timeout === Infinity || !queue || !connected(this.redis))) {
-          return w.failed(noReply(bound, 'take on ' + this.tag, this.redis))
+          return w.failed(noReply(limit, 'take on ' + this.tag, this.redis))
         }
         settle()
         this.leaveQuietly(wid)
         resolve(undefined)
-      }, Math.min(bound, 0x7FFFFFFF))
+      })
       if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true })
       const send = () => {
         const started = performance.now()
@@ -214,7 +219,7 @@ class LeaseQueue {
             settle()
             return resolve(undefined)
           }
-          if (timeout === Infinity) clearTimeout(timer)
+          if (timeout === Infinity && stop !== null) { stop(); stop = null }
           w.epoch = r[2]
           hub.join(w, r[1], started)
         }, err => {
@@ -279,19 +284,42 @@ class Holding {
     this.ac = null // made when `signal` is first read (most holders never read it)
     this.reason = undefined // the ERR_SABSYNC_LEASE_LOST, once lost
     this.failure = undefined // the last renewal's error, until one succeeds
-    this.timer = null
+    this.timer = null // a renewal timer of its own, when not in queue.renewals
+    this.due = 0 // in queue.renewals (common.js, Deadlines): when the renewal is due,
+    this.prev = null // and its neighbours there
+    this.next = null
     this.arm(queue.lease / 3)
     queue.hub.holdings.add(this)
   }
 
+  // Renew in `delay` ms, or at the deadline if that is sooner. The regular
+  // period (lease/3) goes in the queue's renewals, whose entries are due in
+  // the order they were added; a retry (lease/6), or a deadline sooner than
+  // the period, gets a timer of its own.
   arm (delay) {
-    clearTimeout(this.timer)
-    this.timer = setTimeout(() => this.renew(), Math.max(0, Math.min(delay, this.deadline - performance.now())))
+    this.unarm()
+    const now = performance.now()
+    const r = this.queue.renewals
+    if (delay === r.ms && now + delay <= this.deadline) return r.add(this, now)
+    this.timer = setTimeout(() => { this.timer = null; this.renew() }, Math.max(0, Math.min(delay, this.deadline - now)))
     this.timer.unref()
   }
 
+  unarm () {
+    if (this.timer !== null) {
+      clearTimeout(this.timer)
+      this.timer = null
+    } else {
+      this.queue.renewals.delete(this)
+    }
+  }
+
+  // Due in queue.renewals (common.js, Deadlines).
+  expire () {
+    this.renew()
+  }
+
   renew () {
-    this.timer = null
     if (this.state !== 'held') return
     const q = this.queue
     const sent = performance.now()
@@ -346,7 +374,7 @@ class Holding {
     if (this.state !== 'held') return
     this.state = 'lost'
     this.queue.hub.holdings.delete(this)
-    clearTimeout(this.timer)
+    this.unarm()
     this.abort(why, cause)
     this.queue.leaveQuietly(this.wid)
   }
@@ -392,7 +420,7 @@ class Holding {
     }
     this.state = 'released'
     this.queue.hub.holdings.delete(this)
-    clearTimeout(this.timer)
+    this.unarm()
     const q = this.queue
     let reply
     try {

@@ -108,6 +108,7 @@ function RateLimit (redis, key, rps, options) {
     // commandTimeout); a late one from a connected client is a timeout.
     const ownDeadline = timeout !== Infinity && timeout !== 0
     let bound = ownDeadline ? timeout : commandTimeout
+    let asked = sent // when the script call is sent
     if (!evictionChecked) {
       try {
         await evictionCheck(hub, false, bound, signal, commandTimeout)
@@ -116,11 +117,11 @@ function RateLimit (redis, key, rps, options) {
         throw err
       }
       evictionChecked = true
-      if (ownDeadline) bound = Math.max(1, timeout - (performance.now() - sent))
+      asked = performance.now()
+      if (ownDeadline) bound = Math.max(1, timeout - (asked - sent))
     }
     const id = hub.nextId()
     const most = timeout === Infinity ? -1 : Math.floor(timeout * 1000)
-    const asked = performance.now()
     const check = !allowEviction && asked - policyAt >= POLICY_RECHECK_MS
     let r
     try {

@@ -12,7 +12,8 @@
 //
 // The lease queue (Mutex is nr = 1 with fences, Sema is nr tokens). The
 // common case, a free Mutex taken and given back, touches one key with
-// three calls a script (TIME, HMGET, then HSET to take, DEL to give back):
+// three calls a script (TIME, then EXISTS and HSET to take, HMGET and DEL
+// to give back):
 // an object that never had a waiter keeps no key while idle. A hand-off
 // (a holder leaves, the head of the queue is granted and told) reads the
 // head and its client's heartbeat, takes it off the queue and publishes
@@ -25,7 +26,11 @@
 //                 when M was made, which tells a waiter whether the object
 //                 it queued on is the one that answers);
 //                 nr = 1: h (the holder's id, '' when none), hx (its lease
-//                 expiry, server ms), hf (its fence);
+//                 expiry, server ms), hf (its fence); a field left out
+//                 reads as its value after a first grant: fence as hf,
+//                 held as 1 (h set), nw and seq as 0 (a free Mutex's take
+//                 writes nr, fz, ep, h, hx and hf alone: each field is
+//                 server time, and the rest follow from these);
 //                 nr > 1: top (slots ever handed out since the Sema was
 //                 last idle), h:<holder id> -> slot
 //   Q     zset    "<waiter id> <lease ms>" -> ticket (arrival order);
@@ -75,7 +80,8 @@
 // maybe M, with a TTL; an object in use has no key with a TTL.
 //
 // A script fails before it writes anything when a key holds another type.
-// M: its HMGET, the first command. Q and B: a script whose object has
+// M: its HMGET, the first command that reads it (take's EXISTS before it
+// does not read it: a key that exists goes on to the HMGET). Q and B: a script whose object has
 // waiters reads the head of Q and its client's score in B before it
 // writes; one that may queue on an object without waiters reads their
 // TYPE first (a new object never queues: its slots are free). L and F
@@ -127,15 +133,19 @@ end
 // general path would run, and the state it would write, without the Lua
 // that sets the general path up (its functions and the state table: about
 // half of a call's time on the server for a free Mutex). Each fast path
-// decides from v alone; whatever it cannot decide falls through to the
-// general path, which reuses v and the clock.
-const head = w => evictionGuard(1) + `
+// decides from v alone (take's, from whether M exists, before v is
+// read); whatever it cannot decide falls through to the general path,
+// which reuses v and the clock.
+const start = evictionGuard(1) + `
 local M, Q, B, L, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local nowUs = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+`
+const read = w => `
 local v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'held', 'nw', 'seq', 'h', 'hx', 'hf', 'top', 'ep', 'h:' .. ${w})
 `
+const head = w => start + read(w)
 
 // The general path's definitions.
 const defs = `
@@ -176,7 +186,8 @@ end
 -- make it with. Returns st, or nil and a WRONGTYPE message. Reads what the
 -- type rules above need before anything is written.
 local function open (nr, fencing, queue)
-  local st = { nr = tonumber(v[1]), fencing = v[2] == '1', fence = tonumber(v[3]) or 0, held = tonumber(v[4]) or 0,
+  local st = { nr = tonumber(v[1]), fencing = v[2] == '1', fence = tonumber(v[3] or v[9]) or 0,
+    held = tonumber(v[4]) or ((v[1] == '1' and v[7] and v[7] ~= '') and 1 or 0),
     nw = tonumber(v[5]) or 0, seq = tonumber(v[6]) or 0, h = v[7] or '',
     hx = tonumber(v[8]) or 0, hf = v[9] or '0', top = tonumber(v[10]) or 0, ep = v[11], mine = v[12],
     dirty = false, granted = {}, fresh = false, exists = v[1] ~= false, head = false, first = nil, holders = {},
@@ -397,26 +408,30 @@ end
 `
 
 // ARGV: check policy (0/1), id, client id, lease ms, heartbeat ms, wait (0 try / 1 queue), nr, fencing (0/1).
-const take = head('ARGV[2]') + `
+const take = start + `
 local w, lease, nr = ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[7])
 -- Fast path: no M, so nobody holds or waits: w takes slot 0 of a new
 -- object, as the general path's open(), grant() and tidy() would (TIME,
--- HMGET, HSET; a Sema's grant writes L first, a ZADD). The fence is the
--- clock's (no earlier fence is known), as is the epoch.
-if not v[1] and (nr == 1 or ARGV[8] == '0') then
+-- EXISTS, HSET; a Sema's grant writes L first, a ZADD). EXISTS, not the
+-- HMGET of M's fields: an integer, where twelve fields to ask for and
+-- twelve nils to answer were a tenth of a free lock+unlock's time on the
+-- server; an M of another type is left to the general path, whose HMGET
+-- refuses it. The fence is the clock's (no earlier fence is known), as is
+-- the epoch. A Mutex's M leaves out the fields whose value follows (see M
+-- above).
+if (nr == 1 or ARGV[8] == '0') and redis.call('EXISTS', M) == 0 then
   local ep = string.format('%.0f', nowUs)
   if nr == 1 then
     local fence, f = 0, '0'
     if ARGV[8] == '1' then fence, f = nowUs, ep end
-    redis.call('HSET', M, 'nr', 1, 'fz', ARGV[8], 'fence', f, 'held', 1, 'nw', 0, 'seq', 0, 'ep', ep, 'h', w,
-      'hx', now + lease, 'hf', f)
+    redis.call('HSET', M, 'nr', 1, 'fz', ARGV[8], 'ep', ep, 'h', w, 'hx', now + lease, 'hf', f)
     return { 1, 0, fence, lease, 1 }
   end
   redis.call('ZADD', L, now + lease, w)
   redis.call('HSET', M, 'nr', nr, 'fz', 0, 'held', 1, 'nw', 0, 'seq', 0, 'ep', ep, 'top', 1, 'h:' .. w, 0)
   return { 1, 0, 0, lease, 1 }
 end
-` + defs + `
+` + read('ARGV[2]') + defs + `
 local ctx, beat, queue, fencing = ARGV[3], tonumber(ARGV[5]), ARGV[6] == '1', ARGV[8] == '1'
 local st, bad = open(nr, fencing, queue)
 if not st then return redis.error_reply(bad) end
@@ -477,7 +492,8 @@ local w = ARGV[2]
 -- Fast path: the holder of a Mutex (nr = 1) that nobody waited for since
 -- M was made (seq = 0, so nw = 0) leaves, its fence behind the clock: M
 -- goes, as drop(), pump() and tidy() below would do (TIME, HMGET, DEL).
-if v[1] == '1' and v[7] == w and v[6] == '0' and v[5] == '0' and not (v[2] == '1' and (tonumber(v[3]) or 0) >= nowUs) then
+if v[1] == '1' and v[7] == w and (v[6] or '0') == '0' and (v[5] or '0') == '0' and
+    not (v[2] == '1' and (tonumber(v[3] or v[9]) or 0) >= nowUs) then
   redis.call('DEL', M)
   if (tonumber(v[8]) or 0) > now then return 1 end
   return 0
@@ -674,9 +690,10 @@ if most >= 0 and t - now > most then return { 0, t - now } end
 -- trim (see above) takes off only grants that no longer count: trimming to
 -- the last rps instead would drop one that counts again once a later
 -- reservation is given back.
-redis.call('ZADD', R, string.format('%.0f', t), id)
+local at = string.format('%.0f', t)
+redis.call('ZADD', R, at, id)
 if trim then redis.call('ZREMRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit)) end
-return { 1, string.format('%.0f', t), t - now }
+return { 1, at, t - now }
 `
 
 // A RateLimit's idle tidy (a timer of each client that was granted, run
