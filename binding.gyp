@@ -11,6 +11,7 @@
         "src/core/clock.c",
         "src/core/lot.c",
         "src/core/owner.c",
+        "src/core/owner_threads.c",
         "src/core/sema.c",
         "src/core/rate.c",
         "src/core/limiter.c",
@@ -30,6 +31,7 @@
         "src/napi/rate.c",
         "src/napi/limiter.c",
         "src/napi/space.c",
+        "src/napi/inside.c",
         "src/napi/binding.c"
       ],
       "include_dirs": ["include", "src/core"],
@@ -60,7 +62,8 @@
             "src/core/space_lot.c",
             "src/core/space_sema.c",
             "src/core/space_owners.c",
-            "src/core/space.c"
+            "src/core/space.c",
+            "src/core/space_inspect.c"
           ],
           "libraries": ["-ldl"]
         }]

@@ -406,6 +406,8 @@ export class RateLimiter implements SharedHandle {
   refund (key: string | number, points?: number): void
   /** Forget `key`: its bucket is full again. */
   reset (key: string | number): void
+  /** 0: `consume()` answers at once, so nobody ever waits on a RateLimiter. */
+  nrWaiting (): number
   store (): RateLimiterStore
 }
 
@@ -466,6 +468,20 @@ export class Mutex implements SharedHandle {
   readonly isLocked: boolean
   /** The current holder took the lock over from a thread that died holding it; true until it unlocks. */
   readonly ownerDied: boolean
+  /**
+   * Who holds it: `{ pid, threadId }` of a live holder, or `null` (free, or
+   * its holder died and nobody took it over yet). In a shared space, `pid`
+   * and `threadId` are what the holder's slot claims (`null` when they do not
+   * check out); `threadId` is `worker_threads.threadId` (0: a main thread).
+   * For a person or a log: it may be stale once read.
+   */
+  readonly holder: { pid: number | null, threadId: number | null } | null
+  /**
+   * How many `lock()` / `lockAsync()` calls wait: those queued in every
+   * thread (and process, in a space), plus this thread's `lockAsync()` calls
+   * queued behind its first one.
+   */
+  nrWaiting(): number
 }
 
 /**
@@ -513,6 +529,8 @@ export class AtomicFlag implements SharedHandle {
   notifyOne(): number
   /** Wake every waiter; answer how many were woken. */
   notifyAll(): number
+  /** How many `wait()` / `waitAsync()` calls are queued on it, in every thread. */
+  nrWaiting(): number
 }
 
 /**
@@ -539,6 +557,8 @@ export class Once implements SharedHandle {
   run(fn: () => unknown, timeout?: number): boolean | undefined
   /** The same, done when `fn`'s promise resolves. */
   runAsync(fn: () => unknown, options?: AsyncOptions): Promise<boolean | undefined>
+  /** How many `run()` / `runAsync()` calls wait for a running `fn`, in every thread. */
+  nrWaiting(): number
 }
 
 /**
@@ -566,6 +586,8 @@ export class Latch implements SharedHandle {
   tryWait(): boolean
   /** `countDown(n)`, then `wait(timeout)`. */
   arriveAndWait(n?: number, timeout?: number): boolean
+  /** How many `wait()` / `waitAsync()` calls are queued on it, in every thread. */
+  nrWaiting(): number
 }
 
 /**
@@ -596,6 +618,8 @@ export class CondVar implements SharedHandle {
   notifyOne(): number
   /** Wake every waiter; answer how many were woken. */
   notifyAll(): number
+  /** How many `wait()` / `waitAsync()` calls are queued for a notify, in every thread. */
+  nrWaiting(): number
 }
 
 /** Options of `new RWLock`. */
@@ -640,6 +664,10 @@ export class RWLock implements SharedHandle {
   tryWriteLock(): boolean
   writeLockAsync(options?: AsyncOptions): Promise<boolean>
   writeUnlock(): void
+  /** How many read and write lock calls wait, in every thread (and process, in a space). */
+  nrWaiting(): number
+  /** The holder of the write lock (as `Mutex#holder`), or `null`. Readers are not named. */
+  readonly writer: { pid: number | null, threadId: number | null } | null
 }
 
 /**
@@ -673,6 +701,8 @@ export class Barrier implements SharedHandle {
   waitAsync(options?: AsyncOptions): Promise<{ isLeader: boolean } | undefined>
   /** Break the current round (its waiters throw) and start afresh. */
   reset(): void
+  /** How many `wait()` / `waitAsync()` calls are queued for the round to complete, in every thread. */
+  nrWaiting(): number
 }
 
 /** Options of `openShared`. */

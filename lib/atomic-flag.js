@@ -93,6 +93,9 @@ class AtomicFlag {
   // Wake one / every waiter; answers how many were woken.
   notifyOne () { return this.#wake(1) }
   notifyAll () { return this.#wake(Infinity) }
+
+  /** How many wait() and waitAsync() calls are queued on it, in every thread. */
+  nrWaiting () { return this.#be.waitersOf(this.#i32, FLAG) }
 }
 
 module.exports = { AtomicFlag }

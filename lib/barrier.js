@@ -161,6 +161,10 @@ class Barrier {
   // Parties waiting in the current round.
   get arrived () { return Atomics.load(this.#b.i32, WORD) & ARRIVED }
 
+  // How many wait() and waitAsync() calls are queued for the round to
+  // complete, in every thread (arrived counts the parties in the round).
+  nrWaiting () { return this.#b.own.waitersOf(this.#b.i32, WORD) }
+
   // Arrive: the last party of the round returns { isLeader: true } at once
   // and releases the others ({ isLeader: false }). Answers `undefined` when
   // `timeout` ms passed first (the round is then broken for the others).

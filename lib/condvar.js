@@ -98,6 +98,9 @@ class CondVar {
     Atomics.add(this.#i32, SEQ, 1)
     return this.#wake(Infinity)
   }
+
+  /** How many wait() and waitAsync() calls are queued for a notify, in every thread. */
+  nrWaiting () { return this.#be.waitersOf(this.#i32, SEQ) }
 }
 
 module.exports = { CondVar }

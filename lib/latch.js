@@ -106,6 +106,9 @@ class Latch {
     this.countDown(n)
     return this.wait(timeout)
   }
+
+  /** How many wait() and waitAsync() calls are queued on it, in every thread. */
+  nrWaiting () { return this.#be.waitersOf(this.#i32, COUNT) }
 }
 
 module.exports = { Latch }

@@ -474,6 +474,25 @@ class Mutex {
     return (Atomics.load(this.#i32, WORD) & DIED) !== 0
   }
 
+  // Who holds it: { pid, threadId } of a live holder (threadId null when
+  // unknown), or null (free, or its holder died and nobody took it over
+  // yet). In a space, pid and threadId are what the holder's slot claims.
+  // For a person or a log: the answer may be stale by the time it is read.
+  get holder () {
+    const owner = Atomics.load(this.#i32, WORD) & OWNER
+    return owner === 0 ? null : this.#core.own.party(owner)
+  }
+
+  // How many lock() and lockAsync() calls wait for it: those queued on its
+  // words in every thread (and process, in a space), and this thread's
+  // lockAsync() calls queued behind its first one. A waiter between a wake
+  // and its next look at the word is not counted for that moment.
+  nrWaiting () {
+    const { i32, own, key } = this.#core
+    const q = queues.get(key)
+    return own.waitersOf(i32, WORD) + own.waitersOf(i32, SLOT) + (q === undefined ? 0 : q.length - 1)
+  }
+
   static {
     internals = {
       isMutex: m => typeof m === 'object' && m !== null && #i32 in m,

@@ -125,6 +125,9 @@ class Once {
     Atomics.store(this.#i32, STATE, state)
     this.#wake(Infinity)
   }
+
+  /** How many run() and runAsync() calls wait for a running fn, in every thread. */
+  nrWaiting () { return this.#be.waitersOf(this.#i32, STATE) }
 }
 
 module.exports = { Once }

@@ -302,6 +302,9 @@ class RateLimiter {
     native.limiterLower(this.#view, this.#table, keyString(key), 0)
   }
 
+  /** 0: consume() answers at once, so nobody ever waits on a RateLimiter. */
+  nrWaiting () { return 0 }
+
   /**
    * An express-rate-limit Store over this limiter. Give rateLimit() the
    * limit its headers may honestly send: limit: limiter.mostIn(windowMs)

@@ -345,6 +345,21 @@ class RWLock {
   // A dead writer's write lock was reclaimed and no writeUnlock since.
   get ownerDied () { return Atomics.load(this.#r.i32, DIED) === 1 }
 
+  // How many lock calls wait, in every thread: readers queued for the
+  // writer to go (or for a slot), a writer queued for the readers to
+  // leave, and writers queued on the writers' Mutex.
+  nrWaiting () {
+    const r = this.#r
+    return r.own.waitersOf(r.i32, STATE) + r.own.waitersOf(r.i32, DRAIN) + r.mutex.nrWaiting()
+  }
+
+  // The writer holding the write lock: { pid, threadId }, or null (no
+  // writer; see Mutex.holder). Readers are not named.
+  get writer () {
+    const r = this.#r
+    return (Atomics.load(r.i32, STATE) & WL) === 0 ? null : r.mutex.holder
+  }
+
   // ---- readers ----
 
   // A thread that holds a read lock gets more at once (a count), even while

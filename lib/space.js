@@ -19,6 +19,7 @@
 // again. Later callers attach (Mutex.from, ...). A key used with another
 // kind or other parameters throws ERR_SABSYNC_SHARED_MISMATCH.
 
+const { threadId } = require('worker_threads')
 const native = require('./native')
 const { addSpace, parkNow, asyncFlags, guarded, RESULTS, OUT } = require('./backend')
 const { memoized } = require('./lot')
@@ -285,6 +286,15 @@ function backendOfSpace (opened) {
       const turnOff = pub + turnByteOffset
       const grant = turnFreeOnly => call(native.rateTake, i32, turnFreeOnly, turnOff, h)
       return { grant, grantIfTurnFree: grant }
+    },
+
+    tier: 'space',
+    waitersOf: (i32, index) => native.waiters(offsetOf(i32, index, 4), h),
+    // The slot's claims (pid, thread id), for an id whose lifeline the
+    // kernel holds (src/core/space_inspect.c).
+    party (id) {
+      const p = native.spaceParty(h, id >>> 0)
+      return p === null ? null : { pid: p.pid, threadId: p.threadId }
     }
   })
 }
@@ -740,6 +750,7 @@ function openShared (name, options) {
     return new Space(st, versioned)
   }
   const r = call(native.spaceOpen, name, size, mode)
+  native.spaceThreadSet(r.handle, threadId)
   st = {
     name,
     handle: r.handle,

@@ -160,8 +160,9 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   if (sab_napi_add_functions(env, exports, fns, sizeof fns / sizeof fns[0]) != 0 ||
       sab_napi_wait_register(env, exports) != 0 || sab_napi_sema_register(env, exports) != 0 ||
       sab_napi_rate_register(env, exports) != 0 || sab_napi_limiter_register(env, exports) != 0 ||
-      sab_napi_space_register(env, exports) != 0 || set_counts(env, exports) != 0 ||
-      set_constants(env, exports) != 0 || sab_napi_set_error_codes(env, exports) != 0) {
+      sab_napi_space_register(env, exports) != 0 || sab_napi_inside_register(env, exports) != 0 ||
+      set_counts(env, exports) != 0 || set_constants(env, exports) != 0 ||
+      sab_napi_set_error_codes(env, exports) != 0) {
     return NULL;
   }
   return exports;
