@@ -49,6 +49,7 @@ const {
 const { PARK, Wait, settleSync, settleAsync, addressKey } = require('./waiting')
 const { attachTo, writeTag, sizeAgrees } = require('./kind')
 const { Mutex, internals } = require('./mutex')
+const { LOCK, partOf } = require('./inside')
 
 const STATE = 1
 const DRAIN = 2
@@ -275,6 +276,7 @@ function newWait (r, timeout, async, trying = false) {
   w.rw = r
   w.async = async
   w.trying = trying
+  w.traced = r.traced // from its first park (lib/waiting.js)
   return w
 }
 
@@ -334,8 +336,13 @@ class RWLock {
       mutex,
       own,
       wakeState: own.waker(i32, STATE),
-      wakeDrain: own.waker(i32, DRAIN)
+      wakeDrain: own.waker(i32, DRAIN),
+      traced: { channel: LOCK, object: this, kind: 'RWLock' }
     }
+    // Its writers' waits and deaths on the Mutex are told as the RWLock's:
+    // a writer that waits for other writers, then for the readers to
+    // leave, is traced as two waits.
+    partOf(mutex, this, 'RWLock')
     if (attach !== ATTACH) writeTag(i32, 'RWLock') // last: its memory is set up
     madeAs(this, 'RWLock')
   }

@@ -23,6 +23,7 @@ const { threadId } = require('worker_threads')
 const native = require('./native')
 const { addSpace, parkNow, asyncFlags, guarded, RESULTS, OUT } = require('./backend')
 const { memoized } = require('./lot')
+const { nameObject } = require('./inside')
 const {
   OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD, SabsyncError, invalidType, outOfRange
 } = require('./shared')
@@ -371,6 +372,15 @@ function track (st, object, key) {
 
 const keyOfRef = new WeakMap() // a tracked object's WeakRef -> the caller's key
 
+// The object, its key told to the diagnostics channels (lib/inside.js);
+// arrays are not named (nothing traces them).
+function named (object, key) {
+  if (typeof object === 'function' || (typeof object === 'object' && object !== null && !ArrayBuffer.isView(object))) {
+    nameObject(object, key)
+  }
+  return object
+}
+
 // Close this thread's objects of the space (of `key` alone, when given).
 function closeObjects (st, key) {
   for (const ref of st.objects) {
@@ -488,7 +498,7 @@ class Space {
     }
     const memory = { buffer: st.buffer, byteOffset: off - st.pubOff }
     const shown = shownKey(key)
-    if (!created) return track(st, attach(memory), shown)
+    if (!created) return named(track(st, attach(memory), shown), shown)
     let made = false
     let object
     try {
@@ -501,7 +511,7 @@ class Space {
     // A new version retires the others of its key: the processes that use
     // them keep them; their room is reclaimed once the last has gone.
     if (versioned) call(native.spaceRetire, st.handle, shown, C.SPACE_RETIRE_VERSIONS, off)
-    return track(st, object, shown)
+    return named(track(st, object, shown), shown)
   }
 
   /**
@@ -703,7 +713,8 @@ class Space {
       throw outOfRange('key', `a string of 1 to ${C.SPACE_KEY_MAX - 1} bytes (UTF-8) for a rateLimiter`, Buffer.byteLength(key))
     }
     const lookup = (...args) => this.#lookup(...args)
-    return track(this.#live(), rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable }), shownKey(key))
+    const limiter = rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable })
+    return named(track(this.#live(), limiter, shownKey(key)), shownKey(key))
   }
 
   /**
