@@ -745,6 +745,69 @@ export interface SpaceUsage {
   bytes: number
 }
 
+/** Who holds or waits, as a snapshot names them: `dead` when the owner id no longer lives. */
+export interface SpaceParty {
+  pid: number | null
+  threadId: number | null
+  dead?: true
+}
+
+/**
+ * A plain, JSON-serialisable snapshot of a space ({@link Space.inspect}).
+ * Every value is what the memory said when it was read, unlocked: a person's
+ * view, not an input to a decision. `unreadable` lists what could not be
+ * believed (a scribbled space).
+ */
+export interface SpaceSnapshot {
+  name: string
+  /** The file under `/dev/shm`. */
+  file: string
+  size: number
+  /** When it was taken (ISO 8601). */
+  at: string
+  /** Owner deaths in the space so far (threads and processes that ended registered). */
+  deaths: number
+  /** The processes attached, by the pid their slots claim, with their threads. */
+  processes: Array<{ pid: number | null, threads: Array<{ ownerId: number, threadId: number | null }> }>
+  usage: { objects: number, retired: number, heapUsed: number, heapBytes: number, waiterRecords: number }
+  objects: Array<{
+    key: string | null
+    kind: string
+    state: string
+    parameters: Record<string, number | boolean>
+    bytes: number
+    /** Waits queued on the object's cells, in every process. */
+    waiting: number
+    /** The first of them. */
+    waiters: SpaceParty[]
+    /** Present when its directory key carries its parameters (a versioned key). */
+    versioned?: true
+    /** mutex: its holder, or null. */
+    holder?: SpaceParty | null
+    /** mutex, rwlock: the holding began by taking over from a dead holder. */
+    ownerDied?: boolean
+    /** rwlock: the writer and the readers. */
+    writer?: SpaceParty | null
+    readers?: SpaceParty[]
+    /** sema: free tokens, and who holds the others. */
+    available?: number
+    holders?: Array<SpaceParty & { tokens: number }>
+    /** latch */
+    count?: number
+    /** barrier */
+    arrived?: number
+    broken?: boolean
+    /** once */
+    done?: boolean
+    running?: SpaceParty | null
+    /** atomicFlag */
+    set?: boolean
+    /** rateLimiter: its table's slots, those whose key is tracked now, those being claimed. */
+    table?: { keys: number, used: number, claiming: number, full: boolean }
+  }>
+  unreadable: string[]
+}
+
 /**
  * A primitive in a shared space ({@link openShared}): an instance of its
  * in-process class (a helper typed `(lock: Mutex) => …` takes it), but no
@@ -826,6 +889,13 @@ export interface Space {
   free(key: string): boolean
   /** What the space holds: objects and bytes, against their limits. */
   usage(): SpaceUsage
+  /**
+   * A snapshot of every object (kind, key, parameters, holders, waiters),
+   * the processes attached and the limiters' occupancy; JSON-serialisable.
+   * It takes no lock: it never waits for a holder and never holds up a
+   * caller. `npx sabsync inspect NAME` prints it.
+   */
+  inspect(): SpaceSnapshot
   /** This thread's view ends (when its last open of this name closes); the space lives on. */
   close(): void
   /** Remove the name (a later `openShared` makes a new space); `false` if it was gone. */

@@ -40,11 +40,12 @@ typedef struct {
   uint32_t pid;       /* 0: unknown (not in 1 .. SAB_PID_MAX) */
   uint32_t thread_id; /* valid when has_thread */
   int has_thread;
+  int bookkeeping; /* the id a process holds the space's locks with, not a JS thread's */
 } sab_space_party_t;
 #define SAB_PID_MAX 4194304u /* the kernel's PID_MAX_LIMIT */
 
 /* The calling thread (owner `id`, registered in this process) tells its
- * JS thread id. */
+ * JS thread id; the process's bookkeeping id is marked as such too. */
 void sab_space_thread_set(sab_space_t *sp, uint32_t id, uint32_t thread_id);
 /* 1 and *out filled when `id` is an owner id whose slot says so and whose
  * lifeline the kernel holds; 0 otherwise. One probe (a system call). */

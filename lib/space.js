@@ -24,6 +24,7 @@ const native = require('./native')
 const { addSpace, parkNow, asyncFlags, guarded, RESULTS, OUT } = require('./backend')
 const { memoized } = require('./lot')
 const { nameObject } = require('./inside')
+const { inspect } = require('./inspect')
 const {
   OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD, SabsyncError, invalidType, outOfRange
 } = require('./shared')
@@ -715,6 +716,17 @@ class Space {
     const lookup = (...args) => this.#lookup(...args)
     const limiter = rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable })
     return named(track(this.#live(), limiter, shownKey(key)), shownKey(key))
+  }
+
+  /**
+   * A plain, JSON-serialisable snapshot of the space for a person or a
+   * tool: every object (kind, key, parameters, holders, waiters), the
+   * processes attached, the deaths so far, the limiters' occupancy, and
+   * what could not be read (lib/inspect.js). It takes no lock: it never
+   * waits for a holder, and never holds up a caller.
+   */
+  inspect () {
+    return inspect(this.#live(), KINDS)
   }
 
   /**

@@ -31,10 +31,18 @@
 
 #include <string.h>
 
+/* A slot's thread word for the id a process holds bucket locks with
+ * (sp->lock_id), which no JS thread is. */
+#define THREAD_BOOKKEEPING 0xFFFFFFFFu
+
 void sab_space_thread_set(sab_space_t *sp, uint32_t id, uint32_t thread_id) {
-  uint32_t i, gen;
-  if (!sab__id_parts(id, &i, &gen)) return;
+  uint32_t i, gen, lock_id = __atomic_load_n(&sp->lock_id, __ATOMIC_ACQUIRE);
+  if (thread_id == THREAD_BOOKKEEPING || !sab__id_parts(id, &i, &gen)) return;
   __atomic_store_n(&sab__slot(sp, i)->thread, (uint64_t)id << 32 | thread_id, __ATOMIC_RELEASE);
+  if (sab__id_parts(lock_id, &i, &gen)) {
+    __atomic_store_n(&sab__slot(sp, i)->thread, (uint64_t)lock_id << 32 | THREAD_BOOKKEEPING,
+                     __ATOMIC_RELEASE);
+  }
 }
 
 /* Slot i's party, if its word says LIVE for `id` (0: whatever id it
@@ -47,7 +55,9 @@ static int party_of(sab_space_t *sp, uint32_t i, uint32_t id, sab_space_party_t 
   uint64_t thread = __atomic_load_n(&s->thread, __ATOMIC_ACQUIRE);
   out->id = live;
   out->pid = pid >= 1 && pid <= SAB_PID_MAX ? pid : 0;
-  out->has_thread = (uint32_t)(thread >> 32) == live;
+  int mine = (uint32_t)(thread >> 32) == live;
+  out->bookkeeping = mine && (uint32_t)thread == THREAD_BOOKKEEPING;
+  out->has_thread = mine && !out->bookkeeping;
   out->thread_id = out->has_thread ? (uint32_t)thread : 0;
   return 1;
 }

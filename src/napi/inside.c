@@ -43,8 +43,8 @@ static int set_u32(napi_env env, napi_value obj, const char *name, uint32_t v) {
   return n == NULL ? -1 : set_value(env, obj, name, n);
 }
 
-/* { id, pid, threadId } (pid, threadId: null when unknown), or NULL with
- * an exception pending. */
+/* { id, pid, threadId, bookkeeping } (pid, threadId: null when unknown),
+ * or NULL with an exception pending. */
 static napi_value party_value(napi_env env, const sab_space_party_t *p) {
   napi_value obj, nul;
   SAB_CALL(env, napi_create_object(env, &obj), NULL);
@@ -52,8 +52,11 @@ static napi_value party_value(napi_env env, const sab_space_party_t *p) {
   if (set_u32(env, obj, "id", p->id) != 0) return NULL;
   napi_value pid = p->pid != 0 ? sab_napi_number(env, p->pid) : nul;
   napi_value tid = p->has_thread ? sab_napi_number(env, p->thread_id) : nul;
+  napi_value bk;
   if (pid == NULL || tid == NULL || set_value(env, obj, "pid", pid) != 0 ||
-      set_value(env, obj, "threadId", tid) != 0) {
+      set_value(env, obj, "threadId", tid) != 0 ||
+      napi_get_boolean(env, p->bookkeeping, &bk) != napi_ok ||
+      set_value(env, obj, "bookkeeping", bk) != 0) {
     return NULL;
   }
   return obj;

@@ -16,3 +16,11 @@ const counts: number[] = [
   new RateLimiter({ limit: 1, window: 1000 }).nrWaiting()
 ]
 void [w, counts]
+
+// space.inspect()
+import { openShared } from 'sabsync'
+import type { SpaceSnapshot, SpaceParty } from 'sabsync'
+const snap: SpaceSnapshot = openShared('types-inside').inspect()
+const holder: SpaceParty | null | undefined = snap.objects[0]?.holder
+const pids: Array<number | null> = snap.processes.map(p => p.pid)
+void [holder, pids, snap.unreadable.length]
