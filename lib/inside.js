@@ -8,8 +8,9 @@
 //   sabsync:owner-died       channel a holder found dead and taken over
 //   sabsync:limiter-full     channel a RateLimiter's table had no room for a key
 //
-// A tracing context is { tier, kind, key, waitedMs } (tier: 'thread' or
-// 'space'; kind: the class; key: the space key, or null), with the
+// A tracing context is { tier, kind, key, async, waitedMs } (tier:
+// 'thread' or 'space'; kind: the class; key: the space key, or null;
+// async: a promise call, whose span ends at asyncEnd, not end), with the
 // TracingChannel's own result or error; waitedMs (a float) is set before
 // `end` (blocking calls) or `asyncStart` (promises). Only calls that wait
 // are traced: the fast paths (a free lock taken with one compare-and-swap)
@@ -61,6 +62,7 @@ function contextOf (object, kind) {
   const d = about.get(object)
   if (d !== undefined && d.quiet) return null
   const c = describe(object, kind)
+  c.async = false
   c.waitedMs = 0
   return c
 }
@@ -70,6 +72,7 @@ function contextOf (object, kind) {
 // as a function and its arguments, never a closure: a closure in a method
 // makes V8 allocate its context on every call, the fast path's included.
 function traceSync (c, context, fn, a, b, d, e) {
+  context.async = false
   return c.traceSync(timedSync, context, undefined, context, performance.now(), fn, a, b, d, e)
 }
 
@@ -82,6 +85,7 @@ function timedSync (context, start, fn, a, b, d, e) {
 }
 
 function tracePromise (c, context, fn, a, b, d, e) {
+  context.async = true
   return c.tracePromise(timedAsync, context, undefined, context, performance.now(), fn, a, b, d, e)
 }
 

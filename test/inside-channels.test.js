@@ -71,6 +71,7 @@ t.test('sabsync:lock: a contended lockAsync and lock, with waitedMs > 0; unconte
   t.equal(ctx.key, null)
   t.equal(ctx.result, true)
   t.ok(ctx.waitedMs > 0, `waitedMs ${ctx.waitedMs} > 0`)
+  t.equal(ctx.async, true, 'a promise call says so (its span ends at asyncEnd)')
   await w.terminate()
 
   events.length = 0
@@ -80,6 +81,7 @@ t.test('sabsync:lock: a contended lockAsync and lock, with waitedMs > 0; unconte
   m.unlock()
   t.same(events.map(e => e[0]), ['start', 'end'])
   t.ok(events[1][1].waitedMs > 0)
+  t.equal(events[1][1].async, false, 'a blocking call: its span ends at end')
   t.equal(events[1][1].result, true)
   await w2.terminate()
 
