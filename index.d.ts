@@ -805,6 +805,11 @@ export interface SpaceSnapshot {
     /** rateLimiter: its table's slots, those whose key is tracked now, those being claimed. */
     table?: { keys: number, used: number, claiming: number, full: boolean }
   }>
+  /**
+   * Cycles of lock waits (mutexes, rwlocks) among the space's threads and
+   * processes: each party with what it holds and the lock it waits for.
+   */
+  deadlocks: Array<{ parties: Array<{ pid: number | null, threadId: number | null, ownerId: number, holds: Array<string | null>, waitsFor: { key: string | null, kind: string } }> }>
   unreadable: string[]
 }
 

@@ -14,6 +14,7 @@
 //      a layout of another version, not Linux)
 //   4  rm refused: processes are attached (--force unlinks anyway; they
 //      keep using it, and a later open makes a new space)
+//   5  inspect found a deadlock (the snapshot is printed all the same)
 //
 // A space is a file /dev/shm/sabsync.NAME. Processes attached: those whose
 // memory maps the file (as far as this user may read /proc/PID/maps), and
@@ -26,12 +27,13 @@ const path = require('path')
 
 const DIR = '/dev/shm'
 const PREFIX = 'sabsync.'
-const EXIT = { OK: 0, USAGE: 1, NO_SPACE: 2, UNREADABLE: 3, ATTACHED: 4 }
+const EXIT = { OK: 0, USAGE: 1, NO_SPACE: 2, UNREADABLE: 3, ATTACHED: 4, DEADLOCK: 5 }
 
 const USAGE = `usage: sabsync ls [--json]
        sabsync inspect NAME [--json]
        sabsync rm NAME [--force]
-exit codes: 0 done, 1 usage, 2 no such space, 3 cannot open or read it, 4 rm refused (processes attached)`
+exit codes: 0 done, 1 usage, 2 no such space, 3 cannot open or read it, 4 rm refused (processes attached),
+            5 inspect found a deadlock`
 
 class Exit extends Error {
   constructor (code, message) {
@@ -190,6 +192,10 @@ function showSnapshot (snap) {
     rows.push([o.key === null ? '(unreadable)' : JSON.stringify(o.key), o.kind + (o.state === 'ready' ? '' : ` (${o.state})`), params, stateOf(o), waiting])
   }
   out += table(rows)
+  for (const d of snap.deadlocks) {
+    out += '\nDEADLOCK: a cycle of waits\n' + d.parties.map(p =>
+      `  ${party(p)} holds ${p.holds.map(k => JSON.stringify(k)).join(', ') || 'nothing'}, waits for ${p.waitsFor.kind} ${JSON.stringify(p.waitsFor.key)}\n`).join('')
+  }
   if (snap.unreadable.length > 0) out += '\ncould not be read:\n' + snap.unreadable.map(u => `  ${u}\n`).join('')
   return out
 }
@@ -223,7 +229,8 @@ function inspect (args) {
     space.close()
   }
   snap.processes = snap.processes.filter(p => p.pid !== process.pid)
-  return set.has('--json') ? JSON.stringify(snap, null, 2) + '\n' : showSnapshot(snap)
+  const out = set.has('--json') ? JSON.stringify(snap, null, 2) + '\n' : showSnapshot(snap)
+  return snap.deadlocks.length > 0 ? { code: EXIT.DEADLOCK, out } : out
 }
 
 function rm (args) {
@@ -269,7 +276,8 @@ function main (argv) {
   if (command === '--help' || command === '-h' || command === 'help') return { code: EXIT.OK, out: USAGE + '\n' }
   if (!Object.hasOwn(commands, command ?? '')) return { code: EXIT.USAGE, err: `sabsync: ${command === undefined ? 'a command expected' : `unknown command ${command}`}\n${USAGE}\n` }
   try {
-    return { code: EXIT.OK, out: commands[command](args) }
+    const r = commands[command](args)
+    return typeof r === 'string' ? { code: EXIT.OK, out: r } : r
   } catch (err) {
     if (err instanceof Exit) return { code: err.exitCode, err: err.message + '\n' }
     throw err

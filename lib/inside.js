@@ -7,6 +7,10 @@
 //                                    Once call that waits
 //   sabsync:owner-died       channel a holder found dead and taken over
 //   sabsync:limiter-full     channel a RateLimiter's table had no room for a key
+//   sabsync:deadlock         channel a cycle of lock waits in a space that
+//                                    includes this thread, found when one of
+//                                    its Mutex or RWLock waits has lasted
+//                                    DEADLOCK_MS
 //
 // A tracing context is { tier, kind, key, async, waitedMs } (tier:
 // 'thread' or 'space'; kind: the class; key: the space key, or null;
@@ -28,6 +32,7 @@ const ACQUIRE = tracing('sabsync:acquire')
 const WAIT = tracing('sabsync:wait')
 const ownerDiedChannel = dc.channel('sabsync:owner-died')
 const limiterFullChannel = dc.channel('sabsync:limiter-full')
+const deadlockChannel = dc.channel('sabsync:deadlock')
 
 // A TracingChannel's subscribers, sub-channel by sub-channel (its own
 // hasSubscribers is Node >= 20.13 only).
@@ -114,6 +119,54 @@ function ownerDied (object, kind, ownerId) {
   ownerDiedChannel.publish({ ...describe(object, kind), ownerId })
 }
 
+// Deadlocks. A lock wait (w.lockWait: a Mutex's or an RWLock's) in a space
+// whose backend can list the cycles of waits (lib/inspect.js) looks for
+// one between two parks, its park cut short to wake it: first within
+// DEADLOCK_MS of its first park, then again every DEADLOCK_MS / 2 or so
+// while it waits. A look sees the other waiters queued, and itself as the
+// waiter of its cell; another party that happens to be between two parks
+// at that moment is not seen, so the looks are spread at random (a cycle
+// missed once is found at the next look). Each cycle is published once per
+// thread. Called before a lock wait parks, only while sabsync:deadlock has
+// subscribers.
+const DEADLOCK_MS = 1000
+const told = new Set() // cycles published: "space|id,id,..."
+
+function deadlocks () { return deadlockChannel.hasSubscribers }
+
+function watchDeadlock (w) {
+  const own = w.own
+  if (typeof own.deadlocks !== 'function') return
+  const now = performance.now()
+  if (w.since === 0) {
+    w.since = now
+    w.nextLook = now + DEADLOCK_MS * (0.5 + Math.random() / 2)
+  }
+  const left = w.nextLook - now
+  if (left > 0) {
+    if (w.wait > left) w.wait = left
+    return
+  }
+  w.nextLook = now + DEADLOCK_MS * (0.25 + Math.random() / 2)
+  if (w.wait > w.nextLook - now) w.wait = w.nextLook - now
+  let found
+  try {
+    // This wait is between two parks, out of the queue: it is named as a
+    // waiter of the cell it parks on.
+    found = own.deadlocks(w.i32, w.cell)
+  } catch {
+    return // a space closed meanwhile: its wait says so
+  }
+  for (const d of found) {
+    if (!d.parties.some(p => p.ownerId === own.self)) continue
+    const sig = `${d.space}|${d.parties.map(p => p.ownerId).sort((a, b) => a - b).join(',')}`
+    if (told.has(sig)) continue
+    if (told.size > 1000) told.clear()
+    told.add(sig)
+    deadlockChannel.publish(d)
+  }
+}
+
 function limiterFull (object, message) {
   if (!limiterFullChannel.hasSubscribers) return
   limiterFullChannel.publish({ ...describe(object, 'RateLimiter'), ...message })
@@ -131,6 +184,9 @@ module.exports = {
   contextOf,
   ownerDied,
   limiterFull,
+  deadlocks,
+  watchDeadlock,
+  DEADLOCK_MS,
   nameObject,
   partOf
 }

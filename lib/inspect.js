@@ -30,9 +30,10 @@ const SEMA_HELD_RECOVERED = 0x40000000
 const LIMITER_SLOT = 16 // bytes per key slot: fingerprint, time
 
 // The snapshot. `st` is lib/space.js's state of the open space; `kinds`
-// its KINDS table (number -> { call, params }); `nameOf` turns a
-// directory key into the caller's.
-function inspect (st, kinds) {
+// its KINDS table (number -> { call, params }); `also`, if given, a waiter
+// { id, off } to count as queued on the cell at offset `off` (a wait
+// looking for deadlocks between two of its parks).
+function inspect (st, kinds, also) {
   const h = st.handle
   const dir = native.spaceObjects(h)
   const parties = new Map(native.spaceParties(h).map(p => [p.id, p]))
@@ -51,6 +52,7 @@ function inspect (st, kinds) {
   }
 
   const objects = []
+  const locks = [] // { key, kind, holders, waiters }: owner ids, for deadlocks
   const tables = new Map() // a rateLimiter's key -> its table's occupancy
   for (const e of dir.objects) {
     const where = `directory entry ${e.index}`
@@ -74,7 +76,11 @@ function inspect (st, kinds) {
     if (k === undefined) unreadable.push(`${where}: kind ${e.kind} is no kind a space holds`)
     if ((e.bad & 4) === 0 && e.state === 2) {
       try {
-        readState(o, e, word, who, view, st, unreadable, where)
+        const holders = readState(o, e, word, who, view, st, unreadable, where)
+        const waiters = also !== undefined && also.off >= e.off && also.off < e.off + e.bytes && !e.waiterIds.includes(also.id)
+          ? [...e.waiterIds, also.id]
+          : e.waiterIds
+        if (holders !== undefined) locks.push({ key, kind: o.kind, holders, waiters })
       } catch (err) {
         unreadable.push(`${where}: ${err.message}`)
       }
@@ -112,8 +118,66 @@ function inspect (st, kinds) {
       waiterRecords: dir.recordsUsed
     },
     objects,
+    deadlocks: deadlocks(locks, parties),
     unreadable
   }
+}
+
+// Cycles of waits among the lock holders: a waiter queued on a lock waits
+// for each live holder of it (a mutex's holder; an rwlock's writer and
+// readers). Each cycle once, as the parties in it: who, what it holds,
+// what it waits for. Only live owners take part (a dead holder's lock
+// passes on), and only the first eight waiters of a lock are known.
+function deadlocks (locks, parties) {
+  const edges = new Map() // waiter id -> [{ to: holder id, lock }]
+  const held = new Map() // id -> keys it holds
+  for (const l of locks) {
+    for (const h of l.holders) {
+      if (!parties.has(h)) continue
+      if (!held.has(h)) held.set(h, [])
+      held.get(h).push(l.key)
+    }
+    for (const w of l.waiters) {
+      if (!parties.has(w)) continue
+      for (const h of l.holders) {
+        if (h === w || !parties.has(h)) continue
+        if (!edges.has(w)) edges.set(w, [])
+        edges.get(w).push({ to: h, lock: l })
+      }
+    }
+  }
+  const cycles = []
+  const seen = new Set()
+  const path = []
+  const onPath = new Map() // id -> the index of its step in path
+  const done = new Set()
+  function visit (id) {
+    onPath.set(id, path.length)
+    for (const e of edges.get(id) || []) {
+      path.push({ id, lock: e.lock })
+      if (onPath.has(e.to)) {
+        // Each step: a party and the lock it waits for, held by the next.
+        const steps = path.slice(onPath.get(e.to))
+        const sig = steps.map(s => s.id).slice().sort((a, b) => a - b).join(',')
+        if (!seen.has(sig)) {
+          seen.add(sig)
+          cycles.push(steps)
+        }
+      } else if (!done.has(e.to)) {
+        visit(e.to)
+      }
+      path.pop()
+    }
+    onPath.delete(id)
+    done.add(id)
+  }
+  for (const id of edges.keys()) if (!done.has(id)) visit(id)
+  return cycles.map(steps => ({
+    parties: steps.map(({ id, lock }) => {
+      const p = parties.get(id)
+      return { pid: p.pid, threadId: p.threadId, ownerId: id, holds: held.get(id) || [], waitsFor: { key: lock.key, kind: lock.kind } }
+    })
+  }))
 }
 
 // The state of a ready object, kind by kind, into `o`.
@@ -131,7 +195,7 @@ function readState (o, e, word, who, view, st, unreadable, where) {
       const w = word(e.off + MUTEX_WORD)
       o.holder = holderOf(w & OWNER)
       o.ownerDied = (w & 0x80000000) !== 0
-      break
+      return (w & OWNER) === 0 ? [] : [w & OWNER]
     }
     case 8: { // rwlock
       const slots = e.params[0]
@@ -141,11 +205,15 @@ function readState (o, e, word, who, view, st, unreadable, where) {
       o.writer = (s & 0x80000000) !== 0 ? holderOf(writer) : null
       o.ownerDied = word(e.off + RW_DIED) === 1
       o.readers = []
+      const ids = writer === 0 ? [] : [writer] // the writer, or a writer draining the readers
       for (let i = 0; i < slots; i++) {
         const id = word(e.off + RW_SLOT0 + i * 4)
-        if (id !== 0) o.readers.push(holderOf(id & OWNER))
+        if (id !== 0) {
+          o.readers.push(holderOf(id & OWNER))
+          ids.push(id & OWNER)
+        }
       }
-      break
+      return ids
     }
     case 10: { // sema
       const nr = e.params[0]

@@ -250,6 +250,7 @@ function newWait (core, timeout, async) {
   w.starving = false
   w.spun = false
   w.start = performance.now()
+  w.lockWait = true // watched for deadlocks (lib/inside.js)
   return w
 }
 

@@ -277,6 +277,7 @@ function newWait (r, timeout, async, trying = false) {
   w.async = async
   w.trying = trying
   w.traced = r.traced // from its first park (lib/waiting.js)
+  w.lockWait = true // watched for deadlocks (lib/inside.js)
   return w
 }
 

@@ -291,6 +291,13 @@ function backendOfSpace (opened) {
     },
 
     tier: 'space',
+    // The cycles of lock waits in the space now (lib/inspect.js), each
+    // with the space's name: for sabsync:deadlock.
+    deadlocks (i32, index) {
+      const also = { id: self, off: offsetOf(i32, index, 4) }
+      const snap = inspect({ handle: h, buffer: opened.buffer, pubOff: pub, name: opened.name }, KINDS, also)
+      return snap.deadlocks.map(d => ({ tier: 'space', space: opened.name, ...d }))
+    },
     waitersOf: (i32, index) => native.waiters(offsetOf(i32, index, 4), h),
     // The slot's claims (pid, thread id), for an id whose lifeline the
     // kernel holds (src/core/space_inspect.c).
@@ -786,7 +793,7 @@ function openShared (name, options) {
     objects: new Set(), // WeakRefs of the objects made from it (track)
     pruneAt: 64
   }
-  addSpace(r.buffer, backendOfSpace(r))
+  addSpace(r.buffer, backendOfSpace({ ...r, name }))
   spaceNames.set(r.buffer, name)
   opened.set(name, st)
   return new Space(st, versioned)

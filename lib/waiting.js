@@ -12,7 +12,7 @@
 
 const { addressOf } = require('./lot')
 const { OK, TIMED_OUT, WATCH_ANY } = require('./shared')
-const { observed, contextOf, traceSync, tracePromise } = require('./inside')
+const { observed, contextOf, traceSync, tracePromise, deadlocks, watchDeadlock } = require('./inside')
 
 const PARK = Symbol('park')
 
@@ -35,6 +35,12 @@ class Wait {
     // { channel, object, kind }: the wait is traced on that channel
     // (lib/inside.js) from its first park, when someone listens.
     this.traced = null
+    // A lock's wait (Mutex, RWLock), watched for deadlocks in a space
+    // while someone listens (lib/inside.js): since its first park, and
+    // when it looks next (ms).
+    this.lockWait = false
+    this.since = 0
+    this.nextLook = 0
   }
 
   // Milliseconds left (Infinity for none), or 0 when the deadline passed.
@@ -53,6 +59,7 @@ function settleSync (w, attempt) {
       const context = contextOf(w.traced.object, w.traced.kind)
       if (context !== null) return traceSync(w.traced.channel, context, parkedSync, w, attempt)
     }
+    if (w.lockWait && deadlocks()) watchDeadlock(w)
     w.parked++
     w.code = w.own.park(w.i32, w.cell, w.value, w.wait, w.watch, w.epoch)
   }
@@ -61,6 +68,7 @@ function settleSync (w, attempt) {
 // settleSync from a PARK answer on.
 function parkedSync (w, attempt) {
   for (;;) {
+    if (w.lockWait && deadlocks()) watchDeadlock(w)
     w.parked++
     w.code = w.own.park(w.i32, w.cell, w.value, w.wait, w.watch, w.epoch)
     const r = attempt(w)
@@ -89,6 +97,7 @@ function settleAsync (w, attempt, abandon) {
 // settleAsync from a PARK answer on.
 async function parkedAsync (w, attempt, abandon) {
   for (;;) {
+    if (w.lockWait && deadlocks()) watchDeadlock(w)
     w.parked++
     let c = w.own.parkAsync(w.i32, w.cell, w.value, w.wait, w.signal, w.ref, w.watch, w.epoch)
     if (typeof c !== 'number') {
