@@ -11,6 +11,7 @@
         "src/core/clock.c",
         "src/core/lot.c",
         "src/core/owner.c",
+        "src/core/owner_threads.c",
         "src/core/sema.c",
         "src/core/rate.c",
         "src/core/limiter.c",
@@ -32,6 +33,7 @@
         "src/napi/limiter.c",
         "src/napi/locks.c",
         "src/napi/space.c",
+        "src/napi/inside.c",
         "src/napi/binding.c"
       ],
       "include_dirs": ["include", "src/core"],
@@ -62,7 +64,8 @@
             "src/core/space_lot.c",
             "src/core/space_sema.c",
             "src/core/space_owners.c",
-            "src/core/space.c"
+            "src/core/space.c",
+            "src/core/space_inspect.c"
           ],
           "libraries": ["-ldl"]
         }]

@@ -407,6 +407,8 @@ export class RateLimiter implements SharedHandle {
   refund (key: string | number, points?: number): void
   /** Forget `key`: its bucket is full again. */
   reset (key: string | number): void
+  /** 0: `consume()` answers at once, so nobody ever waits on a RateLimiter. */
+  nrWaiting (): number
   store (): RateLimiterStore
 }
 
@@ -467,6 +469,20 @@ export class Mutex implements SharedHandle {
   readonly isLocked: boolean
   /** The current holder took the lock over from a thread that died holding it; true until it unlocks. */
   readonly ownerDied: boolean
+  /**
+   * Who holds it: `{ pid, threadId }` of a live holder, or `null` (free, or
+   * its holder died and nobody took it over yet). In a shared space, `pid`
+   * and `threadId` are what the holder's slot claims (`null` when they do not
+   * check out); `threadId` is `worker_threads.threadId` (0: a main thread).
+   * For a person or a log: it may be stale once read.
+   */
+  readonly holder: { pid: number | null, threadId: number | null } | null
+  /**
+   * How many `lock()` / `lockAsync()` calls wait: those queued in every
+   * thread (and process, in a space), plus this thread's `lockAsync()` calls
+   * queued behind its first one.
+   */
+  nrWaiting(): number
 }
 
 /**
@@ -514,6 +530,8 @@ export class AtomicFlag implements SharedHandle {
   notifyOne(): number
   /** Wake every waiter; answer how many were woken. */
   notifyAll(): number
+  /** How many `wait()` / `waitAsync()` calls are queued on it, in every thread. */
+  nrWaiting(): number
 }
 
 /**
@@ -540,6 +558,8 @@ export class Once implements SharedHandle {
   run(fn: () => unknown, timeout?: number): boolean | undefined
   /** The same, done when `fn`'s promise resolves. */
   runAsync(fn: () => unknown, options?: AsyncOptions): Promise<boolean | undefined>
+  /** How many `run()` / `runAsync()` calls wait for a running `fn`, in every thread. */
+  nrWaiting(): number
 }
 
 /**
@@ -567,6 +587,8 @@ export class Latch implements SharedHandle {
   tryWait(): boolean
   /** `countDown(n)`, then `wait(timeout)`. */
   arriveAndWait(n?: number, timeout?: number): boolean
+  /** How many `wait()` / `waitAsync()` calls are queued on it, in every thread. */
+  nrWaiting(): number
 }
 
 /**
@@ -597,6 +619,8 @@ export class CondVar implements SharedHandle {
   notifyOne(): number
   /** Wake every waiter; answer how many were woken. */
   notifyAll(): number
+  /** How many `wait()` / `waitAsync()` calls are queued for a notify, in every thread. */
+  nrWaiting(): number
 }
 
 /** Options of `new RWLock`. */
@@ -641,6 +665,10 @@ export class RWLock implements SharedHandle {
   tryWriteLock(): boolean
   writeLockAsync(options?: AsyncOptions): Promise<boolean>
   writeUnlock(): void
+  /** How many read and write lock calls wait, in every thread (and process, in a space). */
+  nrWaiting(): number
+  /** The holder of the write lock (as `Mutex#holder`), or `null`. Readers are not named. */
+  readonly writer: { pid: number | null, threadId: number | null } | null
 }
 
 /**
@@ -674,6 +702,8 @@ export class Barrier implements SharedHandle {
   waitAsync(options?: AsyncOptions): Promise<{ isLeader: boolean } | undefined>
   /** Break the current round (its waiters throw) and start afresh. */
   reset(): void
+  /** How many `wait()` / `waitAsync()` calls are queued for the round to complete, in every thread. */
+  nrWaiting(): number
 }
 
 /** Options of `openShared`. */
@@ -714,6 +744,74 @@ export interface SpaceUsage {
   bytesUsed: number
   /** Bytes of the heap for objects: the space's size less its bookkeeping. */
   bytes: number
+}
+
+/** Who holds or waits, as a snapshot names them: `dead` when the owner id no longer lives. */
+export interface SpaceParty {
+  pid: number | null
+  threadId: number | null
+  dead?: true
+}
+
+/**
+ * A plain, JSON-serialisable snapshot of a space ({@link Space.inspect}).
+ * Every value is what the memory said when it was read, unlocked: a person's
+ * view, not an input to a decision. `unreadable` lists what could not be
+ * believed (a scribbled space).
+ */
+export interface SpaceSnapshot {
+  name: string
+  /** The file under `/dev/shm`. */
+  file: string
+  size: number
+  /** When it was taken (ISO 8601). */
+  at: string
+  /** Owner deaths in the space so far (threads and processes that ended registered). */
+  deaths: number
+  /** The processes attached, by the pid their slots claim, with their threads. */
+  processes: Array<{ pid: number | null, threads: Array<{ ownerId: number, threadId: number | null }> }>
+  usage: { objects: number, retired: number, heapUsed: number, heapBytes: number, waiterRecords: number }
+  objects: Array<{
+    key: string | null
+    kind: string
+    state: string
+    parameters: Record<string, number | boolean>
+    bytes: number
+    /** Waits queued on the object's cells, in every process. */
+    waiting: number
+    /** The first of them. */
+    waiters: SpaceParty[]
+    /** Present when its directory key carries its parameters (a versioned key). */
+    versioned?: true
+    /** mutex: its holder, or null. */
+    holder?: SpaceParty | null
+    /** mutex, rwlock: the holding began by taking over from a dead holder. */
+    ownerDied?: boolean
+    /** rwlock: the writer and the readers. */
+    writer?: SpaceParty | null
+    readers?: SpaceParty[]
+    /** sema: free tokens, and who holds the others. */
+    available?: number
+    holders?: Array<SpaceParty & { tokens: number }>
+    /** latch */
+    count?: number
+    /** barrier */
+    arrived?: number
+    broken?: boolean
+    /** once */
+    done?: boolean
+    running?: SpaceParty | null
+    /** atomicFlag */
+    set?: boolean
+    /** rateLimiter: its table's slots, those whose key is tracked now, those being claimed. */
+    table?: { keys: number, used: number, claiming: number, full: boolean }
+  }>
+  /**
+   * Cycles of lock waits (mutexes, rwlocks) among the space's threads and
+   * processes: each party with what it holds and the lock it waits for.
+   */
+  deadlocks: Array<{ parties: Array<{ pid: number | null, threadId: number | null, ownerId: number, holds: Array<string | null>, waitsFor: { key: string | null, kind: string } }> }>
+  unreadable: string[]
 }
 
 /**
@@ -801,6 +899,13 @@ export interface Space {
   free(key: string): boolean
   /** What the space holds: objects and bytes, against their limits. */
   usage(): SpaceUsage
+  /**
+   * A snapshot of every object (kind, key, parameters, holders, waiters),
+   * the processes attached and the limiters' occupancy; JSON-serialisable.
+   * It takes no lock: it never waits for a holder and never holds up a
+   * caller. `npx sabsync inspect NAME` prints it.
+   */
+  inspect(): SpaceSnapshot
   /** This thread's view ends (when its last open of this name closes); the space lives on. */
   close(): void
   /** Remove the name (a later `openShared` makes a new space); `false` if it was gone. */

@@ -237,6 +237,8 @@ export class RateLimiter {
   refund (key: string | number, points?: number): Promise<void>
   reset (key: string | number): Promise<void>
   /** An express-rate-limit `Store` over this limiter: `rateLimit({ windowMs, limit: limiter.mostIn(windowMs), store })`. */
+  /** 0: `consume()` answers at once, so nobody ever waits on a RateLimiter. */
+  nrWaiting (): Promise<number>
   store (): {
     readonly localKeys: false
     readonly prefix: undefined

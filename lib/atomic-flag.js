@@ -13,6 +13,7 @@
 const { backendOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, invalidType } = require('./shared')
 const { PARK, Wait, settleSync, settleAsync } = require('./waiting')
 const { attachTo, writeTag } = require('./kind')
+const { WAIT, waitSync, waitAsync } = require('./inside')
 
 const FLAG = 1
 const BYTES = 8
@@ -77,7 +78,7 @@ class AtomicFlag {
     const v = oldValue(old)
     const t = timeout === undefined ? Infinity : parseTimeout(timeout)
     if (Atomics.load(this.#i32, FLAG) !== v) return true
-    return settleSync(newWait(this.#i32, v, t, this.#be), attemptFlag)
+    return waitSync(WAIT, this, 'AtomicFlag', settleSync, newWait(this.#i32, v, t, this.#be), attemptFlag)
   }
 
   waitAsync (old, options) {
@@ -87,12 +88,15 @@ class AtomicFlag {
     const w = newWait(this.#i32, v, timeout, this.#be)
     w.signal = signal
     w.ref = ref
-    return settleAsync(w, attemptFlag)
+    return waitAsync(WAIT, this, 'AtomicFlag', settleAsync, w, attemptFlag)
   }
 
   // Wake one / every waiter; answers how many were woken.
   notifyOne () { return this.#wake(1) }
   notifyAll () { return this.#wake(Infinity) }
+
+  /** How many wait() and waitAsync() calls are queued on it, in every thread. */
+  nrWaiting () { return this.#be.waitersOf(this.#i32, FLAG) }
 }
 
 module.exports = { AtomicFlag }

@@ -42,6 +42,13 @@
 //     waiting(v), available(v)           counts
 //   rate(i32, turnByteOffset)            { grant, grantIfTurnFree } of a
 //                                        RateLimit (lib/rate-limit.js)
+//   tier                                 'thread' or 'space', for people
+//                                        and diagnostics (lib/inside.js)
+//   waitersOf(i32, index)                how many waits are queued on the
+//                                        cell (nrWaiting)
+//   party(id)                            { pid, threadId } of a live owner
+//                                        id (threadId null when unknown),
+//                                        or null: who holds, for a person
 //
 // Results are the codes of native.constants (OK, NOT_EQUAL, TIMED_OUT,
 // OWNER_DEAD, ...) and, for the public calls, their names
@@ -52,6 +59,8 @@ const { isSharedArrayBuffer } = require('util').types
 const native = require('./native')
 const { guard } = require('./abort')
 const { counts, bucketOf, addressOf } = require('./lot')
+
+const { threadId } = require('worker_threads')
 
 const { NOT_EQUAL, TIMED_OUT, ASYNC_REF, ASYNC_HANDLE } = native.constants
 // A copy: see lib/atomics.js (indexed loads of the addon's frozen array).
@@ -138,8 +147,24 @@ const LOCAL = Object.freeze({
   // ring, and a caller without the turn never does: no grantIfTurnFree.
   rate (i32, turnByteOffset) {
     return { grant: () => native.rateTake(i32), grantIfTurnFree: undefined }
+  },
+
+  tier: 'thread',
+
+  waitersOf (i32, index) {
+    return native.waiters(addressOf(i32, i32.buffer, index, 4))
+  },
+
+  party (id) {
+    if (id === 0 || !native.alive(id)) return null
+    const tid = native.ownerThread(id)
+    return { pid: process.pid, threadId: tid === -1 ? null : tid }
   }
 })
+
+// Which thread this owner id is, for the holder of a lock (Mutex.holder):
+// told once, when this thread loads the addon.
+native.ownerThreadSet(LOCAL.self, threadId)
 
 // The buffers of this thread's shared spaces -> their backends.
 const spaces = new WeakMap()

@@ -31,6 +31,7 @@
 const { backendOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, OK, OWNER_DEAD, SabsyncError, outOfRange } = require('./shared')
 const { PARK, Wait, settleSync, settleAsync } = require('./waiting')
 const { attachTo, writeTag, sizeAgrees } = require('./kind')
+const { WAIT, waitSync, waitAsync } = require('./inside')
 
 const WORD = 1
 const RESETS = 2
@@ -161,13 +162,17 @@ class Barrier {
   // Parties waiting in the current round.
   get arrived () { return Atomics.load(this.#b.i32, WORD) & ARRIVED }
 
+  // How many wait() and waitAsync() calls are queued for the round to
+  // complete, in every thread (arrived counts the parties in the round).
+  nrWaiting () { return this.#b.own.waitersOf(this.#b.i32, WORD) }
+
   // Arrive: the last party of the round returns { isLeader: true } at once
   // and releases the others ({ isLeader: false }). Answers `undefined` when
   // `timeout` ms passed first (the round is then broken for the others).
   wait (timeout) {
     const t = timeout === undefined ? Infinity : parseTimeout(timeout)
     const w = this.#arrive(t)
-    return w.isLeader !== undefined ? w : settleSync(w, attemptBarrier)
+    return w.isLeader !== undefined ? w : waitSync(WAIT, this, 'Barrier', settleSync, w, attemptBarrier)
   }
 
   waitAsync (options) {
@@ -182,7 +187,7 @@ class Barrier {
     if (w.isLeader !== undefined) return Promise.resolve(w)
     w.signal = signal
     w.ref = ref
-    return settleAsync(w, attemptBarrier, abandonBarrier)
+    return waitAsync(WAIT, this, 'Barrier', settleAsync, w, attemptBarrier, abandonBarrier)
   }
 
   // Break the current round (its waiters throw) and start a fresh one.

@@ -14,6 +14,7 @@
 const { backendOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, TIMED_OUT, SabsyncError, invalidType } = require('./shared')
 const { attachTo, writeTag } = require('./kind')
 const { internals } = require('./mutex')
+const { WAIT, waitSync, waitAsync } = require('./inside')
 
 const SEQ = 1
 const BYTES = 8
@@ -24,6 +25,11 @@ function holdsIt (mutex) {
   if (!internals.heldByMe(mutex)) {
     throw new SabsyncError('ERR_SABSYNC_NOT_OWNER', 'CondVar wait: this thread does not hold the mutex')
   }
+}
+
+// A blocking wait for a notify: the park CondVar.wait makes.
+function parkOn (be, i32, seq, timeout) {
+  return be.park(i32, SEQ, seq, timeout, 0, 0)
 }
 
 class CondVar {
@@ -61,7 +67,7 @@ class CondVar {
     mutex.unlock()
     // In a worker being terminated this returns with the termination
     // pending: the thread never runs JS again, and holds nothing.
-    const code = this.#be.park(this.#i32, SEQ, seq, t, 0, 0)
+    const code = waitSync(WAIT, this, 'CondVar', parkOn, this.#be, this.#i32, seq, t)
     mutex.lock()
     return code !== TIMED_OUT
   }
@@ -75,7 +81,7 @@ class CondVar {
     const seq = Atomics.load(this.#i32, SEQ)
     mutex.unlock()
     const parked = this.#be.parkAsync(this.#i32, SEQ, seq, timeout, signal, ref, 0, 0)
-    return (async () => {
+    return waitAsync(WAIT, this, 'CondVar', async () => {
       let timedOut
       try {
         timedOut = typeof parked === 'number' ? parked === TIMED_OUT : (await parked) === 'timed-out'
@@ -85,7 +91,7 @@ class CondVar {
       }
       await mutex.lockAsync({ ref })
       return !timedOut
-    })()
+    })
   }
 
   // Wake one / every waiter; answer how many were woken.
@@ -98,6 +104,9 @@ class CondVar {
     Atomics.add(this.#i32, SEQ, 1)
     return this.#wake(Infinity)
   }
+
+  /** How many wait() and waitAsync() calls are queued for a notify, in every thread. */
+  nrWaiting () { return this.#be.waitersOf(this.#i32, SEQ) }
 }
 
 module.exports = { CondVar }

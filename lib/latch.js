@@ -10,6 +10,7 @@
 const { backendOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, outOfRange } = require('./shared')
 const { PARK, Wait, settleSync, settleAsync } = require('./waiting')
 const { attachTo, writeTag } = require('./kind')
+const { WAIT, waitSync, waitAsync } = require('./inside')
 
 const COUNT = 1
 const BYTES = 8
@@ -89,7 +90,7 @@ class Latch {
   wait (timeout) {
     const t = timeout === undefined ? Infinity : parseTimeout(timeout)
     if (Atomics.load(this.#i32, COUNT) === 0) return true
-    return settleSync(newWait(this.#i32, t, this.#be), attemptLatch)
+    return waitSync(WAIT, this, 'Latch', settleSync, newWait(this.#i32, t, this.#be), attemptLatch)
   }
 
   waitAsync (options) {
@@ -98,7 +99,7 @@ class Latch {
     const w = newWait(this.#i32, timeout, this.#be)
     w.signal = signal
     w.ref = ref
-    return settleAsync(w, attemptLatch)
+    return waitAsync(WAIT, this, 'Latch', settleAsync, w, attemptLatch)
   }
 
   // countDown(n) then wait(timeout).
@@ -106,6 +107,9 @@ class Latch {
     this.countDown(n)
     return this.wait(timeout)
   }
+
+  /** How many wait() and waitAsync() calls are queued on it, in every thread. */
+  nrWaiting () { return this.#be.waitersOf(this.#i32, COUNT) }
 }
 
 module.exports = { Latch }

@@ -63,6 +63,7 @@ const {
 } = require('./shared')
 const { PARK, Wait, settleSync, settleAsync, addressKey } = require('./waiting')
 const { attachTo, writeTag } = require('./kind')
+const { LOCK, waitSync, waitAsync, ownerDied } = require('./inside')
 
 const WORD = 1
 const SLOT = 2
@@ -146,7 +147,10 @@ function receiveGrant (core) {
     const word = Atomics.load(i32, WORD)
     const owner = word & OWNER
     if (owner === own.self) break
-    if (!own.alive(owner) && Atomics.compareExchange(i32, WORD, word, own.self | PARKED | DIED) === word) break
+    if (!own.alive(owner) && Atomics.compareExchange(i32, WORD, word, own.self | PARKED | DIED) === word) {
+      ownerDied(core.object, 'Mutex', owner)
+      break
+    }
   }
   Atomics.store(i32, SLOT, 0)
   return true
@@ -204,6 +208,7 @@ function attemptLock (w) {
     } else if (!alive(owner)) {
       if (Atomics.compareExchange(i32, WORD, word, self | PARKED | DIED) === word) {
         if (w.starving) unregister(core)
+        ownerDied(core.object, 'Mutex', owner)
         return true
       }
       continue
@@ -245,6 +250,7 @@ function newWait (core, timeout, async) {
   w.starving = false
   w.spun = false
   w.start = performance.now()
+  w.lockWait = true // watched for deadlocks (lib/inside.js)
   return w
 }
 
@@ -362,6 +368,18 @@ async function serve (core, q) {
   queues.delete(core.key)
 }
 
+// A lockAsync call that waits: an entry in this thread's queue for the
+// word, served by serve() when it is the oldest.
+function enqueue (core, q, timeout, { signal, ref }) {
+  return new Promise((resolve, reject) => {
+    const start = performance.now()
+    const e = { resolve, reject, start, deadline: start + timeout, signal, ref, timer: undefined, onAbort: undefined }
+    q.push(e)
+    if (q.length === 1) serve(core, q)
+    else arm(q, e)
+  })
+}
+
 // ---- the class ----
 
 let internals
@@ -389,6 +407,7 @@ class Mutex {
     this.byteOffset = byteOffset
     this.#i32 = i32
     this.#core = coreOf(i32)
+    this.#core.object = this // named in diagnostics (lib/inside.js)
     this.#self = this.#core.own.self
     madeAs(this, 'Mutex')
   }
@@ -397,7 +416,7 @@ class Mutex {
   lock (timeout) {
     const t = timeout === undefined ? Infinity : parseTimeout(timeout)
     if (Atomics.compareExchange(this.#i32, WORD, 0, this.#self) === 0) return true
-    return settleSync(newWait(this.#core, t, false), attemptLock)
+    return waitSync(LOCK, this, 'Mutex', settleSync, newWait(this.#core, t, false), attemptLock)
   }
 
   // Takes the lock if it is free (or its holder died) now.
@@ -407,8 +426,10 @@ class Mutex {
     const word = Atomics.compareExchange(i32, WORD, 0, self)
     if (word === 0) return true
     const owner = word & OWNER
-    return owner !== self && !this.#core.own.alive(owner) &&
-      Atomics.compareExchange(i32, WORD, word, self | PARKED | DIED) === word
+    if (owner === self || this.#core.own.alive(owner) ||
+        Atomics.compareExchange(i32, WORD, word, self | PARKED | DIED) !== word) return false
+    ownerDied(this, 'Mutex', owner)
+    return true
   }
 
   lockAsync (options) {
@@ -423,13 +444,7 @@ class Mutex {
     } else if (timeout === 0) {
       return Promise.resolve(false) // others of this thread are ahead of it
     }
-    return new Promise((resolve, reject) => {
-      const start = performance.now()
-      const e = { resolve, reject, start, deadline: start + timeout, signal, ref, timer: undefined, onAbort: undefined }
-      q.push(e)
-      if (q.length === 1) serve(core, q)
-      else arm(q, e)
-    })
+    return waitAsync(LOCK, this, 'Mutex', enqueue, core, q, timeout, { signal, ref })
   }
 
   unlock () {
@@ -472,6 +487,25 @@ class Mutex {
   // holding the lock; true until that holder unlocks.
   get ownerDied () {
     return (Atomics.load(this.#i32, WORD) & DIED) !== 0
+  }
+
+  // Who holds it: { pid, threadId } of a live holder (threadId null when
+  // unknown), or null (free, or its holder died and nobody took it over
+  // yet). In a space, pid and threadId are what the holder's slot claims.
+  // For a person or a log: the answer may be stale by the time it is read.
+  get holder () {
+    const owner = Atomics.load(this.#i32, WORD) & OWNER
+    return owner === 0 ? null : this.#core.own.party(owner)
+  }
+
+  // How many lock() and lockAsync() calls wait for it: those queued on its
+  // words in every thread (and process, in a space), and this thread's
+  // lockAsync() calls queued behind its first one. A waiter between a wake
+  // and its next look at the word is not counted for that moment.
+  nrWaiting () {
+    const { i32, own, key } = this.#core
+    const q = queues.get(key)
+    return own.waitersOf(i32, WORD) + own.waitersOf(i32, SLOT) + (q === undefined ? 0 : q.length - 1)
   }
 
   static {

@@ -17,6 +17,7 @@
 const { backendOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, SabsyncError, invalidType } = require('./shared')
 const { PARK, Wait, settleSync, settleAsync } = require('./waiting')
 const { attachTo, writeTag } = require('./kind')
+const { WAIT, waitSync, waitAsync, ownerDied } = require('./inside')
 
 const STATE = 1
 const OWNER = 0x3FFFFFFF
@@ -34,7 +35,10 @@ function attemptOnce (w) {
     if (s === DONE) return false
     const owner = s & OWNER
     if (owner === 0 || (owner !== self && !alive(owner))) {
-      if (Atomics.compareExchange(i32, STATE, s, self) === s) return RUN
+      if (Atomics.compareExchange(i32, STATE, s, self) === s) {
+        if (owner !== 0) ownerDied(w.object, 'Once', owner) // its runner died running fn
+        return RUN
+      }
       continue
     }
     if (owner === self && !w.async) {
@@ -87,7 +91,11 @@ class Once {
     if (Atomics.load(this.#i32, STATE) === DONE) return false
     const w = new Wait(this.#i32, t, this.#be)
     w.async = false
-    const r = settleSync(w, attemptOnce)
+    w.object = this
+    // Traced only when another thread runs fn (this call may wait).
+    const r = (Atomics.load(this.#i32, STATE) & OWNER) === 0
+      ? settleSync(w, attemptOnce)
+      : waitSync(WAIT, this, 'Once', settleSync, w, attemptOnce)
     if (r !== RUN) return r
     try {
       fn()
@@ -109,7 +117,10 @@ class Once {
     w.async = true
     w.signal = signal
     w.ref = ref
-    const r = await settleAsync(w, attemptOnce)
+    w.object = this
+    const r = (Atomics.load(this.#i32, STATE) & OWNER) === 0
+      ? await settleAsync(w, attemptOnce)
+      : await waitAsync(WAIT, this, 'Once', settleAsync, w, attemptOnce)
     if (r !== RUN) return r
     try {
       await fn()
@@ -125,6 +136,9 @@ class Once {
     Atomics.store(this.#i32, STATE, state)
     this.#wake(Infinity)
   }
+
+  /** How many run() and runAsync() calls wait for a running fn, in every thread. */
+  nrWaiting () { return this.#be.waitersOf(this.#i32, STATE) }
 }
 
 module.exports = { Once }

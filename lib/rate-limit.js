@@ -18,6 +18,7 @@ const native = require('./native')
 const { Sema, FAIRNESS } = require('./sema')
 const { backendOf, memoryOf, isMemory, parseTimeout, parseAsyncOptions, SabsyncError, invalidType, outOfRange } = require('./shared')
 const { attachTo, sizeAgrees } = require('./kind')
+const { ACQUIRE, waitAsync, partOf } = require('./inside')
 
 const { RATE_MAX: MAX, RATE_MAGIC: MAGIC, RATE_W_RPS: W_RPS, RATE_HEADER_BYTES: HEADER_BYTES, OK } = native.constants
 // A grant's time, or the ms to wait, after a grant() (src/napi/results.h).
@@ -81,7 +82,27 @@ function limiterOver (mem, turn) {
       if (grantIfTurnFree(true) === OK) return OUT[0]
     }
     // undefined while others wait: no barging
-    let token = turn.tryAcquire()
+    const token = turn.tryAcquire()
+    if (token !== undefined) {
+      // The turn, and a grant due now: no wait.
+      let granted
+      try {
+        granted = grant(false) === OK
+      } catch (err) {
+        turn.release(token)
+        throw err
+      }
+      if (granted) {
+        const at = OUT[0]
+        turn.release(token)
+        return at
+      }
+    }
+    // It waits: for the turn, or for its grant (traced, lib/inside.js).
+    return waitAsync(ACQUIRE, limit, 'RateLimit', wait, token, end, timeout, signal)
+  }
+
+  async function wait (token, end, timeout, signal) {
     if (token === undefined) {
       const opts = {}
       if (signal !== undefined) opts.signal = signal
@@ -158,6 +179,8 @@ function limiterOver (mem, turn) {
   const limit = function limit (options) { /* cannot be posted: post limit.handle, then RateLimit.from(it) */
     return take(options)
   }
+  // Its turn's waits are its own (traced by take, lib/inside.js).
+  partOf(turn, limit, 'RateLimit', true)
   Object.defineProperty(limit, 'sync', { value: sync, writable: true, configurable: true })
   Object.defineProperty(limit, 'try', { value: tryNow, writable: true, configurable: true })
   Object.defineProperty(limit, 'nrWaiting', { value: nrWaiting, writable: true, configurable: true })

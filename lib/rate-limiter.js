@@ -32,6 +32,7 @@ const { memoryOf, notOptions, madeAs, SabsyncError, invalidType, outOfRange } = 
 const { attachTo, writeTag, sizeAgrees } = require('./kind')
 const { intOption, keyString, checkPoints, storeOf, mostIn } = require('./rate-limiter-common')
 const native = require('./native')
+const { limiterFull } = require('./inside')
 
 const VERSION = 2 // 2: claim locks after the slots
 const HEADER_BYTES = 64
@@ -276,8 +277,12 @@ class RateLimiter {
     // whenFull's answer; retryAfter, when denied, until a slot frees (or 10 ms).
     const allow = this.#p.whenFull === 'allow'
     const r = answer(allow, allow ? this.#p.burst - n : 0, allow || OUT[0] < 0 ? 0 : OUT[0], 0, this.#p.limit)
-    if (got === FULL) r.full = true
-    else if (got === BUSY) r.busy = true
+    if (got === FULL) {
+      r.full = true
+      limiterFull(this, { keys: this.#p.keys, whenFull: this.#p.whenFull, allowed: allow })
+    } else if (got === BUSY) {
+      r.busy = true
+    }
     return r
   }
 
@@ -301,6 +306,9 @@ class RateLimiter {
   reset (key) {
     native.limiterLower(this.#view, this.#table, keyString(key), 0)
   }
+
+  /** 0: consume() answers at once, so nobody ever waits on a RateLimiter. */
+  nrWaiting () { return 0 }
 
   /**
    * An express-rate-limit Store over this limiter. Give rateLimit() the

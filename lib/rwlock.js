@@ -49,6 +49,7 @@ const {
 const { PARK, Wait, settleSync, settleAsync, addressKey } = require('./waiting')
 const { attachTo, writeTag, sizeAgrees } = require('./kind')
 const { Mutex, internals } = require('./mutex')
+const { LOCK, partOf } = require('./inside')
 
 const STATE = 1
 const DRAIN = 2
@@ -275,6 +276,8 @@ function newWait (r, timeout, async, trying = false) {
   w.rw = r
   w.async = async
   w.trying = trying
+  w.traced = r.traced // from its first park (lib/waiting.js)
+  w.lockWait = true // watched for deadlocks (lib/inside.js)
   return w
 }
 
@@ -334,8 +337,13 @@ class RWLock {
       mutex,
       own,
       wakeState: own.waker(i32, STATE),
-      wakeDrain: own.waker(i32, DRAIN)
+      wakeDrain: own.waker(i32, DRAIN),
+      traced: { channel: LOCK, object: this, kind: 'RWLock' }
     }
+    // Its writers' waits and deaths on the Mutex are told as the RWLock's:
+    // a writer that waits for other writers, then for the readers to
+    // leave, is traced as two waits.
+    partOf(mutex, this, 'RWLock')
     if (attach !== ATTACH) writeTag(i32, 'RWLock') // last: its memory is set up
     madeAs(this, 'RWLock')
   }
@@ -344,6 +352,21 @@ class RWLock {
 
   // A dead writer's write lock was reclaimed and no writeUnlock since.
   get ownerDied () { return Atomics.load(this.#r.i32, DIED) === 1 }
+
+  // How many lock calls wait, in every thread: readers queued for the
+  // writer to go (or for a slot), a writer queued for the readers to
+  // leave, and writers queued on the writers' Mutex.
+  nrWaiting () {
+    const r = this.#r
+    return r.own.waitersOf(r.i32, STATE) + r.own.waitersOf(r.i32, DRAIN) + r.mutex.nrWaiting()
+  }
+
+  // The writer holding the write lock: { pid, threadId }, or null (no
+  // writer; see Mutex.holder). Readers are not named.
+  get writer () {
+    const r = this.#r
+    return (Atomics.load(r.i32, STATE) & WL) === 0 ? null : r.mutex.holder
+  }
 
   // ---- readers ----
 

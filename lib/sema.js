@@ -34,6 +34,7 @@ const {
 const { attachTo, sizeAgrees } = require('./kind')
 const { describe } = require('./errors')
 const { counts, bucketOf, addressOf } = require('./lot')
+const { ACQUIRE, observed, waitSync, waitAsync } = require('./inside')
 
 const {
   SEMA_MAX: MAX,
@@ -72,6 +73,12 @@ const FAIR_MS = SEMA_FAIR_NS / 1e6
 const FAIRNESS = Symbol('sabsync.sema.fairMs')
 
 let pausedOf, resume // set in Sema's static block
+let queueOn // (sema, timeout, signal, ref) => its #queue: set in Sema's static block
+
+// A blocking acquire that waits (traced, lib/inside.js).
+function acquireOn (ops, view, ms) {
+  return ops.acquire(view, ms)
+}
 
 function checkNr (nr, name = 'nr') {
   if (typeof nr !== 'number') throw invalidType(name, 'a positive integer', nr)
@@ -338,7 +345,12 @@ class Sema {
   acquireSync (timeout) {
     const ms = parseTimeout(timeout)
     let t = this.#take()
-    if (t < 0 && (ms === 0 ? this.#ops.try(this.#view) : this.#ops.acquire(this.#view, ms)) === OK) t = OUT[0]
+    if (t < 0) {
+      const r = ms === 0
+        ? this.#ops.try(this.#view)
+        : waitSync(ACQUIRE, this, 'Sema', acquireOn, this.#ops, this.#view, ms)
+      if (r === OK) t = OUT[0]
+    }
     return t < 0 ? undefined : this.#got(t)
   }
 
@@ -362,13 +374,19 @@ class Sema {
     return this.#acquire(opts)
   }
 
-  #acquire ({ timeout, signal, ref }) {
+  #acquire ({ timeout, signal, ref }, again = false) {
     if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
     // A free slot needs no native record; the fast take and semaTry
     // refuse while others wait, so this overtakes nobody.
     let now = this.#take()
     if (now < 0 && this.#ops.try(this.#view) === OK) now = OUT[0]
     if (now >= 0 || timeout === 0) return Promise.resolve(now < 0 ? undefined : this.#got(now))
+    // It waits: traced once (lib/inside.js), not again when it asks again.
+    if (!again && observed(ACQUIRE)) return waitAsync(ACQUIRE, this, 'Sema', queueOn, this, timeout, signal, ref)
+    return this.#queue(timeout, signal, ref)
+  }
+
+  #queue (timeout, signal, ref) {
     const r = this.#ops.acquireAsync(this.#view, this.#i32, timeout, signal, ref, this.#fairMs)
     // A token, or SEMA_TIMED_OUT: a space's bookkeeping lock kept past the timeout.
     if (typeof r === 'number') return Promise.resolve(r >= 0 ? this.#got(r) : undefined)
@@ -384,7 +402,7 @@ class Sema {
       const value = t >= 0 ? this.#got(t) : undefined
       if (local.queued === 0) resumeCheck(this.#i32, local)
       // Woken without a token (a stray wake on the waiters' key): queue again.
-      return t === NO_TOKEN ? this.#acquire({ timeout, signal, ref }) : value
+      return t === NO_TOKEN ? this.#acquire({ timeout, signal, ref }, true) : value
     }, err => {
       local.queued--
       if (local.queued === 0) resumeCheck(this.#i32, local)
@@ -499,6 +517,7 @@ class Sema {
   }
 
   static {
+    queueOn = (sema, timeout, signal, ref) => sema.#queue(timeout, signal, ref)
     // For resumeCheck, which serves every object of a thread's memory.
     pausedOf = sema => sema.#paused
     resume = sema => {

@@ -19,10 +19,13 @@
 // again. Later callers attach (Mutex.from, ...). A key used with another
 // kind or other parameters throws ERR_SABSYNC_SHARED_MISMATCH.
 
+const { threadId } = require('worker_threads')
 const native = require('./native')
 const { addSpace, backendOf, parkNow, asyncFlags, guarded, RESULTS, OUT } = require('./backend')
 const { makeSpaceLocks } = require('./locks/processes')
 const { memoized } = require('./lot')
+const { nameObject } = require('./inside')
+const { inspect } = require('./inspect')
 const {
   OK, NOT_EQUAL, TIMED_OUT, OWNER_DEAD, SabsyncError, invalidType, outOfRange
 } = require('./shared')
@@ -286,6 +289,22 @@ function backendOfSpace (opened) {
       const turnOff = pub + turnByteOffset
       const grant = turnFreeOnly => call(native.rateTake, i32, turnFreeOnly, turnOff, h)
       return { grant, grantIfTurnFree: grant }
+    },
+
+    tier: 'space',
+    // The cycles of lock waits in the space now (lib/inspect.js), each
+    // with the space's name: for sabsync:deadlock.
+    deadlocks (i32, index) {
+      const also = { id: self, off: offsetOf(i32, index, 4) }
+      const snap = inspect({ handle: h, buffer: opened.buffer, pubOff: pub, name: opened.name }, KINDS, also)
+      return snap.deadlocks.map(d => ({ tier: 'space', space: opened.name, ...d }))
+    },
+    waitersOf: (i32, index) => native.waiters(offsetOf(i32, index, 4), h),
+    // The slot's claims (pid, thread id), for an id whose lifeline the
+    // kernel holds (src/core/space_inspect.c).
+    party (id) {
+      const p = native.spaceParty(h, id >>> 0)
+      return p === null ? null : { pid: p.pid, threadId: p.threadId }
     }
   })
 }
@@ -361,6 +380,15 @@ function track (st, object, key) {
 }
 
 const keyOfRef = new WeakMap() // a tracked object's WeakRef -> the caller's key
+
+// The object, its key told to the diagnostics channels (lib/inside.js);
+// arrays are not named (nothing traces them).
+function named (object, key) {
+  if (typeof object === 'function' || (typeof object === 'object' && object !== null && !ArrayBuffer.isView(object))) {
+    nameObject(object, key)
+  }
+  return object
+}
 
 // Close this thread's objects of the space (of `key` alone, when given).
 function closeObjects (st, key) {
@@ -489,7 +517,7 @@ class Space {
     }
     const memory = { buffer: st.buffer, byteOffset: off - st.pubOff }
     const shown = shownKey(key)
-    if (!created) return track(st, attach(memory), shown)
+    if (!created) return named(track(st, attach(memory), shown), shown)
     let made = false
     let object
     try {
@@ -502,7 +530,7 @@ class Space {
     // A new version retires the others of its key: the processes that use
     // them keep them; their room is reclaimed once the last has gone.
     if (versioned) call(native.spaceRetire, st.handle, shown, C.SPACE_RETIRE_VERSIONS, off)
-    return track(st, object, shown)
+    return named(track(st, object, shown), shown)
   }
 
   /**
@@ -704,7 +732,19 @@ class Space {
       throw outOfRange('key', `a string of 1 to ${C.SPACE_KEY_MAX - 1} bytes (UTF-8) for a rateLimiter`, Buffer.byteLength(key))
     }
     const lookup = (...args) => this.#lookup(...args)
-    return track(this.#live(), rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable }), shownKey(key))
+    const limiter = rateLimiterIn(lookup, key, options, { header: KIND.rateLimiter, table: KIND.rateLimiterTable })
+    return named(track(this.#live(), limiter, shownKey(key)), shownKey(key))
+  }
+
+  /**
+   * A plain, JSON-serialisable snapshot of the space for a person or a
+   * tool: every object (kind, key, parameters, holders, waiters), the
+   * processes attached, the deaths so far, the limiters' occupancy, and
+   * what could not be read (lib/inspect.js). It takes no lock: it never
+   * waits for a holder, and never holds up a caller.
+   */
+  inspect () {
+    return inspect(this.#live(), KINDS)
   }
 
   /**
@@ -751,6 +791,7 @@ function openShared (name, options) {
     return new Space(st, versioned)
   }
   const r = call(native.spaceOpen, name, size, mode)
+  native.spaceThreadSet(r.handle, threadId)
   st = {
     name,
     handle: r.handle,
@@ -763,7 +804,7 @@ function openShared (name, options) {
     objects: new Set(), // WeakRefs of the objects made from it (track)
     pruneAt: 64
   }
-  addSpace(r.buffer, backendOfSpace(r))
+  addSpace(r.buffer, backendOfSpace({ ...r, name }))
   spaceNames.set(r.buffer, name)
   opened.set(name, st)
   return new Space(st, versioned)

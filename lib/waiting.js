@@ -12,6 +12,7 @@
 
 const { addressOf } = require('./lot')
 const { OK, TIMED_OUT, WATCH_ANY } = require('./shared')
+const { observed, contextOf, traceSync, tracePromise, deadlocks, watchDeadlock } = require('./inside')
 
 const PARK = Symbol('park')
 
@@ -31,6 +32,15 @@ class Wait {
     this.signal = undefined
     this.ref = true
     this.own = be
+    // { channel, object, kind }: the wait is traced on that channel
+    // (lib/inside.js) from its first park, when someone listens.
+    this.traced = null
+    // A lock's wait (Mutex, RWLock), watched for deadlocks in a space
+    // while someone listens (lib/inside.js): since its first park, and
+    // when it looks next (ms).
+    this.lockWait = false
+    this.since = 0
+    this.nextLook = 0
   }
 
   // Milliseconds left (Infinity for none), or 0 when the deadline passed.
@@ -45,18 +55,49 @@ function settleSync (w, attempt) {
   for (;;) {
     const r = attempt(w)
     if (r !== PARK) return r
+    if (w.parked === 0 && w.traced !== null && observed(w.traced.channel)) {
+      const context = contextOf(w.traced.object, w.traced.kind)
+      if (context !== null) return traceSync(w.traced.channel, context, parkedSync, w, attempt)
+    }
+    if (w.lockWait && deadlocks()) watchDeadlock(w)
     w.parked++
     w.code = w.own.park(w.i32, w.cell, w.value, w.wait, w.watch, w.epoch)
+  }
+}
+
+// settleSync from a PARK answer on.
+function parkedSync (w, attempt) {
+  for (;;) {
+    if (w.lockWait && deadlocks()) watchDeadlock(w)
+    w.parked++
+    w.code = w.own.park(w.i32, w.cell, w.value, w.wait, w.watch, w.epoch)
+    const r = attempt(w)
+    if (r !== PARK) return r
   }
 }
 
 // `abandon(w)`, if given, runs when an abort rejects the park: it undoes
 // what the attempt had published (a bit, a registration) before the
 // rejection goes on to the caller.
-async function settleAsync (w, attempt, abandon) {
+function settleAsync (w, attempt, abandon) {
+  let r
+  try {
+    r = attempt(w)
+  } catch (err) {
+    return Promise.reject(err)
+  }
+  if (r !== PARK) return Promise.resolve(r)
+  if (w.traced !== null && observed(w.traced.channel)) {
+    const context = contextOf(w.traced.object, w.traced.kind)
+    if (context !== null) return tracePromise(w.traced.channel, context, parkedAsync, w, attempt, abandon)
+  }
+  return parkedAsync(w, attempt, abandon)
+}
+
+// settleAsync from a PARK answer on.
+async function parkedAsync (w, attempt, abandon) {
   for (;;) {
-    const r = attempt(w)
-    if (r !== PARK) return r
+    if (w.lockWait && deadlocks()) watchDeadlock(w)
     w.parked++
     let c = w.own.parkAsync(w.i32, w.cell, w.value, w.wait, w.signal, w.ref, w.watch, w.epoch)
     if (typeof c !== 'number') {
@@ -71,6 +112,8 @@ async function settleAsync (w, attempt, abandon) {
       }
     }
     w.code = c
+    const r = attempt(w)
+    if (r !== PARK) return r
   }
 }
 

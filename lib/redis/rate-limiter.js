@@ -192,6 +192,9 @@ class RateLimiter {
   /** Forget `key`: its bucket is full again. */
   async reset (key) { await this.#call('x', key, 1) }
 
+  /** 0: consume() answers at once, so nobody ever waits on a RateLimiter. */
+  nrWaiting () { return Promise.resolve(0) }
+
   /** An express-rate-limit Store over this limiter (lib/rate-limiter-common.js). */
   store () { return storeOf(this) }
 }

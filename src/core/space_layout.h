@@ -8,7 +8,7 @@
  * checks it):
  *
  *   Layers: space_sys, lifeline, space_lock, space_lot, space_sema,
- *           space_owners, space_watch, space
+ *           space_owners, space_watch, space, space_inspect
  *
  *   space_sys     system calls: shared futexes, fstat, fcntl, pidfds
  *   lifeline      thread slots and their OFD-lock lifelines: probe, mark, claim
@@ -19,6 +19,8 @@
  *                 that may find one (include/sabsync_space.h)
  *   space_watch   the death watcher thread (pidfds), which reaps
  *   space         the file, the mapping, the header and the directory
+ *   space_inspect what a person asks: parties, objects and their waiters,
+ *                 read without locks (include/sabsync_inspect.h)
  *
  * Layout (byte offsets from the start of the space; every table's place and
  * size follows from the space's size alone, see space_geometry):
@@ -95,7 +97,13 @@ typedef struct {
    * releaser under the semaphore's bucket lock; taken off by the tenant's
    * next acquire of it, or its give-back of the wake (space_sema.c). */
   uint32_t retry_id, retry_off, retry_since_lo, retry_since_hi;
-  uint32_t pad[25];
+  uint32_t pad0;
+  /* The tenant's JS thread id, as id << 32 | thread id, written by the
+   * tenant after it registers (space_inspect.c): one 64-bit word, so a
+   * reader pairs an id with a thread id from one read. A hint for a
+   * person, as pid is. */
+  uint64_t thread;
+  uint32_t pad[22];
 } sab__slot_t;
 #define LIFELINE_OFF 0 /* byte range locks, apart from the mapping's meaning */
 #define SLOT_FREE    0u

@@ -13,5 +13,6 @@ int sab_napi_rate_register(napi_env env, napi_value exports);    /* rate.c */
 int sab_napi_limiter_register(napi_env env, napi_value exports); /* limiter.c */
 int sab_napi_space_register(napi_env env, napi_value exports);   /* space.c */
 int sab_napi_locks_register(napi_env env, napi_value exports);   /* locks.c */
+int sab_napi_inside_register(napi_env env, napi_value exports);  /* inside.c */
 
 #endif /* SAB_NAPI_REGISTER_H */

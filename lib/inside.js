@@ -1,0 +1,192 @@
+'use strict'
+// diagnostics_channel: what APM agents and OpenTelemetry subscribe to.
+//
+//   sabsync:lock     TracingChannel  a Mutex or RWLock lock call that waits
+//   sabsync:acquire  TracingChannel  a Sema acquire, or a RateLimit call, that waits
+//   sabsync:wait     TracingChannel  a Latch, Barrier, CondVar, AtomicFlag or
+//                                    Once call that waits
+//   sabsync:owner-died       channel a holder found dead and taken over
+//   sabsync:limiter-full     channel a RateLimiter's table had no room for a key
+//   sabsync:deadlock         channel a cycle of lock waits in a space that
+//                                    includes this thread, found when one of
+//                                    its Mutex or RWLock waits has lasted
+//                                    DEADLOCK_MS
+//
+// A tracing context is { tier, kind, key, async, waitedMs } (tier:
+// 'thread' or 'space'; kind: the class; key: the space key, or null;
+// async: a promise call, whose span ends at asyncEnd, not end), with the
+// TracingChannel's own result or error; waitedMs (a float) is set before
+// `end` (blocking calls) or `asyncStart` (promises). Only calls that wait
+// are traced: the fast paths (a free lock taken with one compare-and-swap)
+// never reach this file, and the slow paths ask `observed` first, so with
+// no subscriber nothing is built or published.
+
+const dc = require('diagnostics_channel')
+const { backendOf } = require('./backend')
+
+// TracingChannel: Node >= 19.9 and 18.19; before that, no tracing.
+const tracing = name => typeof dc.tracingChannel === 'function' ? dc.tracingChannel(name) : null
+
+const LOCK = tracing('sabsync:lock')
+const ACQUIRE = tracing('sabsync:acquire')
+const WAIT = tracing('sabsync:wait')
+const ownerDiedChannel = dc.channel('sabsync:owner-died')
+const limiterFullChannel = dc.channel('sabsync:limiter-full')
+const deadlockChannel = dc.channel('sabsync:deadlock')
+
+// A TracingChannel's subscribers, sub-channel by sub-channel (its own
+// hasSubscribers is Node >= 20.13 only).
+function observed (c) {
+  return c !== null && (c.start.hasSubscribers || c.end.hasSubscribers || c.asyncStart.hasSubscribers ||
+    c.asyncEnd.hasSubscribers || c.error.hasSubscribers)
+}
+
+// Objects' names for the channels: their space key (lib/space.js), or the
+// object they are part of (an RWLock's writers' Mutex is shown as the
+// RWLock; a RateLimit's turn, a Sema, is quiet: the RateLimit's own calls
+// are traced instead).
+const about = new WeakMap() // object -> { key } | { outer, kind, quiet }
+
+function nameObject (object, key) {
+  about.set(object, { ...about.get(object), key })
+}
+
+function partOf (inner, outer, kind, quiet = false) {
+  about.set(inner, { outer, kind, quiet })
+}
+
+// What the channels say of `object` (class `kind`).
+function describe (object, kind) {
+  const d = about.get(object)
+  if (d !== undefined && d.outer !== undefined) return describe(d.outer, d.kind)
+  return { tier: backendOf(object.buffer).tier, kind, key: d?.key ?? null }
+}
+
+// The context of `object`'s wait, or null when it is quiet.
+function contextOf (object, kind) {
+  const d = about.get(object)
+  if (d !== undefined && d.quiet) return null
+  const c = describe(object, kind)
+  c.async = false
+  c.waitedMs = 0
+  return c
+}
+
+// fn(a, b, c, d) traced on `c` with `context`, its waitedMs set before
+// `end` (or, for a promise, before `asyncStart`). Callers pass the wait
+// as a function and its arguments, never a closure: a closure in a method
+// makes V8 allocate its context on every call, the fast path's included.
+function traceSync (c, context, fn, a, b, d, e) {
+  context.async = false
+  return c.traceSync(timedSync, context, undefined, context, performance.now(), fn, a, b, d, e)
+}
+
+function timedSync (context, start, fn, a, b, d, e) {
+  try {
+    return fn(a, b, d, e)
+  } finally {
+    context.waitedMs = performance.now() - start
+  }
+}
+
+function tracePromise (c, context, fn, a, b, d, e) {
+  context.async = true
+  return c.tracePromise(timedAsync, context, undefined, context, performance.now(), fn, a, b, d, e)
+}
+
+function timedAsync (context, start, fn, a, b, d, e) {
+  const done = () => { context.waitedMs = performance.now() - start }
+  return Promise.resolve(fn(a, b, d, e)).then(v => { done(); return v }, err => { done(); throw err })
+}
+
+// The wait fn(a, b, c, d) of `object` (class `kind`), blocking or a
+// promise, traced when someone listens. Call only on a slow path.
+function waitSync (c, object, kind, fn, a, b, d, e) {
+  if (!observed(c)) return fn(a, b, d, e)
+  const context = contextOf(object, kind)
+  return context === null ? fn(a, b, d, e) : traceSync(c, context, fn, a, b, d, e)
+}
+
+function waitAsync (c, object, kind, fn, a, b, d, e) {
+  if (!observed(c)) return fn(a, b, d, e)
+  const context = contextOf(object, kind)
+  return context === null ? fn(a, b, d, e) : tracePromise(c, context, fn, a, b, d, e)
+}
+
+// A holder (owner id `ownerId`) found dead and taken over by this thread.
+function ownerDied (object, kind, ownerId) {
+  if (!ownerDiedChannel.hasSubscribers) return
+  ownerDiedChannel.publish({ ...describe(object, kind), ownerId })
+}
+
+// Deadlocks. A lock wait (w.lockWait: a Mutex's or an RWLock's) in a space
+// whose backend can list the cycles of waits (lib/inspect.js) looks for
+// one between two parks, its park cut short to wake it: first within
+// DEADLOCK_MS of its first park, then again every DEADLOCK_MS / 2 or so
+// while it waits. A look sees the other waiters queued, and itself as the
+// waiter of its cell; another party that happens to be between two parks
+// at that moment is not seen, so the looks are spread at random (a cycle
+// missed once is found at the next look). Each cycle is published once per
+// thread. Called before a lock wait parks, only while sabsync:deadlock has
+// subscribers.
+const DEADLOCK_MS = 1000
+const told = new Set() // cycles published: "space|id,id,..."
+
+function deadlocks () { return deadlockChannel.hasSubscribers }
+
+function watchDeadlock (w) {
+  const own = w.own
+  if (typeof own.deadlocks !== 'function') return
+  const now = performance.now()
+  if (w.since === 0) {
+    w.since = now
+    w.nextLook = now + DEADLOCK_MS * (0.5 + Math.random() / 2)
+  }
+  const left = w.nextLook - now
+  if (left > 0) {
+    if (w.wait > left) w.wait = left
+    return
+  }
+  w.nextLook = now + DEADLOCK_MS * (0.25 + Math.random() / 2)
+  if (w.wait > w.nextLook - now) w.wait = w.nextLook - now
+  let found
+  try {
+    // This wait is between two parks, out of the queue: it is named as a
+    // waiter of the cell it parks on.
+    found = own.deadlocks(w.i32, w.cell)
+  } catch {
+    return // a space closed meanwhile: its wait says so
+  }
+  for (const d of found) {
+    if (!d.parties.some(p => p.ownerId === own.self)) continue
+    const sig = `${d.space}|${d.parties.map(p => p.ownerId).sort((a, b) => a - b).join(',')}`
+    if (told.has(sig)) continue
+    if (told.size > 1000) told.clear()
+    told.add(sig)
+    deadlockChannel.publish(d)
+  }
+}
+
+function limiterFull (object, message) {
+  if (!limiterFullChannel.hasSubscribers) return
+  limiterFullChannel.publish({ ...describe(object, 'RateLimiter'), ...message })
+}
+
+module.exports = {
+  LOCK,
+  ACQUIRE,
+  WAIT,
+  observed,
+  waitSync,
+  waitAsync,
+  traceSync,
+  tracePromise,
+  contextOf,
+  ownerDied,
+  limiterFull,
+  deadlocks,
+  watchDeadlock,
+  DEADLOCK_MS,
+  nameObject,
+  partOf
+}

@@ -1,0 +1,26 @@
+// Seeing inside (index.d.ts): nrWaiting on every primitive, a Mutex's
+// holder, an RWLock's writer.
+import { Mutex, AtomicFlag, Once, Latch, CondVar, RWLock, Barrier, Sema, RateLimiter } from 'sabsync'
+
+const m = new Mutex()
+const h = m.holder
+if (h !== null) {
+  const pid: number | null = h.pid
+  const tid: number | null = h.threadId
+  void [pid, tid]
+}
+const w: { pid: number | null, threadId: number | null } | null = new RWLock().writer
+const counts: number[] = [
+  m.nrWaiting(), new AtomicFlag().nrWaiting(), new Once().nrWaiting(), new Latch(1).nrWaiting(),
+  new CondVar().nrWaiting(), new RWLock().nrWaiting(), new Barrier(2).nrWaiting(), new Sema(1).nrWaiting(),
+  new RateLimiter({ limit: 1, window: 1000 }).nrWaiting()
+]
+void [w, counts]
+
+// space.inspect()
+import { openShared } from 'sabsync'
+import type { SpaceSnapshot, SpaceParty } from 'sabsync'
+const snap: SpaceSnapshot = openShared('types-inside').inspect()
+const holder: SpaceParty | null | undefined = snap.objects[0]?.holder
+const pids: Array<number | null> = snap.processes.map(p => p.pid)
+void [holder, pids, snap.unreadable.length]
