@@ -13,6 +13,7 @@
 // read; a busy one gives one that may be a moment old in places.
 
 const native = require('./native')
+const { readTable, TABLE_KEY, MUTEX_KEY, WORDS } = require('./locks/processes')
 
 const DIR_STATE = ['empty', 'creating', 'ready', 'retired', 'free']
 const OWNER = 0x3FFFFFFF
@@ -54,6 +55,7 @@ function inspect (st, kinds, also) {
   const objects = []
   const locks = [] // { key, kind, holders, waiters }: owner ids, for deadlocks
   const tables = new Map() // a rateLimiter's key -> its table's occupancy
+  let table = null // the Web Locks table (space.locks), when there is one
   for (const e of dir.objects) {
     const where = `directory entry ${e.index}`
     if (e.bad & 1) unreadable.push(`${where}: state ${e.state} is no state an entry has`)
@@ -89,8 +91,27 @@ function inspect (st, kinds, also) {
       if (key !== null) tables.set(key, o.table)
       continue
     }
+    // The Web Locks table and its mutex: reported as `locks`, below.
+    if (key === TABLE_KEY && (e.bad & 4) === 0 && e.state === 2 && e.bytes >= WORDS * 4) {
+      const at = e.off - st.pubOff
+      if (at >= 0 && at % 4 === 0 && at + WORDS * 4 <= st.buffer.byteLength) table = new Int32Array(st.buffer, at, WORDS)
+      continue
+    }
+    if (key === MUTEX_KEY) continue
     objects.push(o)
   }
+  const named = table === null ? { held: [], pending: [], unreadable: [] } : readTable(table)
+  unreadable.push(...named.unreadable)
+  // Each name a lock for the deadlock search: its holders and waiters.
+  const byName = new Map()
+  for (const [list, role] of [[named.held, 'holders'], [named.pending, 'waiters']]) {
+    for (const r of list) {
+      if (!byName.has(r.name)) byName.set(r.name, { key: r.name, kind: 'locks', holders: [], waiters: [] })
+      byName.get(r.name)[role].push(r.ownerId)
+    }
+  }
+  locks.push(...byName.values())
+  const strip = ({ ownerId, ...info }) => info
   for (const o of objects) {
     if (o.kind === 'rateLimiter' && tables.has(o.key)) o.table = tables.get(o.key)
   }
@@ -118,6 +139,7 @@ function inspect (st, kinds, also) {
       waiterRecords: dir.recordsUsed
     },
     objects,
+    locks: { held: named.held.map(strip), pending: named.pending.map(strip) },
     deadlocks: deadlocks(locks, parties),
     unreadable
   }

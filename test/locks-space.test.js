@@ -157,3 +157,50 @@ t.test('a co-tenant scribbling the table: no crash, no hang, every request settl
   t.ok(answers.ok > 0, 'requests kept being granted')
   space.close()
 })
+
+t.test('space.inspect() lists the locks held and waiting, and an ABBA cycle of two processes as a deadlock', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  const abba = (first, second) => spawn(t, name, `
+    space.locks.request('${first}', async () => {
+      send({ holding: '${first}' })
+      await next()
+      await space.locks.request('${second}', () => {})
+    })
+    await new Promise(() => {})
+  `)
+  const a = abba('x', 'y')
+  const b = abba('y', 'x')
+  await a.message(m => m && m.holding)
+  await b.message(m => m && m.holding)
+  a.send('go')
+  b.send('go')
+  let snap
+  for (let i = 0; i < 200; i++) {
+    snap = space.inspect()
+    if (snap.locks.pending.length === 2) break
+    await new Promise(resolve => setTimeout(resolve, 10))
+  }
+  t.same(snap.locks.held.map(l => [l.name, l.clientId]).sort(), [['x', `${a.pid}:0`], ['y', `${b.pid}:0`]], 'held, with the processes')
+  t.same(snap.locks.pending.map(l => [l.name, l.clientId]).sort(), [['x', `${b.pid}:0`], ['y', `${a.pid}:0`]], 'pending, with the processes')
+  t.notOk(snap.objects.some(o => /sabsync\.locks/.test(o.key)), 'the table is not listed among the objects')
+  t.equal(snap.deadlocks.length, 1, 'one cycle')
+  t.same(snap.deadlocks[0].parties.map(p => [p.pid, p.waitsFor.kind]).sort(), [[a.pid, 'locks'], [b.pid, 'locks']].sort(), 'naming both processes and the named locks they wait for')
+  JSON.stringify(snap)
+  a.kill('SIGKILL')
+  b.kill('SIGKILL')
+  await a.exited
+  await b.exited
+  space.close()
+})
+
+t.test('a lock held when its space is closed: the request settles as its callback did', async t => {
+  const name = spaceName(t)
+  const space = openShared(name)
+  let release
+  const p = space.locks.request('closing', () => new Promise(resolve => { release = resolve }))
+  await new Promise(resolve => setTimeout(resolve, 10))
+  space.close()
+  release('done')
+  t.equal(await p, 'done')
+})

@@ -205,9 +205,18 @@ class LockManager {
     }
   }
 
+  // A release that fails (its space closed, its server gone) changes
+  // nothing for the request: the lock went with what held it, and the
+  // request settles as its callback did.
   #release (req) {
     this.#held.delete(req.ticket)
-    return this.#backend.release(req.ticket)
+    try {
+      const r = this.#backend.release(req.ticket)
+      if (r !== null && typeof r === 'object' && typeof r.then === 'function') return r.then(undefined, () => {})
+      return r
+    } catch {
+      return undefined
+    }
   }
 
   #settle (req, ok, value) {

@@ -382,4 +382,42 @@ function makeSpaceLocks (space, backend) {
   return makeLockManager(backendOfLocks)
 }
 
-module.exports = { makeSpaceLocks, NAME_MAX, SLOTS, WORDS, TABLE_KEY }
+// What a space's lock table says, read without its mutex (space.inspect():
+// never waits), each word once: the held requests in grant order and the
+// waiting ones in queue order, each { name, mode, clientId, ownerId }, and
+// what could not be read. `L`: the table's words.
+function readTable (L) {
+  const unreadable = []
+  const held = []
+  const pending = []
+  if (L.length < WORDS) return { held, pending, unreadable: ['the lock table is shorter than its layout'] }
+  if (Atomics.load(L, H.magic) !== MAGIC) return { held, pending, unreadable }
+  for (let s = 0; s < SLOTS; s++) {
+    const b = HEADER + s * SLOT
+    const state = Atomics.load(L, b + F.state)
+    if (state === 0) continue
+    const len = Atomics.load(L, b + F.len)
+    const mode = Atomics.load(L, b + F.mode)
+    if ((state !== 1 && state !== 2) || !(len >= 0 && len <= NAME_MAX) || (mode !== 0 && mode !== 1)) {
+      unreadable.push(`lock table slot ${s}: state ${state}, name length ${len}, mode ${mode} make no request`)
+      continue
+    }
+    let name = ''
+    for (let i = 0; i < len; i++) {
+      const w = Atomics.load(L, b + F.units + (i >> 1))
+      name += String.fromCharCode(i & 1 ? w >>> 16 : w & 0xffff)
+    }
+    const info = {
+      name,
+      mode: mode === 1 ? 'shared' : 'exclusive',
+      clientId: `${Atomics.load(L, b + F.pid) >>> 0}:${Atomics.load(L, b + F.thread) >>> 0}`,
+      ownerId: Atomics.load(L, b + F.owner) >>> 0
+    }
+    if (state === 2) held.push([Atomics.load(L, b + F.grant), info])
+    else pending.push([Atomics.load(L, b + F.order), info])
+  }
+  const inOrder = list => list.sort((a, b) => (a[0] - b[0]) | 0).map(x => x[1])
+  return { held: inOrder(held), pending: inOrder(pending), unreadable }
+}
+
+module.exports = { makeSpaceLocks, readTable, NAME_MAX, SLOTS, WORDS, TABLE_KEY, MUTEX_KEY: KEY + '.mutex' }
