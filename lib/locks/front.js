@@ -11,7 +11,8 @@
 //        the ticket once granted; cancel() answers true when it took the
 //        request out of its queue before the grant), or a promise of one
 //   release(ticket)                 -> anything, or a promise
-//   watch(onStolen)                 onStolen(ticket): a holder was robbed
+//   watch(onStolen)                 onStolen(ticket, why?): a holder was robbed
+//                                   (why: what else took it, for its message)
 //   info(ticket)                    -> own properties for the Lock, or undefined
 //   query()                         -> { held, pending }, or a promise of it
 //
@@ -57,7 +58,7 @@ class LockManager {
   constructor (token, backend) {
     if (token !== made) throw new TypeError('Illegal constructor')
     this.#backend = backend
-    backend.watch(ticket => this.#robbed(ticket))
+    backend.watch((ticket, why) => this.#robbed(ticket, why))
   }
 
   // request(name, callback) or request(name, options, callback) -> a
@@ -247,12 +248,16 @@ class LockManager {
     // GRANTED: #start sees the signal; RUNNING: too late, as the spec has it.
   }
 
-  #robbed (ticket) {
+  // A held lock taken away: by a steal, or as the backend says (`why`: a
+  // lease lost, its state gone, its manager closed).
+  #robbed (ticket, why) {
     const req = this.#held.get(ticket)
     if (req === undefined) return
     this.#held.delete(ticket)
     // Its callback, if it runs, runs on; its release is then a no-op.
-    this.#settle(req, false, new DOMException(`the lock '${req.name}' was stolen by another request (steal: true)`, 'AbortError'))
+    this.#settle(req, false, new DOMException(why === undefined
+      ? `the lock '${req.name}' was stolen by another request (steal: true)`
+      : `the lock '${req.name}' was lost: ${why}`, 'AbortError'))
   }
 }
 

@@ -273,7 +273,7 @@ class RedisLockBackend {
     this.#idle()
     const onStolen = this.#onStolen
     if (onStolen !== null) {
-      try { onStolen(t.n) } catch (err) { process.nextTick(() => { throw err }) }
+      try { onStolen(t.n, why === 'stolen' ? undefined : why) } catch (err) { process.nextTick(() => { throw err }) }
     }
   }
 
