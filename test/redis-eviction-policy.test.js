@@ -7,7 +7,7 @@
 // before. A server of this file's own (CONFIG SET).
 const t = require('tap')
 const { redisSuite, until } = require('./fixtures/redis/suite')
-const { Mutex, Sema, RateLimit, RateLimiter } = require('../lib/redis')
+const { Mutex, Sema, RateLimit, RateLimiter, LockManager } = require('../lib/redis')
 
 redisSuite(t, async s => {
   const { client, admin } = s
@@ -75,6 +75,31 @@ redisSuite(t, async s => {
     await s.tick(lease)
     t.equal(holder.isHeld, true, 'a holder that accepted the risk keeps its lease')
     t.equal(await holder.unlock(), true)
+  })
+
+  s.test('LockManager: allkeys-lru set while a lock is held: the holder loses it within a renewal, requests refuse', async (t, { prefix, opts }) => {
+    const lease = 600
+    const r = client()
+    const locks = new LockManager(r, prefix + 'locks', opts({ lease }))
+    t.teardown(() => locks.close())
+    let holding
+    const held = new Promise(resolve => { holding = resolve })
+    const request = locks.request('switch', () => { holding(); return new Promise(() => {}) })
+    await held
+    const t0 = performance.now()
+    await setPolicy('allkeys-lru')
+    t.teardown(() => setPolicy('noeviction'))
+    const err = await request.catch(e => e)
+    const ms = performance.now() - t0
+    t.equal(err.name, 'AbortError', 'the holder\'s request rejects with an AbortError')
+    t.match(err.message, /allkeys-lru/, 'naming the policy')
+    t.ok(ms < lease + 2000, `${Math.round(ms)} ms after the switch (a renewal period and a round trip; slack for a loaded machine)`)
+    const refused = await locks.request('other', () => 'granted?').catch(e => e)
+    t.equal(refused.code, 'ERR_SABSYNC_REDIS', 'a new request on the same client refuses')
+    t.match(refused.message, /allkeys-lru/)
+    await setPolicy('volatile-lru')
+    await s.tick(lease / 3 + 50)
+    t.equal(await locks.request('other', () => 'granted'), 'granted', 'a safe policy again: granted')
   })
 
   s.test('RateLimit and RateLimiter read the policy again at most a second later', async (t, { prefix, opts }) => {

@@ -60,7 +60,7 @@ class RedisLockBackend {
   #syncing = false
   #again = 0 // 1: a sync of the woken tickets is due after this one; 2: of all
   #closed = false
-  #checked = false
+  #policyAt = -Infinity // when the eviction policy was last read safe
   // Whether this manager may be in T:a (its lease): set by every request
   // sent (#sent counts them), cleared once a call that leaves T:a is
   // confirmed with no request sent since.
@@ -102,11 +102,8 @@ class RedisLockBackend {
     if (how !== 0 && how !== 1 && how !== 2) throw outOfRange('how', '0 (wait), 1 (ifAvailable) or 2 (steal)', how)
     if (how === 2 && !exclusive) throw outOfRange('how', '0 or 1 for a shared request (a steal is exclusive)', how)
     if (this.#closed) throw closedError()
-    if (!this.#checked) {
-      await evictionCheck(this.#hub, this.allowEviction, this.commandTimeout)
-      this.#checked = true
-      if (this.#closed) throw closedError()
-    }
+    await this.#policy()
+    if (this.#closed) throw closedError()
     const n = ++this.#seq
     const t = new Ticket(this, n, name, exclusive)
     this.#tickets.set(n, t)
@@ -322,6 +319,19 @@ class RedisLockBackend {
     })
   }
 
+  // The server's eviction policy, read again when the last reading is a
+  // renewal period (lease/3) old, as the other objects' scripts do: an
+  // operator who switches a running server to allkeys-* makes requests
+  // refuse, and holders lose their locks at the next renewal (a refusal).
+  // The hub's reading is the client's first: it is dropped to read anew.
+  #policy () {
+    if (this.allowEviction) return undefined
+    const now = performance.now()
+    if (now - this.#policyAt < this.lease / 3) return undefined
+    this.#hub.eviction = null
+    return evictionCheck(this.#hub, false, this.commandTimeout).then(() => { this.#policyAt = now })
+  }
+
   #renewed (sent) {
     if (sent > this.#okAt) this.#okAt = sent
   }
@@ -376,8 +386,10 @@ class RedisLockBackend {
     const bound = held ? Math.max(1, Math.min(this.commandTimeout, this.#okAt + this.lease - sent)) : this.commandTimeout
     this.#syncing = true
     let reply
+    const call = () => this.#redis.sabsync1LockSync(...this.#keys, this.tag, this.#hub.id, this.id, this.lease, last ? 1 : 0, ...args)
     try {
-      reply = this.#redis.sabsync1LockSync(...this.#keys, this.tag, this.#hub.id, this.id, this.lease, last ? 1 : 0, ...args)
+      const policy = list.length > 0 ? this.#policy() : undefined
+      reply = policy === undefined ? call() : policy.then(call)
     } catch (err) {
       reply = Promise.reject(err)
     }
@@ -441,10 +453,7 @@ class RedisLockBackend {
    */
   async query () {
     if (this.#closed) throw closedError()
-    if (!this.#checked) {
-      await evictionCheck(this.#hub, this.allowEviction, this.commandTimeout)
-      this.#checked = true
-    }
+    await this.#policy()
     let reply
     try {
       reply = this.#redis.sabsync1LockQueryBuffer(...this.#keys, this.tag, this.#hub.id)
