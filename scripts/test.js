@@ -72,6 +72,7 @@ const ONCE = [
   'types', // tsc over the .d.ts files: no addon, the same on any Node
   'docs', // the docs' blocks and the reference against the exports (their features run below)
   'package', // npm pack and an install: builds its own binaries
+  'inside-cli-package', // the command from a packed and installed tarball, as package does
   'layers', // reads the sources (include and require graph)
   'platform', // the install script and the source's platform code, read
   'helpers', // the test helpers' output under a colouring runner

@@ -1,54 +1,14 @@
 'use strict'
 // `npx sabsync` (bin/sabsync.js): ls, inspect NAME [--json], rm NAME
 // [--force] and their exit codes, against real processes holding and
-// waiting in a space; and the command as a user gets it, from an installed
-// tarball (`npx sabsync inspect --json`).
+// waiting in a space (the command from an installed tarball:
+// inside-cli-package.test.js).
 const t = require('tap')
 const fs = require('fs')
 const os = require('os')
-const path = require('path')
-const { spawnSync, execFileSync } = require('child_process')
 const sabsync = require('..')
 const { spaceName, spawn } = require('./space-helpers')
-
-const root = path.join(__dirname, '..')
-const bin = path.join(root, 'bin', 'sabsync.js')
-const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
-
-function cli (args, cwd = root, command = process.execPath, pre = [bin]) {
-  const r = spawnSync(command, [...pre, ...args], { cwd, encoding: 'utf8', timeout: 120000 })
-  return { code: r.status, out: r.stdout, err: r.stderr }
-}
-
-async function until (t, fn, what) {
-  const end = Date.now() + 15000
-  let got
-  while (!(got = fn()) && Date.now() < end) await new Promise(resolve => setTimeout(resolve, 20))
-  t.ok(got, what)
-  return got
-}
-
-// A space with a mutex held by one child, a Sema whose token it holds, a
-// second child waiting for the Sema, and a limiter with two keys.
-async function busySpace (t) {
-  const name = spaceName(t)
-  const holder = spawn(t, name, `
-    space.mutex('jobs').lock()
-    space.sema('pool', 1).tryAcquire()
-    const limiter = space.rateLimiter('api', { limit: 5, window: 60000, keys: 32 })
-    limiter.consume('1.2.3.4'); limiter.consume('5.6.7.8')
-    send('ready')
-    await next()
-  `)
-  await holder.message(m => m === 'ready')
-  const waiter = spawn(t, name, `
-    const pool = space.sema('pool', 1)
-    send('asking')
-    pool.release(await pool.acquire())
-  `)
-  await waiter.message(m => m === 'asking')
-  return { name, holder, waiter }
-}
+const { cli, until, busySpace } = require('./cli-helpers')
 
 t.test('inspect --json and the table; ls; rm refusing, then forcing; exit codes', async t => {
   const { name, holder, waiter } = await busySpace(t)
@@ -122,39 +82,4 @@ t.test('inspect --json and the table; ls; rm refusing, then forcing; exit codes'
   const notSpace = cli(['inspect', bogus])
   t.equal(notSpace.code, 3, 'a file that is not a space: 3')
   t.match(notSpace.err, /cannot open/)
-})
-
-t.test('npx sabsync inspect --json from an installed tarball', async t => {
-  const { name, holder } = await busySpace(t)
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'sabsync-cli-'))
-  t.teardown(() => fs.rmSync(work, { recursive: true, force: true }))
-  // Packed from a copy of the tracked tree (no scripts: no prebuilds), and
-  // installed without its build step; this checkout's addon goes where
-  // node-gyp-build looks (build/Release).
-  const src = path.join(work, 'src')
-  const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: root, encoding: 'utf8' })
-    .split('\0').filter(Boolean)
-  for (const f of files) {
-    if (!fs.existsSync(path.join(root, f))) continue
-    fs.mkdirSync(path.dirname(path.join(src, f)), { recursive: true })
-    fs.copyFileSync(path.join(root, f), path.join(src, f))
-  }
-  const packed = JSON.parse(execFileSync(npm, ['pack', '--json', '--ignore-scripts', '--pack-destination', work], { cwd: src, encoding: 'utf8' }))
-  t.ok(packed[0].files.some(f => f.path === 'bin/sabsync.js'), 'bin/sabsync.js ships')
-  const app = path.join(work, 'app')
-  fs.mkdirSync(app)
-  fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true }))
-  execFileSync(npm, ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts', path.join(work, packed[0].filename)], { cwd: app, encoding: 'utf8' })
-  const release = path.join(app, 'node_modules', 'sabsync', 'build', 'Release')
-  fs.mkdirSync(release, { recursive: true })
-  fs.copyFileSync(path.join(root, 'build', 'Release', 'sabsync.node'), path.join(release, 'sabsync.node'))
-  t.ok(fs.existsSync(path.join(app, 'node_modules', '.bin', 'sabsync')), 'npm linked the command')
-
-  const r = cli(['--no-install', 'sabsync', 'inspect', name, '--json'], app, 'npx', [])
-  t.equal(r.code, 0, r.err)
-  const snap = JSON.parse(r.out)
-  t.same(snap.objects.find(o => o.key === 'jobs').holder, { pid: holder.pid, threadId: 0 })
-  t.equal(cli(['--no-install', 'sabsync', 'inspect', 'no-such-space-' + process.pid], app, 'npx', []).code, 2, 'exit codes through npx')
-  holder.send('go')
-  await holder.done
 })
