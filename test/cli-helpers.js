@@ -13,14 +13,6 @@ function cli (args, cwd = root, command = process.execPath, pre = [bin]) {
   return { code: r.status, out: r.stdout, err: r.stderr }
 }
 
-async function until (t, fn, what) {
-  const end = Date.now() + 15000
-  let got
-  while (!(got = fn()) && Date.now() < end) await new Promise(resolve => setTimeout(resolve, 20))
-  t.ok(got, what)
-  return got
-}
-
 // A space with a mutex held by one child, a Sema whose token it holds, a
 // second child waiting for the Sema, and a limiter with two keys.
 async function busySpace (t) {
@@ -43,4 +35,4 @@ async function busySpace (t) {
   return { name, holder, waiter }
 }
 
-module.exports = { root, bin, cli, until, busySpace }
+module.exports = { root, bin, cli, busySpace }

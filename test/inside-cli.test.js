@@ -7,12 +7,12 @@ const t = require('tap')
 const fs = require('fs')
 const os = require('os')
 const sabsync = require('..')
-const { spaceName, spawn } = require('./space-helpers')
-const { cli, until, busySpace } = require('./cli-helpers')
+const { spaceName, spawn, seen } = require('./space-helpers')
+const { cli, busySpace } = require('./cli-helpers')
 
 t.test('inspect --json and the table; ls; rm refusing, then forcing; exit codes', async t => {
   const { name, holder, waiter } = await busySpace(t)
-  const snap = await until(t, () => {
+  const snap = await seen(t, () => {
     const r = cli(['inspect', name, '--json'])
     if (r.code !== 0) return null
     const s = JSON.parse(r.out)
@@ -46,7 +46,7 @@ t.test('inspect --json and the table; ls; rm refusing, then forcing; exit codes'
   await waiter.done
   // This test process has not opened it: once the children have gone, rm
   // goes ahead without --force.
-  await until(t, () => JSON.parse(cli(['ls', '--json']).out).find(r => r.name === name).processes.length === 0, 'the children are gone')
+  await seen(t, () => JSON.parse(cli(['ls', '--json']).out).find(r => r.name === name).processes.length === 0, 'the children are gone')
   const removed = cli(['rm', name])
   t.equal(removed.code, 0, removed.err)
   t.notOk(fs.existsSync(`/dev/shm/sabsync.${name}`))

@@ -10,18 +10,10 @@ const path = require('path')
 const { spawnSync } = require('child_process')
 const { Worker } = require('worker_threads')
 const sabsync = require('..')
-const { spaceName, spawn } = require('./space-helpers')
+const { spaceName, spawn, seen } = require('./space-helpers')
 
 const root = path.join(__dirname, '..')
 const bin = path.join(root, 'bin', 'sabsync.js')
-
-async function until (t, fn, what) {
-  const end = Date.now() + 15000
-  let got
-  while (!(got = fn()) && Date.now() < end) await new Promise(resolve => setTimeout(resolve, 20))
-  t.ok(got, what)
-  return got
-}
 
 // Locks `first`, says so, waits for the word, then locks `second` with a
 // timeout of `ms` (which ends the deadlock), reporting what the
@@ -46,7 +38,7 @@ t.test('two processes, ABBA: inspect(), the command and the channel name both', 
   await Promise.all([p1.message(m => m === 'holding'), p2.message(m => m === 'holding')])
   p1.send('go')
   p2.send('go')
-  const snap = await until(t, () => {
+  const snap = await seen(t, () => {
     const s = space.inspect()
     return s.deadlocks.length > 0 ? s : null
   }, 'inspect() finds the cycle')
@@ -121,7 +113,7 @@ t.test('an RWLock writer waiting for a reader that waits for the writer\'s mutex
   m.lock()
   reader.send('go')
   const writing = space.rwlock('config').writeLockAsync({ timeout: 6000 })
-  const snap = await until(t, () => {
+  const snap = await seen(t, () => {
     const s = space.inspect()
     return s.deadlocks.length > 0 ? s : null
   }, 'the cycle through the rwlock is found')
@@ -143,7 +135,7 @@ t.test('a plain wait is no deadlock', async t => {
   const holder = spawn(t, name, 'space.mutex(\'m\').lock(); send(\'holding\'); await next()')
   await holder.message(m => m === 'holding')
   const waiting = space.mutex('m').lockAsync({ timeout: 10000 })
-  await until(t, () => space.mutex('m').nrWaiting() === 1, 'queued')
+  await seen(t, () => space.mutex('m').nrWaiting() === 1, 'queued')
   t.same(space.inspect().deadlocks, [])
   t.equal(spawnSync(process.execPath, [bin, 'inspect', name], { encoding: 'utf8' }).status, 0, 'exit code 0')
   holder.send('go')

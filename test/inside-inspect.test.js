@@ -8,15 +8,7 @@
 const t = require('tap')
 const crypto = require('crypto')
 const sabsync = require('..')
-const { spaceName, spawn, LAYOUT, pwrite } = require('./space-helpers')
-
-async function until (t, fn, what) {
-  const end = Date.now() + 10000
-  let got
-  while (!(got = fn()) && Date.now() < end) await new Promise(resolve => setTimeout(resolve, 10))
-  t.ok(got, what)
-  return got
-}
+const { spaceName, spawn, LAYOUT, pwrite, seen } = require('./space-helpers')
 
 const objectOf = (snap, key, kind) => snap.objects.find(o => o.key === key && (kind === undefined || o.kind === kind))
 
@@ -42,7 +34,7 @@ t.test('a mutex held by another process, a Sema with a waiting process, a limite
   const limiter = space.rateLimiter('api', { limit: 10, window: 60000, keys: 64 })
   for (const k of ['a', 'b', 'c']) limiter.consume(k)
 
-  const snap = await until(t, () => {
+  const snap = await seen(t, () => {
     const s = space.inspect()
     return objectOf(s, 'pool')?.waiting === 1 ? s : null
   }, 'the waiting process is seen')
@@ -66,7 +58,7 @@ t.test('a mutex held by another process, a Sema with a waiting process, a limite
   holder.kill('SIGKILL')
   await holder.exited
   await waiter.done // it got a token back from the dead holder
-  const after = await until(t, () => {
+  const after = await seen(t, () => {
     const s = space.inspect()
     return s.processes.length === 1 ? s : null
   }, 'the dead and the finished processes are gone')

@@ -94,4 +94,14 @@ function spawn (t, name, body) {
   return p
 }
 
-module.exports = { spaceName, spawn, LAYOUT, file, pwrite, slotWords, liveIds, bucketOf }
+// Poll fn (what a snapshot or another process shows) until it answers
+// something truthy, for up to 15 s (a hang guard), and assert that it did.
+async function seen (t, fn, what) {
+  const end = Date.now() + 15000
+  let got
+  while (!(got = fn()) && Date.now() < end) await new Promise(resolve => setTimeout(resolve, 10))
+  t.ok(got, what)
+  return got
+}
+
+module.exports = { spaceName, spawn, LAYOUT, file, pwrite, slotWords, liveIds, bucketOf, seen }
