@@ -95,6 +95,22 @@ function tallyNote (t, runs) {
     (t.stalled > 0 ? `; ${t.stalled} runs stalled (no progress in ${STALL_MS / 1000} s)` : '')
 }
 
+// A hand-off row: sync callbacks, or async ones (`across` an await).
+function handoffRow (name, across) {
+  return {
+    name,
+    unit: 'ms',
+    compare: 'worker_threads.locks',
+    goal: 2,
+    node: 24,
+    tallyNote,
+    subjects: {
+      sabsync: () => handoff('sabsync', 2000, across),
+      'worker_threads.locks': () => handoff('builtin', 2000, across)
+    }
+  }
+}
+
 module.exports = [
   {
     name: 'Web Locks request, uncontended (Node 24)',
@@ -119,28 +135,6 @@ module.exports = [
       'locks (threads)': ({ quick }) => uncontended('sabsync', quick ? 20000 : 100000)
     }
   },
-  {
-    name: 'Web Locks hand-off, 4 workers x 2,000 requests on one name (Node 24)',
-    unit: 'ms',
-    compare: 'worker_threads.locks',
-    goal: 2,
-    node: 24,
-    tallyNote,
-    subjects: {
-      sabsync: () => handoff('sabsync', 2000, false),
-      'worker_threads.locks': () => handoff('builtin', 2000, false)
-    }
-  },
-  {
-    name: 'Web Locks hand-off, async callbacks, 4 workers x 2,000 (Node 24)',
-    unit: 'ms',
-    compare: 'worker_threads.locks',
-    goal: 2,
-    node: 24,
-    tallyNote,
-    subjects: {
-      sabsync: () => handoff('sabsync', 2000, true),
-      'worker_threads.locks': () => handoff('builtin', 2000, true)
-    }
-  }
+  handoffRow('Web Locks hand-off, 4 workers x 2,000 requests on one name (Node 24)', false),
+  handoffRow('Web Locks hand-off, async callbacks, 4 workers x 2,000 (Node 24)', true)
 ]
