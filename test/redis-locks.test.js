@@ -4,9 +4,8 @@
 // it, with several clients standing for several machines, and real
 // processes (forked, SIGSTOPped, SIGKILLed) for steals and lost leases.
 const t = require('tap')
-const path = require('path')
-const { fork } = require('child_process')
 const { redisSuite, tick, until } = require('./fixtures/redis/suite')
+const { forkWithMailbox } = require('./fixtures/redis/mailbox')
 const { RedisLockBackend, MAX_NAME } = require('../lib/redis/locks')
 const { letGo, LockManager } = require('../lib/redis')
 
@@ -14,32 +13,7 @@ t.setTimeout(600000)
 
 // A forked holder (test/fixtures/redis/locks-holder.js) with a mailbox.
 function holder (t, url, prefix, lease) {
-  const proc = fork(path.join(__dirname, 'fixtures', 'redis', 'locks-holder.js'), [url, prefix, String(lease)],
-    { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] })
-  const box = []
-  const wanted = []
-  proc.on('message', m => {
-    if (m.op === 'error') t.fail('holder failed: ' + m.message)
-    const i = wanted.findIndex(w => w.op === m.op)
-    if (i >= 0) wanted.splice(i, 1)[0].resolve(m)
-    else box.push(m)
-  })
-  const exited = new Promise(resolve => proc.on('exit', (code, signal) => resolve({ code, signal })))
-  t.teardown(() => { if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL') })
-  return {
-    proc,
-    exited,
-    box,
-    send: m => proc.send(m),
-    next (op) {
-      const i = box.findIndex(m => m.op === op)
-      if (i >= 0) return Promise.resolve(box.splice(i, 1)[0])
-      return new Promise((resolve, reject) => {
-        wanted.push({ op, resolve })
-        exited.then(({ code, signal }) => reject(new Error(`holder exited (${code ?? signal}) before '${op}'`)))
-      })
-    }
-  }
+  return forkWithMailbox(t, 'locks-holder.js', [url, prefix, String(lease)], 'holder')
 }
 
 redisSuite(t, async s => {

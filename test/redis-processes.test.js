@@ -6,8 +6,8 @@ const t = require('tap')
 const fs = require('fs')
 const os = require('os')
 const path = require('path')
-const { fork } = require('child_process')
 const { redisSuite, until } = require('./fixtures/redis/suite')
+const { forkWithMailbox } = require('./fixtures/redis/mailbox')
 const { Mutex } = require('../lib/redis')
 
 // Forked processes on a loaded 2-core machine take seconds to start and
@@ -20,33 +20,7 @@ const SLOW = { lease: 30000, heartbeat: 20000 }
 // A forked contender (test/fixtures/redis/contender.js) with a mailbox:
 // next(op) resolves with its next message of that op.
 function contender (t, url) {
-  // execArgv: [] — not the test runner's loaders (tap's --import hooks),
-  // which make each process take seconds to start on a loaded machine.
-  const proc = fork(path.join(__dirname, 'fixtures', 'redis', 'contender.js'), [url], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] })
-  const box = []
-  const wanted = []
-  proc.on('message', m => {
-    if (m.op === 'error') t.fail('contender failed: ' + m.message)
-    const i = wanted.findIndex(w => w.op === m.op)
-    if (i >= 0) wanted.splice(i, 1)[0].resolve(m)
-    else box.push(m)
-  })
-  const exited = new Promise(resolve => proc.on('exit', (code, signal) => resolve({ code, signal })))
-  t.teardown(() => { if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL') })
-  return {
-    proc,
-    exited,
-    send: m => proc.send(m),
-    next (op) {
-      const i = box.findIndex(m => m.op === op)
-      if (i >= 0) return Promise.resolve(box.splice(i, 1)[0])
-      return new Promise((resolve, reject) => {
-        const w = { op, resolve }
-        wanted.push(w)
-        exited.then(({ code, signal }) => reject(new Error(`contender exited (${code ?? signal}) before '${op}'`)))
-      })
-    }
-  }
+  return forkWithMailbox(t, 'contender.js', [url], 'contender')
 }
 
 redisSuite(t, async s => {
