@@ -279,7 +279,7 @@ redisSuite(t, async s => {
     await handOff() // b's first wait opens its subscriber and beats once
     const addrOf = async c => /addr=(\S+)/.exec(await c.client('INFO'))[1]
     const [addrA, addrB] = [await addrOf(a), await addrOf(b)]
-    const monitor = await client().monitor()
+    const monitor = await s.monitor()
     const seen = { [addrA]: [], [addrB]: [] }
     monitor.on('monitor', (time, args, source) => { if (seen[source]) seen[source].push(args[0].toLowerCase() === 'echo' ? 'echo ' + args[1] : args[0].toLowerCase()) })
     // The commands c sent while fn ran, between two ECHOs of its own.

@@ -18,7 +18,7 @@ redisSuite(t, async s => {
   // shows the messages). It forges a grant on that channel, in the form a
   // granting script publishes and in the form that once carried the fence.
   async function forge (t, call, check) {
-    const monitor = await client().monitor()
+    const monitor = await s.monitor()
     const takes = []
     monitor.on('monitor', (time, args) => {
       // EVALSHA sha 5 M Q B L F <check> <waiter id> <client id> …
@@ -151,7 +151,7 @@ redisSuite(t, async s => {
     const holder = new Mutex(a, 'garbled', opts())
     const waiter = new Mutex(b, 'garbled', opts())
     await holder.lockAsync()
-    const monitor = await client().monitor()
+    const monitor = await s.monitor()
     let take = null
     monitor.on('monitor', (time, args) => {
       if (take === null && /^eval(sha)?$/i.test(args[0]) && args.length >= 14 && /^[0-9a-f]+:[0-9a-z]+$/.test(args[9])) take = args.slice(9, 11)
