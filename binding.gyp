@@ -16,6 +16,7 @@
         "src/core/rate.c",
         "src/core/limiter.c",
         "src/core/locks.c",
+        "src/core/lockwaits.c",
         "src/core/parker_uv.c",
         "src/napi/errors.c",
         "src/napi/values.c",
@@ -34,6 +35,7 @@
         "src/napi/locks.c",
         "src/napi/space.c",
         "src/napi/inside.c",
+        "src/napi/lockwaits.c",
         "src/napi/binding.c"
       ],
       "include_dirs": ["include", "src/core"],

@@ -91,6 +91,42 @@ typedef struct {
 uint32_t sab_space_objects(sab_space_t *sp, sab_space_object_t *out, uint32_t max,
                            sab_space_summary_t *sum);
 
+/*
+ * Lock waits on memory of this process (Mutex and RWLock outside a space),
+ * for finding deadlocks among its threads: a process-wide list of who
+ * waits for which lock, under one mutex. A thread links an entry before
+ * its wait first parks and unlinks it when the wait ends; a wait that
+ * parks costs one link and one unlink, a lock taken at once nothing.
+ *
+ * The entry names the lock's cells (its Int32 view), which the caller
+ * keeps alive while the entry is linked; sab_lockwaits_each reads them
+ * then, under the list's mutex, so no cell is read after its memory could
+ * be freed. What it reads is any thread's writing: each cell is read once,
+ * and a count that does not fit the view is clamped to it.
+ */
+enum { SAB_LOCKWAIT_MUTEX = 1, SAB_LOCKWAIT_RWLOCK = 2 };
+typedef struct sab_lockwait_s sab_lockwait_t;
+struct sab_lockwait_s {
+  const int32_t *cells; /* the lock's view: a Mutex's 4 cells, an RWLock's */
+  size_t ncells;
+  int kind;                    /* SAB_LOCKWAIT_* */
+  uint32_t waiter;             /* the waiting thread's owner id */
+  sab_lockwait_t *prev, *next; /* the list's */
+};
+/* The most holders sab_lockwaits_each reports of one lock (an RWLock's
+ * readers past it are left out, and `more` says so). */
+#define SAB_LOCKWAIT_HOLDERS 64
+void sab_lockwaits_enter(sab_lockwait_t *w);
+void sab_lockwaits_leave(sab_lockwait_t *w);
+/* For each linked entry, in the order they were linked: the owner ids
+ * holding its lock as its cells read now (a Mutex's owner; an RWLock's
+ * writer, then its readers), and `more` when there were more than
+ * SAB_LOCKWAIT_HOLDERS. Under the list's mutex: `each` must not enter or
+ * leave. */
+typedef void (*sab_lockwaits_each_fn)(void *u, const sab_lockwait_t *w, const uint32_t *holders,
+                                      size_t n, int more);
+void sab_lockwaits_each(sab_lockwaits_each_fn each, void *u);
+
 #ifdef __cplusplus
 }
 #endif

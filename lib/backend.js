@@ -151,6 +151,11 @@ const LOCAL = Object.freeze({
 
   tier: 'thread',
 
+  // The process's list of lock waits (src/core/lockwaits.c), which
+  // deadlocks among its threads are found in (lib/inspect.js).
+  lockWait: native.lockWaitEnter,
+  lockWaitEnd: native.lockWaitLeave,
+
   waitersOf (i32, index) {
     return native.waiters(addressOf(i32, i32.buffer, index, 4))
   },

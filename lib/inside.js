@@ -7,10 +7,11 @@
 //                                    Once call that waits
 //   sabsync:owner-died       channel a holder found dead and taken over
 //   sabsync:limiter-full     channel a RateLimiter's table had no room for a key
-//   sabsync:deadlock         channel a cycle of lock waits in a space that
-//                                    includes this thread, found when one of
-//                                    its Mutex or RWLock waits has lasted
-//                                    DEADLOCK_MS
+//   sabsync:deadlock         channel a cycle of lock waits (among the
+//                                    threads of this process, or in a space)
+//                                    that includes this thread, found when
+//                                    one of its Mutex, RWLock or named lock
+//                                    waits has lasted DEADLOCK_MS
 //
 // A tracing context is { tier, kind, key, async, waitedMs } (tier:
 // 'thread' or 'space'; kind: the class; key: the space key, or null;
@@ -22,6 +23,7 @@
 // no subscriber nothing is built or published.
 
 const dc = require('diagnostics_channel')
+const { threadId } = require('worker_threads')
 const { backendOf } = require('./backend')
 
 // TracingChannel: Node >= 19.9 and 18.19; before that, no tracing.
@@ -119,15 +121,19 @@ function ownerDied (object, kind, ownerId) {
   ownerDiedChannel.publish({ ...describe(object, kind), ownerId })
 }
 
-// Deadlocks. A lock wait (w.lockWait: a Mutex's or an RWLock's) in a space
-// whose backend can list the cycles of waits (lib/inspect.js) looks for
-// one between two parks, its park cut short to wake it: first within
+// Deadlocks. A lock wait (w.lockWait: a Mutex's or an RWLock's), in a
+// space whose backend can list the cycles of waits (lib/inspect.js) or on
+// this process's memory (the process's list of lock waits, which every
+// thread's lock waits join from their first park: threadDeadlocks), looks
+// for one between two parks, its park cut short to wake it: first within
 // DEADLOCK_MS of its first park, then again every DEADLOCK_MS / 2 or so
 // while it waits. A look sees the other waiters queued, and itself as the
 // waiter of its cell; another party that happens to be between two parks
 // at that moment is not seen, so the looks are spread at random (a cycle
-// missed once is found at the next look). Each cycle is published once per
-// thread. Called before a lock wait parks, only while sabsync:deadlock has
+// missed once is found at the next look; on this process's memory a wait
+// stays listed between its parks). A named lock's waiting request looks
+// on a timer instead (lib/locks/front.js, deadlockLooker). Each cycle is
+// published once per thread. Called before a lock wait parks, only while sabsync:deadlock has
 // subscribers.
 const DEADLOCK_MS = 1000
 const told = new Set() // cycles published: "space|id,id,..."
@@ -136,7 +142,7 @@ function deadlocks () { return deadlockChannel.hasSubscribers }
 
 function watchDeadlock (w) {
   const own = w.own
-  if (typeof own.deadlocks !== 'function') return
+  if (own.tier !== 'thread' && typeof own.deadlocks !== 'function') return
   const now = performance.now()
   if (w.since === 0) {
     w.since = now
@@ -151,19 +157,50 @@ function watchDeadlock (w) {
   if (w.wait > w.nextLook - now) w.wait = w.nextLook - now
   let found
   try {
-    // This wait is between two parks, out of the queue: it is named as a
-    // waiter of the cell it parks on.
-    found = own.deadlocks(w.i32, w.cell)
+    // In a space, this wait is between two parks, out of the queue: it is
+    // named as a waiter of the cell it parks on. On this process's memory
+    // it stays in the list of lock waits from its first park to its end.
+    found = own.tier === 'thread' ? threadDeadlocks() : own.deadlocks(w.i32, w.cell)
   } catch {
     return // a space closed meanwhile: its wait says so
   }
+  publishDeadlocks(found, own.tier === 'thread' ? threadId : own.self)
+}
+
+// The cycles in `found` that include this thread (`self`: its threadId, or
+// in a space its owner id), each once.
+function publishDeadlocks (found, self) {
   for (const d of found) {
-    if (!d.parties.some(p => p.ownerId === own.self)) continue
-    const sig = `${d.space}|${d.parties.map(p => p.ownerId).sort((a, b) => a - b).join(',')}`
+    const ids = d.tier === 'thread' ? d.parties.map(p => p.threadId) : d.parties.map(p => p.ownerId)
+    if (!ids.includes(self)) continue
+    const sig = `${d.space ?? 'thread'}|${ids.sort((a, b) => a - b).join(',')}`
     if (told.has(sig)) continue
     if (told.size > 1000) told.clear()
     told.add(sig)
     deadlockChannel.publish(d)
+  }
+}
+
+function threadDeadlocks () {
+  return require('./inspect').threadDeadlocks()
+}
+
+// For a named locks backend (lib/locks/front.js, which loads no native
+// code): whether to look, and a look that publishes what `find()` answers
+// of cycles through this thread (`self()`: as publishDeadlocks has it).
+function deadlockLooker (find, self) {
+  return {
+    ms: DEADLOCK_MS,
+    wanted: deadlocks,
+    look () {
+      let found
+      try {
+        found = find()
+      } catch {
+        return // a space closed meanwhile: the request says so
+      }
+      publishDeadlocks(found, self())
+    }
   }
 }
 
@@ -186,6 +223,8 @@ module.exports = {
   limiterFull,
   deadlocks,
   watchDeadlock,
+  deadlockLooker,
+  threadDeadlocks,
   DEADLOCK_MS,
   nameObject,
   partOf

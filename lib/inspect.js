@@ -145,6 +145,44 @@ function inspect (st, kinds, also) {
   }
 }
 
+// Cycles of waits among this process's threads: their Mutex and RWLock
+// waits on memory of the process (src/core/lockwaits.c: every thread's
+// lock waits that parked, with the holders their lock's words name) and
+// their named locks (require('sabsync').locks), parties named by
+// threadId. A lock on plain memory has no name: its key is the address of
+// its memory in this process ('0x...'), the same in every thread.
+function threadDeadlocks () {
+  const locks = new Map() // key -> { key, kind, holders, waiters }
+  const parties = new Map() // threadId -> { pid, threadId }
+  const party = tid => {
+    if (tid >= 0 && !parties.has(tid)) parties.set(tid, { pid: process.pid, threadId: tid })
+    return tid >= 0
+  }
+  const lockOf = (id, key, kind) => {
+    let l = locks.get(id)
+    if (l === undefined) locks.set(id, (l = { key, kind, holders: [], waiters: [] }))
+    return l
+  }
+  for (const [waiter, kind, address, holders] of native.lockWaits()) {
+    const key = '0x' + address.toString(16)
+    const l = lockOf('memory ' + key, key, kind === 1 ? 'mutex' : 'rwlock')
+    // Each waiter read the words at its own moment: the union.
+    for (const h of holders) if (party(h) && !l.holders.includes(h)) l.holders.push(h)
+    if (party(waiter)) l.waiters.push(waiter)
+  }
+  const q = native.locksQuery()
+  for (const [list, role] of [[q.held, 'holders'], [q.pending, 'waiters']]) {
+    for (const r of list) {
+      const tid = Number(r.clientId.slice(r.clientId.indexOf(':') + 1))
+      if (party(tid)) lockOf('name ' + r.name, r.name, 'locks')[role].push(tid)
+    }
+  }
+  return deadlocks([...locks.values()], parties).map(d => ({
+    tier: 'thread',
+    parties: d.parties.map(({ ownerId, ...p }) => p)
+  }))
+}
+
 // Cycles of waits among the lock holders: a waiter queued on a lock waits
 // for each live holder of it (a mutex's holder; an rwlock's writer and
 // readers). Each cycle once, as the parties in it: who, what it holds,
@@ -295,4 +333,4 @@ function readState (o, e, word, who, view, st, unreadable, where) {
   }
 }
 
-module.exports = { inspect }
+module.exports = { inspect, threadDeadlocks }

@@ -61,7 +61,7 @@
 const {
   backendOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions, SabsyncError, invalidType
 } = require('./shared')
-const { PARK, Wait, settleSync, settleAsync, addressKey } = require('./waiting')
+const { PARK, Wait, settleSync, settleAsync, addressKey, LOCK_MUTEX } = require('./waiting')
 const { attachTo, writeTag } = require('./kind')
 const { LOCK, waitSync, waitAsync, ownerDied } = require('./inside')
 
@@ -117,7 +117,11 @@ function coreOf (i32) {
     own,
     key: addressKey(i32, WORD),
     wakeWord: own.waker(i32, WORD),
-    wakeSlot: own.waker(i32, SLOT)
+    wakeSlot: own.waker(i32, SLOT),
+    // What its waits are, for deadlocks among threads (lib/waiting.js):
+    // this Mutex, or the RWLock whose writers' Mutex it is.
+    lockView: i32,
+    lockKind: LOCK_MUTEX
   }
 }
 
@@ -251,6 +255,8 @@ function newWait (core, timeout, async) {
   w.spun = false
   w.start = performance.now()
   w.lockWait = true // watched for deadlocks (lib/inside.js)
+  w.lockView = core.lockView
+  w.lockKind = core.lockKind
   return w
 }
 
@@ -514,7 +520,12 @@ class Mutex {
       // The owner id in the word (0: free); used by CondVar and RWLock.
       ownerOf: m => Atomics.load(m.#i32, WORD) & OWNER,
       // Whether this thread holds it (in the mutex's own owner ids).
-      heldByMe: m => (Atomics.load(m.#i32, WORD) & OWNER) === m.#self
+      heldByMe: m => (Atomics.load(m.#i32, WORD) & OWNER) === m.#self,
+      // Its waits are waits for the lock over `view` (an RWLock's).
+      waitsAs: (m, view, kind) => {
+        m.#core.lockView = view
+        m.#core.lockKind = kind
+      }
     }
   }
 }

@@ -46,7 +46,7 @@ const {
   backendOf, memoryOf, madeAs, parseTimeout, parseAsyncOptions,
   SabsyncError, outOfRange
 } = require('./shared')
-const { PARK, Wait, settleSync, settleAsync, addressKey } = require('./waiting')
+const { PARK, Wait, settleSync, settleAsync, addressKey, LOCK_RWLOCK } = require('./waiting')
 const { attachTo, writeTag, sizeAgrees } = require('./kind')
 const { Mutex, internals } = require('./mutex')
 const { LOCK, partOf } = require('./inside')
@@ -278,6 +278,8 @@ function newWait (r, timeout, async, trying = false) {
   w.trying = trying
   w.traced = r.traced // from its first park (lib/waiting.js)
   w.lockWait = true // watched for deadlocks (lib/inside.js)
+  w.lockView = r.i32
+  w.lockKind = LOCK_RWLOCK
   return w
 }
 
@@ -344,6 +346,7 @@ class RWLock {
     // a writer that waits for other writers, then for the readers to
     // leave, is traced as two waits.
     partOf(mutex, this, 'RWLock')
+    internals.waitsAs(mutex, i32, LOCK_RWLOCK)
     if (attach !== ATTACH) writeTag(i32, 'RWLock') // last: its memory is set up
     madeAs(this, 'RWLock')
   }

@@ -15,6 +15,9 @@ const { OK, TIMED_OUT, WATCH_ANY } = require('./shared')
 const { observed, contextOf, traceSync, tracePromise, deadlocks, watchDeadlock } = require('./inside')
 
 const PARK = Symbol('park')
+// What a lock's wait waits for (w.lockKind), as src/core/lockwaits.c reads it.
+const LOCK_MUTEX = 1
+const LOCK_RWLOCK = 2
 
 // `be` is the backend (lib/backend.js) the primitive chose at construction:
 // owner ids, liveness, deaths, and parking.
@@ -41,6 +44,13 @@ class Wait {
     this.lockWait = false
     this.since = 0
     this.nextLook = 0
+    // A lock's wait on this process's memory (lockView, lockKind: set by
+    // Mutex and RWLock) is in the process's list of lock waits from its
+    // first park to its end (lockHandle), whether or not anyone listens:
+    // a thread that looks for a cycle sees every other thread's waits.
+    this.lockView = null
+    this.lockKind = 0
+    this.lockHandle = 0
   }
 
   // Milliseconds left (Infinity for none), or 0 when the deadline passed.
@@ -52,27 +62,39 @@ class Wait {
 }
 
 function settleSync (w, attempt) {
-  for (;;) {
-    const r = attempt(w)
-    if (r !== PARK) return r
-    if (w.parked === 0 && w.traced !== null && observed(w.traced.channel)) {
-      const context = contextOf(w.traced.object, w.traced.kind)
-      if (context !== null) return traceSync(w.traced.channel, context, parkedSync, w, attempt)
-    }
-    if (w.lockWait && deadlocks()) watchDeadlock(w)
-    w.parked++
-    w.code = w.own.park(w.i32, w.cell, w.value, w.wait, w.watch, w.epoch)
+  const r = attempt(w)
+  if (r !== PARK) return r
+  if (w.traced !== null && observed(w.traced.channel)) {
+    const context = contextOf(w.traced.object, w.traced.kind)
+    if (context !== null) return traceSync(w.traced.channel, context, parkedSync, w, attempt)
   }
+  return parkedSync(w, attempt)
+}
+
+// The process's list of lock waits (only the threads backend keeps one).
+function enterLock (w) {
+  if (w.lockKind !== 0 && w.own.lockWait !== undefined) w.lockHandle = w.own.lockWait(w.lockView, w.lockKind)
+}
+
+function leaveLock (w) {
+  if (w.lockHandle === 0) return
+  w.own.lockWaitEnd(w.lockHandle)
+  w.lockHandle = 0
 }
 
 // settleSync from a PARK answer on.
 function parkedSync (w, attempt) {
-  for (;;) {
-    if (w.lockWait && deadlocks()) watchDeadlock(w)
-    w.parked++
-    w.code = w.own.park(w.i32, w.cell, w.value, w.wait, w.watch, w.epoch)
-    const r = attempt(w)
-    if (r !== PARK) return r
+  enterLock(w)
+  try {
+    for (;;) {
+      if (w.lockWait && deadlocks()) watchDeadlock(w)
+      w.parked++
+      w.code = w.own.park(w.i32, w.cell, w.value, w.wait, w.watch, w.epoch)
+      const r = attempt(w)
+      if (r !== PARK) return r
+    }
+  } finally {
+    leaveLock(w)
   }
 }
 
@@ -96,24 +118,29 @@ function settleAsync (w, attempt, abandon) {
 
 // settleAsync from a PARK answer on.
 async function parkedAsync (w, attempt, abandon) {
-  for (;;) {
-    if (w.lockWait && deadlocks()) watchDeadlock(w)
-    w.parked++
-    let c = w.own.parkAsync(w.i32, w.cell, w.value, w.wait, w.signal, w.ref, w.watch, w.epoch)
-    if (typeof c !== 'number') {
-      try {
-        c = (await c) === 'ok' ? OK : TIMED_OUT
-      } catch (err) {
-        // A space closed under the wait: its memory is gone from this
-        // thread and its owner id has ended (the close took its records
-        // out), so there is nothing of it to undo here.
-        if (abandon !== undefined && err.code !== 'ERR_SABSYNC_SHARED_CLOSED') abandon(w)
-        throw err
+  enterLock(w)
+  try {
+    for (;;) {
+      if (w.lockWait && deadlocks()) watchDeadlock(w)
+      w.parked++
+      let c = w.own.parkAsync(w.i32, w.cell, w.value, w.wait, w.signal, w.ref, w.watch, w.epoch)
+      if (typeof c !== 'number') {
+        try {
+          c = (await c) === 'ok' ? OK : TIMED_OUT
+        } catch (err) {
+          // A space closed under the wait: its memory is gone from this
+          // thread and its owner id has ended (the close took its records
+          // out), so there is nothing of it to undo here.
+          if (abandon !== undefined && err.code !== 'ERR_SABSYNC_SHARED_CLOSED') abandon(w)
+          throw err
+        }
       }
+      w.code = c
+      const r = attempt(w)
+      if (r !== PARK) return r
     }
-    w.code = c
-    const r = attempt(w)
-    if (r !== PARK) return r
+  } finally {
+    leaveLock(w)
   }
 }
 
@@ -124,4 +151,4 @@ function addressKey (i32, index) {
   return addressOf(i32, i32.buffer, index, 4)
 }
 
-module.exports = { PARK, Wait, settleSync, settleAsync, addressKey }
+module.exports = { PARK, Wait, settleSync, settleAsync, addressKey, LOCK_MUTEX, LOCK_RWLOCK }

@@ -15,6 +15,10 @@
 //                                   (why: what else took it, for its message)
 //   info(ticket)                    -> own properties for the Lock, or undefined
 //   query()                         -> { held, pending }, or a promise of it
+//   deadlocks                       optional: { ms, wanted(), look() } (lib/inside.js,
+//                                   deadlockLooker): a waiting request looks for cycles
+//                                   of waits through it, within `ms` and then every ms/2
+//                                   or so, while wanted() (sabsync:deadlock listened to)
 //
 // What the spec asks that differs from the rest of sabsync: every error is
 // a rejected promise, never a throw; errors are the global DOMException
@@ -30,6 +34,24 @@ const STEAL = 2
 // than queueMicrotask, which wraps each call for async_hooks.
 const resolved = Promise.resolve()
 const later = fn => { resolved.then(fn) }
+
+// A waiting request's looks for deadlocks (backend.deadlocks), spread at
+// random as lib/inside.js's are; its timer holds no loop open.
+function lookForDeadlocks (req, d, ms) {
+  req.look = setTimeout(() => {
+    req.look = null
+    if (req.state !== WAITING) return
+    d.look()
+    if (req.state === WAITING && d.wanted()) lookForDeadlocks(req, d, d.ms * (0.25 + Math.random() / 2))
+  }, ms)
+  req.look.unref()
+}
+
+function stopLooking (req) {
+  if (req.look === null) return
+  clearTimeout(req.look)
+  req.look = null
+}
 
 const notSupported = msg => new DOMException(msg, 'NotSupportedError')
 
@@ -148,12 +170,15 @@ class LockManager {
       req.pending = answer
       req.state = WAITING
       answer.promise.then(ticket => this.#granted(req, ticket), err => this.#fail(req, err))
+      const d = this.#backend.deadlocks
+      if (d !== undefined && d.wanted()) lookForDeadlocks(req, d, d.ms * (0.5 + Math.random() / 2))
     } else {
       this.#granted(req, answer)
     }
   }
 
   #granted (req, ticket) {
+    stopLooking(req)
     req.ticket = ticket
     req.pending = null
     this.#held.set(ticket, req)
@@ -222,6 +247,7 @@ class LockManager {
 
   #settle (req, ok, value) {
     if (req.state === DONE) return
+    stopLooking(req)
     req.state = DONE
     if (req.onAbort !== undefined) req.signal.removeEventListener('abort', req.onAbort)
     if (ok) req.resolve(value)
@@ -278,6 +304,7 @@ class Request {
     this.state = ASKING
     this.ticket = undefined
     this.pending = null
+    this.look = null // its next look for deadlocks (a timer)
     this.onAbort = undefined
     this.promise = new Promise((resolve, reject) => {
       this.resolve = resolve

@@ -25,6 +25,7 @@
 // watching owners, so that a holder's death also wakes them.
 const { threadId } = require('worker_threads')
 const { makeLockManager, STEAL, IF_AVAILABLE } = require('./front')
+const { deadlockLooker } = require('../inside')
 const { SabsyncError } = require('../errors')
 const { OK, WATCH_ANY } = require('../shared')
 
@@ -361,6 +362,9 @@ function makeSpaceLocks (space, backend) {
     },
     info () {},
     watch (fn) { onStolen = fn },
+    // Cycles in the space through a waiting request: the space's snapshot
+    // (lib/inspect.js), whose locks include this table's.
+    deadlocks: deadlockLooker(() => space.inspect().deadlocks.map(d => ({ tier: 'space', space: space.name, ...d })), () => self),
     query () {
       return locked(() => {
         const h = high()

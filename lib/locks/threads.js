@@ -5,6 +5,7 @@
 const { threadId } = require('worker_threads')
 const native = require('../native')
 const { makeLockManager, STEAL } = require('./front')
+const { deadlockLooker, threadDeadlocks } = require('../inside')
 
 // What the env's records keep alive: nothing but this (async.h's keep).
 const keep = {}
@@ -36,6 +37,8 @@ const backend = {
   query () {
     return native.locksQuery()
   },
+  // Cycles among this process's threads through a waiting request.
+  deadlocks: deadlockLooker(threadDeadlocks, () => threadId),
   watch (onStolen) {
     stolen = onStolen
     // Armed at the first request's grant would cost every request a

@@ -161,7 +161,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       sab_napi_wait_register(env, exports) != 0 || sab_napi_sema_register(env, exports) != 0 ||
       sab_napi_rate_register(env, exports) != 0 || sab_napi_limiter_register(env, exports) != 0 ||
       sab_napi_space_register(env, exports) != 0 || sab_napi_locks_register(env, exports) != 0 ||
-      sab_napi_inside_register(env, exports) != 0 || set_counts(env, exports) != 0 ||
+      sab_napi_inside_register(env, exports) != 0 ||
+      sab_napi_lockwaits_register(env, exports) != 0 || set_counts(env, exports) != 0 ||
       set_constants(env, exports) != 0 || sab_napi_set_error_codes(env, exports) != 0) {
     return NULL;
   }

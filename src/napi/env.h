@@ -49,6 +49,8 @@ struct sab_env_s {
   uint32_t serial;             /* of the next record with a JS handle */
   sab_heap_t heap;             /* deadlines of the records (heap.h) */
   struct sab_lclient_s *locks; /* its agent in the named locks (locks.c), or NULL */
+  void **waits;                /* its lock waits (lockwaits.c), by handle - 1 */
+  uint32_t nwaits;
 };
 
 /* The env's state; NULL with an ERR_SABSYNC_NAPI error pending if none. */

@@ -15,6 +15,7 @@
 
 #include "async.h"
 #include "locks.h"
+#include "lockwaits.h"
 #include "park.h"
 #include "values.h"
 
@@ -45,6 +46,8 @@ static void release_refs(sab_env_t *e) {
 static void env_teardown(napi_async_cleanup_hook_handle handle, void *arg) {
   sab_env_t *e = arg;
   e->hook = handle;
+  /* Before the records' teardown frees what keeps their memory. */
+  sab_napi_lockwaits_leave(e);
   sab_napi_async_teardown(e, handle_closed);
   /* Its records settled: the named locks it holds go to the next. */
   sab_napi_locks_leave(e);
