@@ -23,6 +23,19 @@ export interface RedisWaitOptions {
   signal?: AbortSignal
 }
 
+/**
+ * Who holds a `Mutex` (`Mutex.holder()`): `host`, `pid` and `threadId` as
+ * the holder said them in its lease renewals (`null` before its first),
+ * its fence, and the milliseconds its lease has left on the server's clock.
+ */
+export interface RedisHolder {
+  host: string | null
+  pid: number | null
+  threadId: number | null
+  fence: number
+  leaseLeftMs: number
+}
+
 /** A waiting call without a timeout: it resolves only with a grant (an abort rejects). */
 export type RedisWaitForever = RedisWaitOptions & { timeout?: undefined }
 
@@ -105,6 +118,13 @@ export class Mutex {
    * timeout rejects with `ERR_SABSYNC_TIMEOUT`.
    */
   runExclusive<T>(fn: (held: { fence: number; signal: AbortSignal }) => T | PromiseLike<T>, options?: RedisWaitOptions): Promise<Awaited<T>>
+  /**
+   * Who holds the lock now, as the server says (one round trip), or `null`.
+   * `host`, `pid` and `threadId` are `null` for a holder in another process
+   * until its first renewal (a third of a lease after its grant), and are
+   * what that holder said of itself.
+   */
+  holder(): Promise<RedisHolder | null>
   /** How many wait for this lock, on every client. */
   nrWaiting(): Promise<number>
   /** Aborts with `ERR_SABSYNC_LEASE_LOST` if the lease of the latest grant is lost. */

@@ -14,7 +14,9 @@
 //                                    waits has lasted DEADLOCK_MS
 //
 // A tracing context is { tier, kind, key, async, waitedMs } (tier:
-// 'thread' or 'space'; kind: the class; key: the space key, or null;
+// 'thread', 'space' or 'redis'; kind: the class; key: the space key, or
+// null; on Redis the object's key, its waits traced by lib/redis itself
+// through lib/trace.js, from the reply that says it waits;
 // async: a promise call, whose span ends at asyncEnd, not end), with the
 // TracingChannel's own result or error; waitedMs (a float) is set before
 // `end` (blocking calls) or `asyncStart` (promises). Only calls that wait
@@ -26,22 +28,10 @@ const dc = require('diagnostics_channel')
 const { threadId } = require('worker_threads')
 const { backendOf } = require('./backend')
 
-// TracingChannel: Node >= 19.9 and 18.19; before that, no tracing.
-const tracing = name => typeof dc.tracingChannel === 'function' ? dc.tracingChannel(name) : null
-
-const LOCK = tracing('sabsync:lock')
-const ACQUIRE = tracing('sabsync:acquire')
-const WAIT = tracing('sabsync:wait')
+const { LOCK, ACQUIRE, WAIT, observed } = require('./trace')
 const ownerDiedChannel = dc.channel('sabsync:owner-died')
 const limiterFullChannel = dc.channel('sabsync:limiter-full')
 const deadlockChannel = dc.channel('sabsync:deadlock')
-
-// A TracingChannel's subscribers, sub-channel by sub-channel (its own
-// hasSubscribers is Node >= 20.13 only).
-function observed (c) {
-  return c !== null && (c.start.hasSubscribers || c.end.hasSubscribers || c.asyncStart.hasSubscribers ||
-    c.asyncEnd.hasSubscribers || c.error.hasSubscribers)
-}
 
 // Objects' names for the channels: their space key (lib/space.js), or the
 // object they are part of (an RWLock's writers' Mutex is shown as the

@@ -87,6 +87,16 @@ class Mutex {
     return result
   }
 
+  /**
+   * Who holds the lock now, as the server says: null, or { host, pid,
+   * threadId, fence, leaseLeftMs }. host, pid and threadId are null for a
+   * holder in another process until its first renewal (a third of a lease
+   * after its grant), and are what that holder said of itself.
+   */
+  holder () {
+    return this.#q.holder()
+  }
+
   /** How many wait for this lock, on every client. */
   nrWaiting () {
     return this.#q.count()

@@ -17,6 +17,7 @@
 // waiter queues again (or a try answers that nothing was free).
 
 const { hubOf, malformed } = require('./hub')
+const { LOCK, ACQUIRE, observed, traceWait } = require('../trace')
 const {
   msOption, prefixOption, unsafeAllowEvictionOption, waitOptions, within, bound, noReply, connected, commandError, redisError,
   quiet, redisName, isRefusal, Deadlines, SabsyncError
@@ -24,6 +25,10 @@ const {
 
 const KEY_SUFFIXES = ['m', 'q', 'b', 'l', 'f'] // the KEYS of lib/redis/scripts.js
 const MAX_SLOT = 0x7FFFFFFF // a Sema's largest nr (lib/redis/common.js checkCount)
+// Who this thread is, as a Mutex holder's renewals tell it (holder()).
+const HOST = require('os').hostname().replace(/\s/g, '_').slice(0, 255) || 'unknown'
+const { threadId } = require('worker_threads')
+const WHO = `${HOST} ${process.pid} ${threadId}`
 
 // Resolves once the hub's eviction check passed (skipped with
 // unsafeAllowEviction), rejects with its error, with ERR_SABSYNC_REDIS when
@@ -50,6 +55,9 @@ class LeaseQueue {
     this.redis = redis
     this.hub = hubOf(redis)
     this.tag = `{${prefixOption(options)}:${kind}:${key}}`
+    // Its waits on the channels (lib/trace.js): a Mutex's on sabsync:lock,
+    // a Sema's on sabsync:acquire.
+    this.trace = { channel: kind === 'mutex' ? LOCK : ACQUIRE, kind: kind === 'mutex' ? 'Mutex' : 'Sema', key }
     this.keys = KEY_SUFFIXES.map(s => redisName(this.tag + ':' + s))
     this.nr = nr
     this.fencing = fencing
@@ -113,7 +121,18 @@ class LeaseQueue {
     if (timeout === 0) queue = false
     const hub = this.hub
     const wid = hub.nextId()
-    return new Promise((resolve, reject) => {
+    const began = performance.now()
+    return new Promise((_resolve, _reject) => {
+      // Traced from the reply that says it waits, when someone listens.
+      let traced = null
+      const resolve = h => {
+        if (traced !== null) traced(true, h === undefined ? false : this.fencing ? h.fence : h.slot)
+        _resolve(h)
+      }
+      const reject = err => {
+        if (traced !== null) traced(false, err)
+        _reject(err)
+      }
       let replied = false
       let settled = false
       let stop = null // ends the bound below
@@ -220,6 +239,10 @@ class LeaseQueue {
             return resolve(undefined)
           }
           if (timeout === Infinity && stop !== null) { stop(); stop = null }
+          if (traced === null && observed(this.trace.channel)) {
+            const { channel, kind, key } = this.trace
+            traced = traceWait(channel, { tier: 'redis', kind, key, async: true, waitedMs: 0 }, began)
+          }
           w.epoch = r[2]
           hub.join(w, r[1], started)
         }, err => {
@@ -263,6 +286,35 @@ class LeaseQueue {
 
   count () {
     return within(this.redis.sabsync5Count(...this.keys, 0), this.commandTimeout, 'count on ' + this.tag, this.redis).then(Number)
+  }
+
+  // A Mutex's holder now (Mutex.holder()): null, or { host, pid,
+  // threadId, fence, leaseLeftMs }. Who it is comes from its renewals
+  // (scripts.js, field i) when it is not this process's: null until its
+  // first renewal, a third of a lease after the grant, and a claim of
+  // whoever can write the key, checked only for its shape.
+  async holder () {
+    const r = await within(this.redis.sabsync1Holder(this.keys[0]), this.commandTimeout, 'holder of ' + this.tag, this.redis)
+    if (!Array.isArray(r) || (r.length !== 0 && r.length !== 4)) {
+      throw redisError(`sabsync: Redis answered holder() on ${this.tag} with ${malformed(r)}, not the reply of sabsync's script`)
+    }
+    if (r.length === 0) return null
+    const [wid, left, fence, who] = r
+    if (typeof wid !== 'string' || !/^[0-9a-f]+:[0-9a-z]+$/.test(wid) || !Number.isSafeInteger(left) || left < 0 ||
+        typeof fence !== 'string' || !/^[0-9]{1,16}$/.test(fence) || typeof who !== 'string') {
+      throw redisError(`sabsync: the holder of ${this.tag} reads as ${malformed(r)}: another program wrote its keys`)
+    }
+    const out = { host: null, pid: null, threadId: null, fence: Number(fence), leaseLeftMs: left }
+    let mine = false
+    for (const h of this.hub.holdings) if (h.wid === wid) mine = true
+    const parts = mine ? [wid, HOST, String(process.pid), String(threadId)] : who.split(' ')
+    if (parts.length === 4 && parts[0] === wid && parts[1].length > 0 && parts[1].length <= 255 &&
+        /^[0-9]{1,10}$/.test(parts[2]) && /^[0-9]{1,10}$/.test(parts[3])) {
+      out.host = parts[1]
+      out.pid = Number(parts[2])
+      out.threadId = Number(parts[3])
+    }
+    return out
   }
 }
 
@@ -327,7 +379,9 @@ class Holding {
     const check = q.policyDue(sent)
     let reply
     try {
-      reply = q.redis.sabsync5Renew(...q.keys, check ? 1 : 0, this.wid, q.lease)
+      reply = q.fencing
+        ? q.redis.sabsync6Renew(...q.keys, check ? 1 : 0, this.wid, q.lease, this.wid + ' ' + WHO)
+        : q.redis.sabsync6Renew(...q.keys, check ? 1 : 0, this.wid, q.lease)
     } catch (err) {
       reply = Promise.reject(err)
     }

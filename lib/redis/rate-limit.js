@@ -19,6 +19,7 @@
 
 const { hubOf, malformed } = require('./hub')
 const { evictionCheck } = require('./queue')
+const { ACQUIRE, observed, traceWait } = require('../trace')
 const {
   checkClient, checkKey, checkCount, msOption, objectOptions, prefixOption, unsafeAllowEvictionOption, waitOptions,
   within, connected, redisError, quiet, invalidType, outOfRange, redisName, isRefusal, POLICY_RECHECK_MS, MAX_MS
@@ -154,15 +155,20 @@ function RateLimit (redis, key, rps, options) {
       giveBack(id)
       return undefined
     }
+    const granted = Number(r[1]) / 1000
     if (waitMs > 0) {
+      // A call that sleeps is a wait, traced from its start.
+      const traced = observed(ACQUIRE) ? traceWait(ACQUIRE, { tier: 'redis', kind: 'RateLimit', key, async: true, waitedMs: 0 }, sent) : null
       try {
         await sleepUntil(performance.now() + waitMs, signal)
       } catch (err) {
         giveBack(id)
+        if (traced !== null) traced(false, err)
         throw err
       }
+      if (traced !== null) traced(true, granted)
     }
-    return Number(r[1]) / 1000
+    return granted
   }
 
   /** How many grants are recorded for times still to come (callers sleeping). */

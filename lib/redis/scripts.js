@@ -30,7 +30,9 @@
 //                 reads as its value after a first grant: fence as hf,
 //                 held as 1 (h set), nw and seq as 0 (a free Mutex's take
 //                 writes nr, fz, ep, h, hx and hf alone: each field is
-//                 server time, and the rest follow from these);
+//                 server time, and the rest follow from these); i (who
+//                 holds: "<holder id> <host> <pid> <threadId>", written
+//                 by its renewals, stale once h names another id);
 //                 nr > 1: top (slots ever handed out since the Sema was
 //                 last idle), h:<holder id> -> slot
 //   Q     zset    "<waiter id> <lease ms>" -> ticket (arrival order);
@@ -538,15 +540,21 @@ return r
 `
 
 // Extend holder id's lease to lease ms from now, if it still holds one
-// that has not expired. ARGV: check policy (0/1), id, lease ms. 1 renewed,
-// 0 lost.
+// that has not expired. ARGV: check policy (0/1), id, lease ms, and for a
+// Mutex who holds it ("<id> <host> <pid> <threadId>", kept in field i for
+// holder(): a person's hint, believed only while its id is h's). 1
+// renewed, 0 lost.
 const renew = head("''") + `
 local w, lease = ARGV[2], tonumber(ARGV[3])
--- Fast path: a Mutex (nr = 1) whose holder w renews in time: only hx
--- changes (the general path's tidy() writes every field again, the rest
+-- Fast path: a Mutex (nr = 1) whose holder w renews in time: only hx (and
+-- i) change (the general path's tidy() writes every field again, the rest
 -- unchanged).
 if v[1] == '1' and v[7] == w and (tonumber(v[8]) or 0) > now and v[11] then
-  redis.call('HSET', M, 'hx', now + lease)
+  if ARGV[4] then
+    redis.call('HSET', M, 'hx', now + lease, 'i', ARGV[4])
+  else
+    redis.call('HSET', M, 'hx', now + lease)
+  end
   return 1
 end
 ` + defs + `
@@ -571,7 +579,21 @@ else
   redis.call('ZADD', L, 'XX', now + lease, w)
 end
 tidy(st)
+if st.nr == 1 and ARGV[4] then redis.call('HSET', M, 'i', ARGV[4]) end
 return 1
+`
+
+// A Mutex's holder now, for a person (Mutex.holder()): { its id, the ms
+// its lease has left, its fence, what its renewals said of it (field i,
+// or '') }, or {} when nobody holds it or its lease ran out. Reads only;
+// one key, M.
+const holder = `
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local v = redis.call('HMGET', KEYS[1], 'h', 'hx', 'hf', 'i')
+local hx = tonumber(v[2])
+if not v[1] or v[1] == '' or not hx or hx <= now then return {} end
+return { v[1], hx - now, v[3] or '', v[4] or '' }
 `
 
 // A waiting client's heartbeat, which also reports on its waiters.
@@ -853,7 +875,8 @@ return reply
 const commands = {
   sabsync5Take: { numberOfKeys: 5, lua: take },
   sabsync5Leave: { numberOfKeys: 5, lua: leave },
-  sabsync5Renew: { numberOfKeys: 5, lua: renew },
+  sabsync6Renew: { numberOfKeys: 5, lua: renew },
+  sabsync1Holder: { numberOfKeys: 1, lua: holder },
   sabsync5Beat: { numberOfKeys: 5, lua: beat },
   sabsync5Count: { numberOfKeys: 5, lua: count },
   sabsync4Rate: { numberOfKeys: 2, lua: rate },

@@ -24,3 +24,16 @@ const snap: SpaceSnapshot = openShared('types-inside').inspect()
 const holder: SpaceParty | null | undefined = snap.objects[0]?.holder
 const pids: Array<number | null> = snap.processes.map(p => p.pid)
 void [holder, pids, snap.unreadable.length]
+
+// A sabsync/redis Mutex's holder: asked of the server.
+import { Mutex as RedisMutex } from 'sabsync/redis'
+import type { RedisHolder, RedisClient } from 'sabsync/redis'
+declare const redis: RedisClient
+async function whoHolds (): Promise<string> {
+  const h: RedisHolder | null = await new RedisMutex(redis, 'jobs').holder()
+  if (h === null) return 'nobody'
+  const fence: number = h.fence
+  const left: number = h.leaseLeftMs
+  return `${h.host ?? '?'} pid ${h.pid ?? '?'} thread ${h.threadId ?? '?'} (fence ${fence}, ${left} ms left)`
+}
+void whoHolds
