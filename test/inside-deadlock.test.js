@@ -128,6 +128,43 @@ t.test('an RWLock writer waiting for a reader that waits for the writer\'s mutex
   m.unlock()
 })
 
+t.test('two processes, ABBA on the space\'s named locks alone: inspect() and the channel name both', async t => {
+  const name = spaceName(t)
+  const space = sabsync.openShared(name)
+  t.teardown(() => space.close())
+  const named = (first, second, ms) => `
+    const dc = require('diagnostics_channel')
+    const told = []
+    dc.subscribe('sabsync:deadlock', m => told.push(m))
+    let release
+    await new Promise(resolve => space.locks.request(${JSON.stringify(first)}, () => { resolve(); return new Promise(r => { release = r }) }))
+    send('holding')
+    await next()
+    const got = await space.locks.request(${JSON.stringify(second)}, { signal: AbortSignal.timeout(${ms}) }, () => true).catch(e => e.name)
+    release()
+    return { got, told }
+  `
+  const p1 = spawn(t, name, named('x', 'y', 3000))
+  const p2 = spawn(t, name, named('y', 'x', 8000))
+  await Promise.all([p1.message(m => m === 'holding'), p2.message(m => m === 'holding')])
+  p1.send('go')
+  p2.send('go')
+  const snap = await seen(t, () => {
+    const s = space.inspect()
+    return s.deadlocks.length > 0 ? s : null
+  }, 'inspect() finds the cycle')
+  t.same(snap.deadlocks[0].parties.map(p => ({ pid: p.pid, holds: p.holds, waitsFor: p.waitsFor })).sort((a, b) => a.pid - b.pid), [
+    { pid: p1.pid, holds: ['x'], waitsFor: { key: 'y', kind: 'locks' } },
+    { pid: p2.pid, holds: ['y'], waitsFor: { key: 'x', kind: 'locks' } }
+  ].sort((a, b) => a.pid - b.pid), 'each party: the name it holds, the name it waits for')
+  const [d1, d2] = await Promise.all([p1.done, p2.done])
+  t.equal(d1.got, 'TimeoutError', 'the first gives up')
+  t.equal(d2.got, true, 'the other is granted')
+  t.equal(d1.told.length, 1, 'the channel told the first process, from its request\'s looks')
+  t.match(d1.told[0], { tier: 'space', space: name })
+  t.same(d1.told[0].parties.map(p => p.pid).sort(), [p1.pid, p2.pid].sort(), 'naming both processes')
+})
+
 t.test('a plain wait is no deadlock', async t => {
   const name = spaceName(t)
   const space = sabsync.openShared(name)
