@@ -81,7 +81,7 @@ const ONCE = [
 ]
 // sabsync/redis is plain JS over the caller's Redis client and never loads
 // the addon.
-const REDIS = f => /^(redis-|rate-limiter-redis)/.test(f)
+const REDIS = f => /^(redis-|rate-limiter-redis|inside-redis)/.test(f)
 // Shared spaces: their own futex parker on shared memory (space_lot.c,
 // space_sema.c), never the in-process parker a flavour swaps.
 const SPACE = f => /^space-/.test(f) || f === 'rate-limiter-space' || f === 'locks-space'
