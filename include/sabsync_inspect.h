@@ -94,9 +94,10 @@ uint32_t sab_space_objects(sab_space_t *sp, sab_space_object_t *out, uint32_t ma
 /*
  * Lock waits on memory of this process (Mutex and RWLock outside a space),
  * for finding deadlocks among its threads: a process-wide list of who
- * waits for which lock, under one mutex. A thread links an entry before
- * its wait first parks and unlinks it when the wait ends; a wait that
- * parks costs one link and one unlink, a lock taken at once nothing.
+ * waits for which lock, under one mutex. A thread links an entry once its
+ * wait has lasted a while (50 ms: lib/waiting.js) and unlinks it when the
+ * wait ends: a deadlock lasts, and the many short waits of a contended
+ * lock cost nothing here.
  *
  * The entry names the lock's cells (its Int32 view), which the caller
  * keeps alive while the entry is linked; sab_lockwaits_each reads them

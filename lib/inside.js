@@ -114,7 +114,8 @@ function ownerDied (object, kind, ownerId) {
 // Deadlocks. A lock wait (w.lockWait: a Mutex's or an RWLock's), in a
 // space whose backend can list the cycles of waits (lib/inspect.js) or on
 // this process's memory (the process's list of lock waits, which every
-// thread's lock waits join from their first park: threadDeadlocks), looks
+// thread's lock waits join once they have waited 50 ms, lib/waiting.js:
+// threadDeadlocks), looks
 // for one between two parks, its park cut short to wake it: first within
 // DEADLOCK_MS of its first park, then again every DEADLOCK_MS / 2 or so
 // while it waits. A look sees the other waiters queued, and itself as the

@@ -3,7 +3,8 @@
  * which lib/inside.js reads to find deadlocks among the threads:
  *
  *   lockWaitEnter(view, kind) -> handle  a Mutex's or an RWLock's wait of
- *                                       this thread is about to park
+ *                                       this thread has lasted (50 ms,
+ *                                       lib/waiting.js) and parks again
  *   lockWaitLeave(handle)               it ended
  *   lockWaits() -> [[waiter, kind, address, [holders], more], ...]
  *                                       every thread's, threads named by
