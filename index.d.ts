@@ -984,3 +984,22 @@ export declare class LockManager {
 
 /** Named locks for every thread of this process (Node 18+). */
 export declare const locks: LockManager
+
+/**
+ * A cycle of lock waits among the threads of this process: each party with
+ * the locks it holds and the one it waits for. A lock on plain memory has
+ * no name: its key is the address of its memory in the process (`'0x…'`,
+ * the same in every thread); a named lock's key is its name.
+ */
+export interface ThreadDeadlock {
+  tier: 'thread'
+  parties: Array<{ pid: number, threadId: number, holds: string[], waitsFor: { key: string, kind: 'mutex' | 'rwlock' | 'locks' } }>
+}
+
+/**
+ * The cycles of lock waits among this process's threads now (`Mutex` and
+ * `RWLock` waits of 50 ms or more on `SharedArrayBuffer` memory, and the
+ * named locks of `locks`): what `sabsync:deadlock` tells a waiting thread,
+ * for any thread to ask. Spaces answer in `space.inspect()`.
+ */
+export declare function deadlocks(): ThreadDeadlock[]

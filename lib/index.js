@@ -16,6 +16,7 @@ const { Barrier } = require('./barrier')
 const { openShared } = require('./space')
 const { locks } = require('./locks/threads')
 const { Lock, LockManager } = require('./locks/front')
+const { threadDeadlocks } = require('./inspect')
 
 // A worker parked in native code is not interrupted by the main thread's
 // exit: Node terminates workers and joins them. Tell parked threads to look
@@ -41,5 +42,8 @@ module.exports = {
   locks,
   Lock,
   LockManager,
+  // The cycles of lock waits among this process's threads now, for any
+  // thread to ask (lib/inspect.js).
+  deadlocks: threadDeadlocks,
   SabsyncError
 }

@@ -1,7 +1,8 @@
 'use strict'
 // Deadlocks among the threads of one process, outside any space
 // (src/core/lockwaits.c, lib/inspect.js threadDeadlocks, lib/inside.js):
-// worker threads in ABBA on Mutexes in a plain SharedArrayBuffer, through
+// worker threads in ABBA on Mutexes in a plain SharedArrayBuffer (also
+// found by deadlocks(), asked by the main thread), through
 // an RWLock, and on named locks (require('sabsync').locks) alone or mixed
 // with a Mutex, each reported on sabsync:deadlock naming both threads,
 // what each holds and what it waits for; a plain wait is none; and the
@@ -93,7 +94,15 @@ t.test('two workers, ABBA on Mutexes in a plain SharedArrayBuffer, blocking: bot
   await Promise.all([w1.message('holding'), w2.message('holding')])
   w1.send('go')
   w2.send('go')
+  // The main thread waits for nothing, and asks.
+  const asked = await seen(t, () => {
+    const found = sabsync.deadlocks()
+    return found.length > 0 ? found : null
+  }, 'deadlocks(), asked by the main thread, finds the cycle')
+  t.equal(asked.length, 1, 'one cycle')
+  checkCycle(t, asked[0], [w1.threadId, w2.threadId], ['mutex', 'mutex'])
   const [r1, r2] = await Promise.all([w1.done(), w2.done()])
+  t.same(sabsync.deadlocks(), [], 'none once it ended')
   t.equal(r1.got, false, 'the first times out, which ends the deadlock')
   t.equal(r2.got, true, 'and the other gets its lock')
   t.equal(r1.told.length, 1, 'the first was told while it waited')

@@ -37,3 +37,10 @@ async function whoHolds (): Promise<string> {
   return `${h.host ?? '?'} pid ${h.pid ?? '?'} thread ${h.threadId ?? '?'} (fence ${fence}, ${left} ms left)`
 }
 void whoHolds
+
+// Cycles of lock waits among this process's threads.
+import { deadlocks } from 'sabsync'
+import type { ThreadDeadlock } from 'sabsync'
+const cycles: ThreadDeadlock[] = deadlocks()
+const kinds: Array<'mutex' | 'rwlock' | 'locks'> = cycles.flatMap(c => c.parties.map(p => p.waitsFor.kind))
+void kinds
