@@ -288,11 +288,16 @@ t.test('a holder that is stopped (SIGSTOP) inside every bookkeeping lock: timed 
     await next()
     const answers = {}
     let worst = 0
+    let worstWhat = ''
+    // The time this thread waited for a CPU is taken out of what a call took.
+    const { queuedMs } = require('./run-queue')
     const timed = async (what, ms, fn) => {
+      const q0 = queuedMs()
       const t0 = performance.now()
       let r
       try { r = String(await fn()) } catch (e) { r = e.code || e.message }
-      worst = Math.max(worst, performance.now() - t0 - ms)
+      const over = performance.now() - t0 - (queuedMs() - q0) - ms
+      if (over > worst) { worst = over; worstWhat = what }
       answers[what + ':' + r] = (answers[what + ':' + r] || 0) + 1
     }
     for (let k = 0; k < 3; k++) {
@@ -305,11 +310,12 @@ t.test('a holder that is stopped (SIGSTOP) inside every bookkeeping lock: timed 
       await timed('readLock', 50, () => rw.readLock(50))
       await timed('latch', 50, () => latch.wait(50))
     }
+    const q0 = queuedMs()
     const t0 = performance.now()
     let open
     try { space.mutex('new-key'); open = 'opened' } catch (e) { open = e.code }
-    const openMs = performance.now() - t0
-    return { answers, worst, open, openMs }
+    const openMs = performance.now() - t0 - (queuedMs() - q0)
+    return { answers, worst, worstWhat, open, openMs }
   `)
   await victim.message(m => m && m.ready)
   stopped.kill('SIGSTOP')
@@ -331,7 +337,7 @@ t.test('a holder that is stopped (SIGSTOP) inside every bookkeeping lock: timed 
     'readLock:false': 3,
     'latch:false': 3
   }, 'every timed call answered its timeout (no ERR_SABSYNC_BAD_MEMORY)')
-  t.ok(r.worst < 200, `every timed call returned within its timeout + ${r.worst.toFixed(1)} ms`)
+  t.ok(r.worst < 200, `every timed call returned within its timeout + ${r.worst.toFixed(1)} ms (the worst: ${r.worstWhat || 'none over'}; time waiting for a CPU not counted)`)
   t.equal(r.open, 'ERR_SABSYNC_SHARED_BUSY', 'an untimed call says the space is busy')
   t.ok(r.openMs < 250 + 200, `after ${r.openMs.toFixed(1)} ms (its bound: 250 ms)`)
   stopped.kill('SIGCONT')

@@ -122,13 +122,8 @@ const VICTIM = `
   let worstWhat = ''
   let untimed = 0
   let untimedWhat = ''
-  // How long this thread has waited, runnable, for a CPU (ms): the
-  // scheduler's time, not the call's, taken out of what a call took, so
-  // that a loaded machine's run queue is not charged to the library.
-  const fs = require('fs')
-  // (A kernel without schedstat: nothing taken out.)
-  const hasStat = fs.existsSync('/proc/thread-self/schedstat')
-  const queued = () => hasStat ? Number(fs.readFileSync('/proc/thread-self/schedstat', 'latin1').split(' ')[1]) / 1e6 : 0
+  // The time this thread waited for a CPU is taken out of what a call took.
+  const { queuedMs: queued } = require('./run-queue')
   const timed = (what, ms, fn) => {
     const q0 = queued()
     const t0 = performance.now()
