@@ -112,14 +112,20 @@ static void shapes(void) {
 }
 
 /* Threads racing: each enters and leaves its own entries; a writer
- * changes the cells; a reader walks the list. */
+ * changes the cells; a reader walks the list. The waiters go on past
+ * their 2000 rounds until the reader has made WALKS walks, so that walks
+ * overlap with entering and leaving however the threads are scheduled (a
+ * loaded machine may run the reader only once the waiters are done). */
+#define WALKS 50
 static int32_t shared_cells[12 + 8];
 static volatile int stop;
+static long walks_done;
 
 static void *waiter_thread(void *arg) {
   uint32_t id = (uint32_t)(uintptr_t)arg;
   sab_lockwait_t w[4];
-  for (int round = 0; round < 2000; round++) {
+  for (int round = 0; round < 2000 || __atomic_load_n(&walks_done, __ATOMIC_ACQUIRE) < WALKS;
+       round++) {
     for (int i = 0; i < 4; i++) {
       w[i] =
           (sab_lockwait_t){.cells = shared_cells, .ncells = 20, .kind = 1 + (i & 1), .waiter = id};
@@ -159,6 +165,7 @@ static void *reader_thread(void *arg) {
   while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
     sab_lockwaits_each(count, k);
     k->walks++;
+    __atomic_store_n(&walks_done, k->walks, __ATOMIC_RELEASE);
   }
   return NULL;
 }
@@ -175,7 +182,7 @@ static void racing(void) {
   pthread_join(writer, NULL);
   pthread_join(reader, NULL);
   CHECK(k.bad == 0);
-  CHECK(k.walks > 0);
+  CHECK(k.walks >= WALKS);
   seen_t s = look();
   CHECK(s.count == 0); /* every entry left */
 }
