@@ -261,7 +261,14 @@ redisSuite(t, async s => {
       }
       await m.release(ticket)
       // The dead process's manager may stay in T:a until a renewal sweeps it.
-      await until(async () => (await keysOf(prefix)).length === 1, 'no key but the counter', 10000)
+      let left = []
+      await until(async () => (left = await keysOf(prefix)).length === 1, 'no key but the counter', 10000)
+        .catch(async err => {
+          const dump = {}
+          for (const k of left) dump[k] = await admin.type(k) === 'zset' ? await admin.zrange(k, 0, -1, 'WITHSCORES') : await admin.type(k)
+          const [sec, us] = await admin.time()
+          throw new Error(err.message + ': ' + JSON.stringify({ now: Number(sec) * 1000 + Math.floor(Number(us) / 1000), left: dump }))
+        })
       t.same(await keysOf(prefix), [`{${prefix}:locks}:f`])
     })
   }
