@@ -6,10 +6,10 @@
 // Mutex whose process died, skipped in front of a live one. A server of
 // this file's own (CONFIG SET slowlog-*).
 const t = require('tap')
-const fs = require('fs')
 const path = require('path')
 const { fork } = require('child_process')
 const { redisSuite, until } = require('./fixtures/redis/suite')
+const { queuedMs } = require('./fixtures/run-queue')
 const { Mutex, Sema } = require('../lib/redis')
 const { BATCH, WAITERS } = require('../lib/redis/scripts')
 
@@ -20,15 +20,9 @@ redisSuite(t, async s => {
   const { client, admin } = s
 
   // How long the server's main thread (the one that runs commands) has
-  // waited, runnable, for a CPU (µs; /proc/<pid>/task/<pid>/schedstat,
-  // its second field): 0 where that cannot be read.
+  // waited, runnable, for a CPU (µs).
   async function serverQueuedUs () {
-    const m = /^process_id:(\d+)/m.exec(await admin.info('server'))
-    try {
-      return Number(fs.readFileSync(`/proc/${m[1]}/task/${m[1]}/schedstat`, 'latin1').split(' ')[1]) / 1e3
-    } catch {
-      return 0
-    }
+    return queuedMs(Number(/^process_id:(\d+)/m.exec(await admin.info('server'))[1])) * 1000
   }
 
   // Runs fn, and answers how many script calls the server ran meanwhile
