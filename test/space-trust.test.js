@@ -123,13 +123,12 @@ const VICTIM = `
   let untimed = 0
   let untimedWhat = ''
   // The time this thread waited for a CPU is taken out of what a call took.
-  const { queuedMs: queued } = require('./run-queue')
+  const { ownClock } = require('./run-queue')
   const timed = (what, ms, fn) => {
-    const q0 = queued()
-    const t0 = performance.now()
+    const clock = ownClock()
     let r
     try { r = String(fn()) } catch (e) { r = e.code || e.message }
-    const took = performance.now() - t0 - (queued() - q0)
+    const took = clock()
     if (ms > 0 && took - ms > worst) { worst = took - ms; worstWhat = what }
     if (ms === 0 && took > untimed) { untimed = took; untimedWhat = what }
     answers[what + ':' + r] = (answers[what + ':' + r] || 0) + 1
@@ -149,10 +148,9 @@ const VICTIM = `
     timed('flag', 2, () => flag.wait(true, 2))
     timed('open', 0, () => space.mutex('m-' + (Date.now() % 7)) && 'ok')
   }
-  const q0 = queued()
-  const t0 = performance.now()
+  const took = ownClock()
   space.close()
-  return { worst, worstWhat, untimed, untimedWhat, answers, close: performance.now() - t0 - (queued() - q0) }
+  return { worst, worstWhat, untimed, untimedWhat, answers, close: took() }
 `
 
 // Two victims make timed calls in a space while `attack(name, victims)`
