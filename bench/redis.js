@@ -19,11 +19,17 @@
 //   connection, each kind's count per pair times its median duration,
 //   scripts with the calls inside them);
 //   and for sabsync the commands MONITOR shows from its client's
-//   connection per pair. Beside them, the floor: two EVALSHA of scripts
-//   that run no command and answer as sabsync's take and leave do, with
-//   their arguments (5 keys, then 8 and 3), on a client of their own: what
-//   ioredis and the server take for the same two round trips before any
-//   script work or sabsync code. The subjects take turns in short passes (the
+//   connection per pair. Beside them, two floors, each on a client of its
+//   own. The round trips: two EVALSHA of scripts that run no command and
+//   answer as sabsync's take and leave of a free lock do, with their
+//   arguments (one key, then 3 and 1): what ioredis and the server take
+//   for the same two round trips before any script work or sabsync code.
+//   The guarantees: the least script work a lease kept on the server's
+//   clock, without a TTL while held (sabsync's rules, lib/redis/scripts.js),
+//   needs, in its most compact state, one string: TIME and SET NX to take,
+//   GET, TIME and DEL to give back. redis-semaphore's take is a plain SET
+//   NX PX instead, a lease kept as the key's TTL, which a volatile-*
+//   policy may evict while it is held. The subjects take turns in short passes (the
 //   order reversed every pass), so a change of the machine's load falls on
 //   all of them; the goal lines also give the median of sabsync's time
 //   over the peer's within each pass;
@@ -105,19 +111,47 @@ const ours = before ? ['sabsync', 'sabsync-before'] : ['sabsync']
 // as sabsync's would, with the same keys and arguments, so their rows show
 // what ioredis and the server take for the round trips themselves.
 const FLOOR_LOCK = 'EVALSHA × 2 (floor)'
+const FLOOR_LEASE = 'server-clock lease, no TTL (floor)'
 const FLOOR_RATE = 'EVALSHA × 1 (floor)'
 
 function floorFns (redis, key) {
-  redis.defineCommand('benchFloorTake', { numberOfKeys: 5, lua: 'return { 1, 0, 1764780000000000, 10000, 1 }' })
-  redis.defineCommand('benchFloorLeave', { numberOfKeys: 5, lua: 'return 1' })
+  redis.defineCommand('benchFloorTake', { numberOfKeys: 1, lua: 'return { 1, 0, 1764780000000000, 10000, 1 }' })
+  redis.defineCommand('benchFloorLeave', { numberOfKeys: 1, lua: 'return 1' })
   redis.defineCommand('benchFloorRate', { numberOfKeys: 2, lua: "return { 1, '1764780000000000', 0 }" })
+  // The guarantees' floor: holder, expiry and fence from the server's
+  // clock in one string, no TTL; given back only by its holder.
+  const clock = `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local nowUs = tonumber(t[1]) * 1000000 + tonumber(t[2])
+`
+  redis.defineCommand('benchLeaseTake', {
+    numberOfKeys: 1,
+    lua: clock + `local f = string.format('%.0f', nowUs)
+if redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. (now + tonumber(ARGV[2])) .. ' ' .. f, 'NX') then return { 1, 0, nowUs, tonumber(ARGV[2]), 1 } end
+return { 0 }`
+  })
+  redis.defineCommand('benchLeaseLeave', {
+    numberOfKeys: 1,
+    lua: `local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local h, hx, hf = string.match(v, '^(%S+) (%d+) (%d+)$')
+if h ~= ARGV[1] then return 0 end
+` + clock + `redis.call('DEL', KEYS[1])
+if tonumber(hx) > now and tonumber(hf) < nowUs then return 1 end
+return 0`
+  })
   const keys = ['m', 'q', 'b', 'l', 'f'].map(s => `{${key}}:${s}`)
   let n = 0
   return {
     lock: async () => {
       const id = 'a1b2c3d4e5f60718:' + (++n).toString(36)
-      await redis.benchFloorTake(...keys, 0, id, 'a1b2c3d4e5f60718', 10000, 3000, 1, 1, 1)
-      await redis.benchFloorLeave(...keys, 0, id, 10000)
+      await redis.benchFloorTake(keys[0], id, 10000, 1)
+      await redis.benchFloorLeave(keys[0], id)
+    },
+    lease: async () => {
+      const id = 'a1b2c3d4e5f60718:' + (++n).toString(36)
+      if ((await redis.benchLeaseTake(keys[0], id, 10000))[0] !== 1) throw new Error('bench:redis: the floor lease was not free')
+      if (await redis.benchLeaseLeave(keys[0], id) !== 1) throw new Error('bench:redis: the floor lease was not held')
     },
     rate: () => redis.benchFloorRate(keys[0], keys[1], 'a1b2c3d4e5f60718:' + (++n).toString(36), 1e9, 1e9, 0, -1, 0)
   }
@@ -125,6 +159,7 @@ function floorFns (redis, key) {
 
 function uncontendedLock (subject, redis, key) {
   if (subject === FLOOR_LOCK) return floorFns(redis, key).lock
+  if (subject === FLOOR_LEASE) return floorFns(redis, key).lease
   if (subject === 'sabsync' || subject === 'sabsync-before') {
     const { Mutex } = require(subject === 'sabsync' ? '../lib/redis' : before)
     const m = new Mutex(redis, key)
@@ -214,7 +249,7 @@ async function serverTime (admin, client, fn, ms) {
 async function uncontended (Redis, url, admin, runs) {
   const clients = {}
   const fns = {}
-  for (const s of [...ours, 'redlock', 'redis-semaphore', FLOOR_LOCK]) {
+  for (const s of [...ours, 'redlock', 'redis-semaphore', FLOOR_LOCK, FLOOR_LEASE]) {
     clients[s] = new Redis(url)
     fns[s] = uncontendedLock(s, clients[s], `bench:${process.pid}:uncontended:${s}`)
   }
@@ -450,7 +485,7 @@ async function main () {
     for (const s of Object.keys(u)) {
       const seen = u[s].monitor !== undefined
         ? `${u[s].monitor.toFixed(2)} commands / op seen by MONITOR`
-        : s === FLOOR_LOCK ? 'the two round trips alone' : ''
+        : s === FLOOR_LOCK ? 'the two round trips alone' : s === FLOOR_LEASE ? 'TIME, SET NX; GET, TIME, DEL: the least work sabsync\'s guarantees allow' : ''
       rows.push(`| uncontended lock+unlock | ${s} | ${stats(u[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(u[s].us, u.sabsync.us)} | ${median(u[s].commands).toFixed(2)} | ${median(u[s].server).toFixed(1)} | ${sus(u[s].serverUs)} | ${seen} |`)
     }
     for (const s of Object.keys(c)) {
@@ -488,10 +523,13 @@ async function main () {
     const [rateLine, rateMet] = within(r.sabsync, r['rate-limiter-flexible'])
     // The floor against the same peer, within a pass: how near it the
     // round trips alone come, before any script work or sabsync code.
+    const inPassOf = (own, peer) => median(own.us.map((us, i) => us / peer.us[i])).toFixed(2)
     const floorOf = (floor, peer, n) => `; the floor (${n} EVALSHA of a script that runs no command, the same ` +
-      `arguments) ${f(median(floor.us))} µs, ${median(floor.us.map((us, i) => us / peer.us[i])).toFixed(2)}× within a pass`
+      `arguments) ${f(median(floor.us))} µs, ${inPassOf(floor, peer)}× within a pass`
+    const leaseFloor = `; the least script work a lease on the server's clock without a TTL needs (${FLOOR_LEASE}) ` +
+      `${f(median(u[FLOOR_LEASE].us))} µs, ${inPassOf(u[FLOOR_LEASE], u['redis-semaphore'])}× within a pass`
     const goals = [
-      [`uncontended lock+unlock within 1.1× of redis-semaphore's (${lockLine}${floorOf(u[FLOOR_LOCK], u['redis-semaphore'], 'two')})`, lockMet],
+      [`uncontended lock+unlock within 1.1× of redis-semaphore's (${lockLine}${floorOf(u[FLOOR_LOCK], u['redis-semaphore'], 'two')}${leaseFloor})`, lockMet],
       [`a RateLimit call with capacity free within 1.1× of rate-limiter-flexible's (${rateLine}${floorOf(r[FLOOR_RATE], r['rate-limiter-flexible'], 'one')})`, rateMet],
       [`one-waiter hand-off within 3× of the two-message floor (${f(median(p.sabsync))} µs vs 2 × ${f(median(p.publish))} µs ` +
         `PUBLISH between the same 2 processes: ${floorRatio.toFixed(2)}×; 4 processes: ${f(median(c.sabsync.handoffUs))} µs vs ` +

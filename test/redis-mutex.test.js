@@ -319,4 +319,51 @@ redisSuite(t, async s => {
     t.equal(conns.length, 1, 'a never waited: it has no connection but its own')
     monitor.disconnect()
   })
+
+  // A free lock is taken and given back by one-key scripts (takeFree,
+  // leaveFree in lib/redis/scripts.js) that must leave the state the
+  // general take and leave leave: checked field by field, before and after
+  // the Mutex was once contended (then an idle M keeps its counters with a
+  // TTL, and the one-key scripts still serve it in one call each).
+  s.test('a free lock\'s one-key scripts keep the state take and leave keep, fresh and after contention', async (t, { prefix, opts }) => {
+    const [a, b] = [client(), client()]
+    const opt = opts({ heartbeat: 60000 })
+    const [ma, mb] = [new Mutex(a, 'free', opt), new Mutex(b, 'free', opt)]
+    const M = `{${prefix}:mutex:free}:m`
+    const admin = s.admin
+    const f1 = await ma.lockAsync()
+    const fresh = await admin.hgetall(M)
+    t.same(Object.keys(fresh).sort(), ['ep', 'fz', 'h', 'hf', 'hx', 'nr'], 'a fresh grant writes what take\'s fast path writes')
+    t.equal(fresh.hf, String(f1), 'its fence')
+    t.equal(fresh.ep, String(f1), 'the epoch is the fence: both the clock\'s')
+    t.equal(await admin.pttl(M), -1, 'no TTL while held')
+    t.equal(await ma.unlock(), true)
+    t.equal(await admin.exists(M), 0, 'nobody waited: M is gone')
+    // Contended once: b queues, a hands over, b leaves; M keeps counters.
+    const f2 = await ma.lockAsync()
+    t.ok(f2 > f1, `fences grow (${f2} > ${f1})`)
+    const waiting = mb.lockAsync()
+    await until(async () => (await ma.nrWaiting()) === 1, 'b to queue')
+    t.equal(await ma.unlock(), true, 'a hands over (leaveFree answers 3, leave follows)')
+    const f3 = await waiting
+    t.ok(f3 > f2, `the hand-off's fence is larger (${f3} > ${f2})`)
+    t.equal(await mb.unlock(), true)
+    const trimmed = await admin.hgetall(M)
+    t.match(trimmed, { nr: '1', fz: '1', held: '0', nw: '0', h: '', hx: '0', hf: '0', fence: String(f3) }, 'idle: counters kept, holder cleared')
+    t.ok(Number(trimmed.seq) > 0, 'its queue\'s tickets are kept')
+    t.ok(await admin.pttl(M) > 0, 'an idle M has a TTL')
+    // The one-key scripts serve the idle M as take and leave would.
+    for (let i = 0; i < 3; i++) {
+      const before = await admin.hgetall(M)
+      const f = await ma.lockAsync()
+      t.ok(f > Number(before.fence), `fence ${f} follows the last one (${before.fence})`)
+      const held = await admin.hgetall(M)
+      t.match(held, { held: '1', hf: String(f), fence: String(f), seq: before.seq, ep: before.ep, nw: '0' }, 'held: the next fence, the same epoch and tickets')
+      t.match(await ma.holder(), { pid: process.pid, fence: f }, 'held by this process, with that fence')
+      t.equal(await admin.pttl(M), -1, 'no TTL while held')
+      t.equal(await ma.unlock(), true)
+      t.match(await admin.hgetall(M), { held: '0', h: '', hx: '0', hf: '0', fence: String(f), seq: before.seq, ep: before.ep }, 'idle again, trimmed')
+      t.ok(await admin.pttl(M) > 0, 'with its TTL')
+    }
+  })
 })

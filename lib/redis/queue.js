@@ -66,6 +66,14 @@ class LeaseQueue {
     this.commandTimeout = msOption(options, 'commandTimeout', 5000, 1)
     this.allowEviction = unsafeAllowEvictionOption(options)
     this.evictionChecked = false
+    // Whether this object was free at this client's last take: then its
+    // next take is sent as takeFree, its one-key script for a free object
+    // of one slot (lib/redis/scripts.js), and the grant's release as
+    // leaveFree; when the object is not free after all, they answer so,
+    // and take or leave follows. A take that queues or finds the object
+    // busy turns this off, so a contended object costs no extra call;
+    // one granted at once turns it on again.
+    this.free = nr === 1
     // When a script of this object last read the eviction policy and found
     // it safe (performance.now() when that call was sent): a take, renewal
     // or heartbeat sent a renewal period (lease/3) after that asks its
@@ -119,9 +127,10 @@ class LeaseQueue {
     const { timeout, signal } = waitOptions(options)
     if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
     if (timeout === 0) queue = false
+    const began = performance.now()
+    if (this.free && signal === undefined && !this.policyDue(began)) return this.#takeFree(queue, timeout, began)
     const hub = this.hub
     const wid = hub.nextId()
-    const began = performance.now()
     return new Promise((_resolve, _reject) => {
       // Traced from the reply that says it waits, when someone listens.
       let traced = null
@@ -164,7 +173,7 @@ class LeaseQueue {
           return w.lapsed()
         }
         settle()
-        resolve(new Holding(this, wid, slot, fence, deadline))
+        resolve(new Holding(this, wid, slot, fence, deadline, false))
       }
       w.lapsed = () => {
         if (settled) return
@@ -233,6 +242,7 @@ class LeaseQueue {
             return w.failed(redisError(`sabsync: Redis answered a take on ${this.tag} with ${malformed(r)}, not the ` +
               'reply of sabsync\'s script (another program wrote its keys, or this is not Redis)'))
           }
+          if (this.nr === 1) this.free = r[0] === 1
           if (r[0] === 1) return w.granted(r[1], r[2], r[3], started, r[4])
           if (r[0] === 0) {
             settle()
@@ -253,6 +263,73 @@ class LeaseQueue {
         })
       }
       send()
+    })
+  }
+
+  // The take of an object that was free at this client's last take: one
+  // takeFree, without the waiter record, abort and trace of #take, which
+  // a grant at once never needs (they cost about a tenth of a free
+  // lock+unlock here). Answers as #take does, within the same bounds.
+  // Where #take would send again (the object was not free after all, or
+  // the grant arrived lapsed), #take goes on with what is left of the
+  // caller's timeout.
+  #takeFree (queue, timeout, began) {
+    const hub = this.hub
+    const wid = hub.nextId()
+    const drops = hub.drops
+    const what = 'take on ' + this.tag
+    const limit = queue && timeout !== Infinity ? timeout : this.commandTimeout
+    const again = () => this.#take(queue, timeout === Infinity ? undefined : { timeout: Math.max(timeout - (performance.now() - began), 1) })
+    return new Promise((resolve, reject) => {
+      let done = false
+      const fail = err => {
+        this.leaveQuietly(wid)
+        reject(err)
+      }
+      const stop = bound(limit, () => {
+        done = true
+        if (timeout === Infinity || !queue || !connected(this.redis)) return fail(noReply(limit, what, this.redis))
+        this.leaveQuietly(wid)
+        resolve(undefined)
+      })
+      let sent
+      try {
+        sent = this.redis.sabsync1TakeFree(this.keys[0], wid, this.lease, this.fencing ? 1 : 0)
+      } catch (err) { // a client that throws instead of rejecting
+        stop()
+        return fail(commandError(err, what))
+      }
+      sent.then(r => {
+        if (done) return
+        done = true
+        stop()
+        if (hub.drops !== drops) return fail(redisError(`sabsync: the connection to Redis dropped while the ${what} was unanswered`))
+        if (Array.isArray(r) && r.length === 1 && r[0] === 3) {
+          this.free = false
+          return resolve(again())
+        }
+        if (!Array.isArray(r) || r[0] !== 1) {
+          return fail(redisError(`sabsync: Redis answered a ${what} with ${malformed(r)}, not the ` +
+            'reply of sabsync\'s script (another program wrote its keys, or this is not Redis)'))
+        }
+        const bad = this.checkGrant(r[1], r[2], r[3], r[4])
+        if (bad !== null) {
+          return fail(redisError(`sabsync: Redis granted ${this.tag} with ${bad}; ` +
+            'no grant was believed (another program wrote its keys, or this is not Redis)'))
+        }
+        const deadline = began + r[3]
+        if (performance.now() < deadline) return resolve(new Holding(this, wid, r[1], r[2], deadline, true))
+        // Lapsed on its way here: as #take, give it back and ask again.
+        this.leaveQuietly(wid)
+        resolve(queue ? again() : undefined)
+      }, err => {
+        if (done) return
+        done = true
+        stop()
+        const e = commandError(err, what)
+        if (isRefusal(e)) this.policyRefused()
+        fail(e)
+      })
     })
   }
 
@@ -326,8 +403,9 @@ class LeaseQueue {
 // server still counts it. The renewal timer never rejects anything.
 // `lost` tells whether the lease is known to be lost.
 class Holding {
-  constructor (queue, wid, slot, fence, deadline) {
+  constructor (queue, wid, slot, fence, deadline, free) {
     this.queue = queue
+    this.free = free // granted by takeFree: released by leaveFree first
     this.wid = wid
     this.slot = slot
     this.fence = fence
@@ -476,9 +554,12 @@ class Holding {
     this.queue.hub.holdings.delete(this)
     this.unarm()
     const q = this.queue
+    const leave = () => q.redis.sabsync5Leave(...q.keys, 0, this.wid, q.lease)
     let reply
     try {
-      reply = q.redis.sabsync5Leave(...q.keys, 0, this.wid, q.lease)
+      // leaveFree answers 3 when it cannot decide (someone queued since):
+      // leave then, within the same bound.
+      reply = this.free ? q.redis.sabsync1LeaveFree(q.keys[0], this.wid).then(r => r === 3 ? leave() : r) : leave()
     } catch (err) {
       reply = Promise.reject(err)
     }

@@ -13,7 +13,9 @@
 // The lease queue (Mutex is nr = 1 with fences, Sema is nr tokens). The
 // common case, a free Mutex taken and given back, touches one key with
 // three calls a script (TIME, then EXISTS and HSET to take, HMGET and DEL
-// to give back):
+// to give back), in scripts of its own that name that key alone and take
+// two or three arguments (takeFree, leaveFree: a client uses them while
+// it finds the object free, see lib/redis/queue.js);
 // an object that never had a waiter keeps no key while idle. A hand-off
 // (a holder leaves, the head of the queue is granted and told) reads the
 // head and its client's heartbeat, takes it off the queue and publishes
@@ -539,6 +541,82 @@ tidy(st)
 return r
 `
 
+// The common case alone, for an object of one slot (a Mutex, a Sema of
+// nr = 1), in scripts that name M and nothing else: every key and
+// argument a script is sent with costs its client and the server time
+// (ten keys and eleven arguments for a take and a leave above, where these
+// take one and three, and one and one). They decide what take and leave
+// would from the same state, write what those would, and answer 3 where
+// it takes more (someone holds or waits): the client then sends take or
+// leave itself, with the same id. Neither reads the eviction policy: a
+// client sends take when that is due.
+//
+// takeFree: ARGV id, lease ms, fencing (0/1). {1, 0, fence, lease, 1}
+// granted, as take answers; {3} unless the object is idle. Without M it is
+// made as take's fast path makes it (EXISTS, TIME, HSET); an idle M (held
+// by nobody, nobody queued: trimmed to its counters, with a TTL, after a
+// waiter once queued) is granted as take's general path grants it: the
+// next fence, the holder, and no TTL while in use (EXISTS, HMGET, TIME,
+// HSET, PERSIST). A lapsed holder, a mismatch of kind, a key of another
+// type: take.
+const takeFree = `
+local M = KEYS[1]
+local v = false
+if redis.call('EXISTS', M) == 1 then
+  v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'held', 'nw', 'h', 'hf')
+  if v[1] ~= '1' or v[2] ~= ARGV[3] or (v[6] or '') ~= '' or (v[4] or '0') ~= '0' or (v[5] or '0') ~= '0' then return { 3 } end
+end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local nowUs = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local lease = tonumber(ARGV[2])
+local fence, f = 0, '0'
+if not v then
+  local ep = string.format('%.0f', nowUs)
+  if ARGV[3] == '1' then fence, f = nowUs, ep end
+  redis.call('HSET', M, 'nr', 1, 'fz', ARGV[3], 'ep', ep, 'h', ARGV[1], 'hx', now + lease, 'hf', f)
+  return { 1, 0, fence, lease, 1 }
+end
+if ARGV[3] == '1' then
+  fence = (tonumber(v[3] or v[7]) or 0) + 1
+  if fence < nowUs then fence = nowUs end
+  f = string.format('%.0f', fence)
+  redis.call('HSET', M, 'fence', f, 'held', 1, 'h', ARGV[1], 'hx', now + lease, 'hf', f)
+else
+  redis.call('HSET', M, 'held', 1, 'h', ARGV[1], 'hx', now + lease, 'hf', f)
+end
+redis.call('PERSIST', M)
+return { 1, 0, fence, lease, 1 }
+`
+
+// leaveFree: ARGV id. As leave answers (1: it held a lease that had not
+// expired, 0: it held nothing, or a lapsed lease) when M is gone, or when
+// its holder id leaves an object of one slot that nobody waits for: M
+// goes if nobody waited since it was made (seq = 0) and its fence is
+// behind the clock (TIME, HMGET, DEL); else it is trimmed to its
+// counters, with its TTL first, as leave's tidy() trims it (PEXPIRE,
+// HSET). 3 otherwise (someone waits, or another holds it now): the client
+// sends leave. A key of another type fails here, as leave's HMGET would.
+const leaveFree = `
+local M = KEYS[1]
+local v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'nw', 'seq', 'h', 'hx', 'hf')
+if not v[1] then return 0 end
+if v[1] ~= '1' or v[6] ~= ARGV[1] or (v[4] or '0') ~= '0' then return 3 end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local nowUs = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local r = 0
+if (tonumber(v[7]) or 0) > now then r = 1 end
+local fence = tonumber(v[3] or v[8]) or 0
+if (v[5] or '0') == '0' and not (v[2] == '1' and fence >= nowUs) then
+  redis.call('DEL', M)
+  return r
+end
+redis.call('PEXPIRE', M, v[2] == '1' and 86400000 or 60000)
+redis.call('HSET', M, 'fence', string.format('%.0f', fence), 'held', 0, 'h', '', 'hx', 0, 'hf', '0')
+return r
+`
+
 // Extend holder id's lease to lease ms from now, if it still holds one
 // that has not expired. ARGV: check policy (0/1), id, lease ms, and for a
 // Mutex who holds it ("<id> <host> <pid> <threadId>", kept in field i for
@@ -875,6 +953,8 @@ return reply
 const commands = {
   sabsync5Take: { numberOfKeys: 5, lua: take },
   sabsync5Leave: { numberOfKeys: 5, lua: leave },
+  sabsync1TakeFree: { numberOfKeys: 1, lua: takeFree },
+  sabsync1LeaveFree: { numberOfKeys: 1, lua: leaveFree },
   sabsync6Renew: { numberOfKeys: 5, lua: renew },
   sabsync1Holder: { numberOfKeys: 1, lua: holder },
   sabsync5Beat: { numberOfKeys: 5, lua: beat },
