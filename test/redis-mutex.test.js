@@ -327,7 +327,9 @@ redisSuite(t, async s => {
   // TTL, and the one-key scripts still serve it in one call each).
   s.test('a free lock\'s one-key scripts keep the state take and leave keep, fresh and after contention', async (t, { prefix, opts }) => {
     const [a, b] = [client(), client()]
-    const opt = opts({ heartbeat: 60000 })
+    // A long lease: the policy, read by the general take alone, is due
+    // only every 20 s, so a's takes below are the one-key script's.
+    const opt = opts({ heartbeat: 60000, lease: 60000 })
     const [ma, mb] = [new Mutex(a, 'free', opt), new Mutex(b, 'free', opt)]
     const M = `{${prefix}:mutex:free}:m`
     const admin = s.admin
@@ -365,5 +367,20 @@ redisSuite(t, async s => {
       t.match(await admin.hgetall(M), { held: '0', h: '', hx: '0', hf: '0', fence: String(f), seq: before.seq, ep: before.ep }, 'idle again, trimmed')
       t.ok(await admin.pttl(M) > 0, 'with its TTL')
     }
+    // a found the lock free last; now b holds it. a's one-key take answers
+    // that it is not free, and the general take follows: false for a try,
+    // a timeout for a timed lock, within its bound.
+    const fb = await mb.lockAsync()
+    const began = performance.now()
+    t.equal(await ma.lockAsync({ timeout: 300 }), false, 'a timed lock of a held lock times out')
+    const took = performance.now() - began
+    t.ok(took >= 299 && took < 300 + 1000, `within its timeout and slack for a loaded machine: ${took.toFixed(0)} ms (300 … 1300)`)
+    t.equal(await mb.unlock(), true)
+    const fa = await ma.tryLock()
+    t.ok(fa > fb, `free again: granted, with a larger fence (${fa} > ${fb})`)
+    t.equal(await ma.unlock(), true)
+    await mb.lockAsync()
+    t.equal(await ma.tryLock(), false, 'tryLock of a held lock, by a client that found it free last: false')
+    t.equal(await mb.unlock(), true)
   })
 })
