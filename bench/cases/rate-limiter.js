@@ -2,7 +2,8 @@
 // RateLimiter (a limit per client key) against rate-limiter-flexible: in one
 // process (a space's limiter against RateLimiterMemory), across 4 cluster
 // workers (against RateLimiterCluster, an IPC round trip to the primary per
-// call), on Redis (against RateLimiterRedis), and 1,000,000 distinct keys
+// call), on Redis (against RateLimiterRedis; one call at a time, and 64
+// in flight), and 1,000,000 distinct keys
 // through a table of 100,000 (the time per call over the last 100,000 keys
 // against keys 400,000-499,999, once the JIT is warm: flat). Every call is an allowed consume of one of
 // 1,000 keys in turn; each scenario runs in fresh processes
@@ -42,6 +43,17 @@ module.exports = [
       sabsync: async ({ quick }) => run('redis', 'sabsync', quick ? 3000 : 20000),
       'rate-limiter-flexible redis': async ({ quick }) => run('redis', 'rlf', quick ? 3000 : 20000),
       'floor: PING': async ({ quick }) => run('redis', 'floor', quick ? 3000 : 20000)
+    }
+  },
+  {
+    name: 'RateLimiter consume on Redis, 64 in flight: sabsync/redis vs RateLimiterRedis',
+    unit: 'us/op',
+    compare: 'rate-limiter-flexible redis',
+    goal: 1,
+    subjects: {
+      sabsync: async ({ quick }) => run('redis64', 'sabsync', quick ? 10000 : 50000),
+      'rate-limiter-flexible redis': async ({ quick }) => run('redis64', 'rlf', quick ? 10000 : 50000),
+      'floor: PING': async ({ quick }) => run('redis64', 'floor', quick ? 10000 : 50000)
     }
   },
   {

@@ -8,19 +8,19 @@
 // Cluster: `{prefix}:rlz`, a sorted set of client key -> its GCRA time
 // (tat, on the server's clock, TIME, µs: the moment its bucket is full
 // again); `{prefix}:rlp`, where an older version kept the parameters, is
-// deleted with it. One script call (one round trip) per consume, peek,
-// refund or reset. limit, window, burst and exact are each client's:
+// deleted by the idle sweep once the zset is empty. One script call (one
+// round trip, one key) per consume, peek, refund or reset. limit, window, burst and exact are each client's:
 // clients with other ones (a rolling deploy) share the zset, each applying
 // its own (a tat deeper than its bucket reads as its empty bucket).
 //
 // No key carries a TTL: under a volatile-* eviction policy Redis evicts only
 // keys with one, and a bucket evicted while it refills starts full again
 // (an over-grant). An entry whose time has passed answers as an absent one,
-// so it may go at any time: one consume, refund or reset in EVERY removes
-// up to SWEEP such entries (the oldest first), and an empty limiter deletes
-// its parameters. A limiter that stops being called is swept by the timer
-// of each client that wrote to it (#sweepAfter); what a client that died
-// left goes by later calls. Under an allkeys-* policy any key may go, which
+// so it may go at any time: one consume, refund or reset in 8 removes up
+// to 24 such entries (the oldest first). A limiter that stops being called
+// is swept by the timer of each client that wrote to it (#sweepAfter),
+// which also deletes the old parameters once nothing is left; what a
+// client that died left goes by later calls. Under an allkeys-* policy any key may go, which
 // no layout can prevent: the first call refuses such a server (hub.js,
 // checkEviction), and the script reads the policy again at most once a
 // POLICY_RECHECK_MS (scripts.js, evictionGuard), as Mutex and Sema do,
@@ -37,16 +37,11 @@ const {
 } = require('./common')
 const { hubOf } = require('./hub')
 const { evictionCheck } = require('./queue')
-const { commands, BATCH } = require('./scripts')
+const { commands } = require('./scripts')
 const { intOption, keyString, checkPoints, storeOf, mostIn } = require('../rate-limiter-common')
 
-const NAME = 'sabsync5KeyedRate'
-// One call in EVERY takes off up to SWEEP entries past their time: 3 a call
-// on average, more than the one a call adds (lib/redis/scripts.js).
-const SWEEP = 24
-const EVERY = 8
-// The idle sweep's most entries a call (lib/redis/scripts.js, BATCH).
-const SWEEP_IDLE = BATCH
+const NAME = 'sabsync6KeyedRate' // a call (scripts.js, keyedRate)
+const SWEEP = 'sabsync2KeyedSweep' // the idle sweep (scripts.js, keyedSweep)
 const MAX_LIMIT = 1e9
 const MAX_WINDOW = 0x7FFFFFFF
 const MAX_TAU = 2 ** 50 // µs (~35 years): sums stay exact in Lua's doubles
@@ -105,7 +100,9 @@ class RateLimiter {
   // the server (its eviction policy, say) belongs here too.
   async #prepare () {
     await evictionCheck(hubOf(this.#redis), this.#allowEviction, this.#timeout)
-    if (typeof this.#redis[NAME] !== 'function') this.#redis.defineCommand(NAME, commands[NAME])
+    for (const name of [NAME, SWEEP]) {
+      if (typeof this.#redis[name] !== 'function') this.#redis.defineCommand(name, commands[name])
+    }
   }
 
   get limit () { return this.#p.limit }
@@ -127,8 +124,7 @@ class RateLimiter {
     const check = !this.#allowEviction && asked - this.#policyAt >= POLICY_RECHECK_MS
     let reply
     try {
-      reply = this.#redis[NAME](this.#keys[0], this.#keys[1], op, this.#T, this.#tau, n, '', redisName(s), SWEEP,
-        EVERY, check ? 1 : 0)
+      reply = this.#redis[NAME](this.#keys[1], op, this.#T, this.#tau, n, redisName(s), check ? 1 : 0)
     } catch (err) {
       reply = Promise.reject(err)
     }
@@ -147,7 +143,8 @@ class RateLimiter {
       r.every(x => Number.isSafeInteger(x) && x >= 0) && r[1] <= this.#p.burst &&
       r[2] <= MAX_TAU + this.#T && r[3] <= MAX_TAU + this.#T
     if (!ok) throw redisError(`sabsync: an unexpected reply from Redis (RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}): ${JSON.stringify(r)}`)
-    if ((op === 'c' && r[0] === 1) || op === 'r') this.#sweepAfter(r[3] / 1000)
+    // A write (a reset too, which may leave Z empty: P then goes).
+    if ((op === 'c' && r[0] === 1) || op === 'r' || op === 'x') this.#sweepAfter(r[3] / 1000)
     return {
       allowed: r[0] === 1,
       remaining: r[1],
@@ -157,24 +154,24 @@ class RateLimiter {
     }
   }
 
-  // The idle sweep (scripts.js, keyedRate, op 's'): `ms` after a write,
-  // and then when the earliest entry left reaches its time, this client
-  // takes off up to SWEEP_IDLE entries whose time has passed, and the
-  // parameters once none is left: a limiter nobody calls any more keeps no
-  // key, without a later call. One unref'd timer per limiter; a failure
-  // waits for the next write.
+  // The idle sweep (scripts.js, keyedSweep): `ms` after a write, and then
+  // when the earliest entry left reaches its time, this client takes off
+  // up to BATCH entries whose time has passed, and an older version's
+  // parameters once none is left: a limiter nobody calls any more keeps
+  // no key, without a later call. One unref'd timer per limiter; a
+  // failure waits for the next write.
   #sweepAfter (ms) {
     if (this.#sweepTimer !== null) return
     this.#sweepTimer = setTimeout(() => {
       this.#sweepTimer = null
       let reply
       try {
-        reply = this.#redis[NAME](this.#keys[0], this.#keys[1], 's', this.#T, this.#tau, 1, '', '', SWEEP_IDLE, EVERY, 0)
+        reply = this.#redis[SWEEP](this.#keys[0], this.#keys[1])
       } catch {
         return
       }
       within(reply, this.#timeout, `sweep of RateLimiter ${this.#prefix}`, this.#redis).then(r => {
-        if (Array.isArray(r) && r[0] === 1 && Number.isSafeInteger(r[3]) && r[3] >= 0) this.#sweepAfter(r[3] / 1000)
+        if (Number.isSafeInteger(r) && r >= 0) this.#sweepAfter(r / 1000)
       }, () => {})
     }, Math.min(Math.ceil(ms) + 1, 0x7FFFFFFF))
     this.#sweepTimer.unref()
