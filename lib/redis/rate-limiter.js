@@ -9,9 +9,10 @@
 // (tat, on the server's clock, TIME, µs: the moment its bucket is full
 // again); `{prefix}:rlp`, where an older version kept the parameters, is
 // deleted by the idle sweep once the zset is empty. One script call (one
-// round trip, one key) per consume, peek, refund or reset. limit, window, burst and exact are each client's:
-// clients with other ones (a rolling deploy) share the zset, each applying
-// its own (a tat deeper than its bucket reads as its empty bucket).
+// round trip, one key) per consume, peek, refund or reset. limit, window,
+// burst and exact are each client's: clients with other ones (a rolling
+// deploy) share the zset, each applying its own (a tat deeper than its
+// bucket reads as its empty bucket).
 //
 // No key carries a TTL: under a volatile-* eviction policy Redis evicts only
 // keys with one, and a bucket evicted while it refills starts full again
@@ -20,11 +21,11 @@
 // to 24 such entries (the oldest first). A limiter that stops being called
 // is swept by the timer of each client that wrote to it (#sweepAfter),
 // which also deletes the old parameters once nothing is left; what a
-// client that died left goes by later calls. Under an allkeys-* policy any key may go, which
-// no layout can prevent: the first call refuses such a server (hub.js,
-// checkEviction), and the script reads the policy again at most once a
-// POLICY_RECHECK_MS (scripts.js, evictionGuard), as Mutex and Sema do,
-// unless options.unsafeAllowEviction.
+// client that died left goes by later calls. Under an allkeys-* policy
+// any key may go, which no layout can prevent: the first call refuses
+// such a server (hub.js, checkEviction), and the script reads the policy
+// again at most once a POLICY_RECHECK_MS (scripts.js, evictionGuard), as
+// Mutex and Sema do, unless options.unsafeAllowEviction.
 //
 // Times are whole µs (Redis's clock has no finer grain); T, the time a
 // point takes to refill, is window / limit (exact: window / (limit -

@@ -13,9 +13,9 @@
 // The lease queue (Mutex is nr = 1 with fences, Sema is nr tokens). The
 // common case, a free Mutex taken and given back, touches one key with
 // three calls a script (TIME, then EXISTS and HSET to take, HMGET and DEL
-// to give back), in scripts of its own that name that key alone and take
-// two or three arguments (takeFree, leaveFree: a client uses them while
-// it finds the object free, see lib/redis/queue.js);
+// to give back), in scripts of their own that name that key alone and
+// take three arguments and one (takeFree, leaveFree: a client uses them
+// while it finds the object free, see lib/redis/queue.js);
 // an object that never had a waiter keeps no key while idle. A hand-off
 // (a holder leaves, the head of the queue is granted and told) reads the
 // head and its client's heartbeat, takes it off the queue and publishes
