@@ -82,7 +82,11 @@ function inspect (st, kinds, also) {
         const waiters = also !== undefined && also.off >= e.off && also.off < e.off + e.bytes && !e.waiterIds.includes(also.id)
           ? [...e.waiterIds, also.id]
           : e.waiterIds
-        if (holders !== undefined) locks.push({ key, kind: o.kind, holders, waiters })
+        // The Web Locks table's mutex is their bookkeeping, held for one
+        // step (at most BUSY_MS, lib/locks/processes.js) and never while
+        // its holder waits: the names are the locks, below. Left out, a
+        // party caught inside a step would list it among what it holds.
+        if (holders !== undefined && key !== MUTEX_KEY) locks.push({ key, kind: o.kind, holders, waiters })
       } catch (err) {
         unreadable.push(`${where}: ${err.message}`)
       }
