@@ -12,7 +12,7 @@
 // Redis runs after the take (one connection keeps their order): a grant
 // that raced the timeout is given back at once instead of being held,
 // unknowingly, until its lease ends. A grant is believed only with values
-// in range (checkGrant) and a lease not yet run out, counted from before
+// in range (grantError) and a lease not yet run out, counted from before
 // the request it answers; one that arrives lapsed is given back, and the
 // waiter queues again (or a try answers that nothing was free).
 
@@ -159,11 +159,8 @@ class LeaseQueue {
       // `leaseLeft` ms counted from `at`, before the request was sent.
       w.granted = (slot, fence, leaseLeft, at, top) => {
         if (settled) return
-        const bad = this.checkGrant(slot, fence, leaseLeft, top)
-        if (bad !== null) {
-          return w.failed(redisError(`sabsync: Redis granted ${this.tag} with ${bad}; ` +
-            'no grant was believed (another program wrote its keys, or this is not Redis)'))
-        }
+        const bad = this.grantError(slot, fence, leaseLeft, top)
+        if (bad !== null) return w.failed(bad)
         const deadline = at + leaseLeft
         if (performance.now() >= deadline) {
           // It reached this process after its lease ran out (a stall, a
@@ -235,12 +232,9 @@ class LeaseQueue {
           // that may have lost its state and so granted it while the old
           // holder still thinks it holds. Give up whatever it got; the
           // caller learns that Redis failed, as the other waiters do.
-          if (hub.drops !== drops) {
-            return w.failed(redisError(`sabsync: the connection to Redis dropped while the take on ${this.tag} was unanswered`))
-          }
+          if (hub.drops !== drops) return w.failed(this.droppedError())
           if (!Array.isArray(r) || (r[0] === 2 ? !Number.isInteger(r[1]) || typeof r[2] !== 'string' : r[0] !== 0 && r[0] !== 1)) {
-            return w.failed(redisError(`sabsync: Redis answered a take on ${this.tag} with ${malformed(r)}, not the ` +
-              'reply of sabsync\'s script (another program wrote its keys, or this is not Redis)'))
+            return w.failed(this.replyError(r))
           }
           if (this.nr === 1) this.free = r[0] === 1
           if (r[0] === 1) return w.granted(r[1], r[2], r[3], started, r[4])
@@ -303,20 +297,14 @@ class LeaseQueue {
         if (done) return
         done = true
         stop()
-        if (hub.drops !== drops) return fail(redisError(`sabsync: the connection to Redis dropped while the ${what} was unanswered`))
+        if (hub.drops !== drops) return fail(this.droppedError())
         if (Array.isArray(r) && r.length === 1 && r[0] === 3) {
           this.free = false
           return resolve(again())
         }
-        if (!Array.isArray(r) || r[0] !== 1) {
-          return fail(redisError(`sabsync: Redis answered a ${what} with ${malformed(r)}, not the ` +
-            'reply of sabsync\'s script (another program wrote its keys, or this is not Redis)'))
-        }
-        const bad = this.checkGrant(r[1], r[2], r[3], r[4])
-        if (bad !== null) {
-          return fail(redisError(`sabsync: Redis granted ${this.tag} with ${bad}; ` +
-            'no grant was believed (another program wrote its keys, or this is not Redis)'))
-        }
+        if (!Array.isArray(r) || r[0] !== 1) return fail(this.replyError(r))
+        const bad = this.grantError(r[1], r[2], r[3], r[4])
+        if (bad !== null) return fail(bad)
         const deadline = began + r[3]
         if (performance.now() < deadline) return resolve(new Holding(this, wid, r[1], r[2], deadline, true))
         // Lapsed on its way here: as #take, give it back and ask again.
@@ -333,25 +321,39 @@ class LeaseQueue {
     })
   }
 
-  // What is wrong with a grant the server answered, or null: a slot below
-  // `top`, the slots the object handed out since it was last idle (1 for a
-  // Mutex; for a Sema at most the largest nr of its clients, which a
-  // deploy may change: lib/redis/scripts.js, take), a fence that is a
-  // positive integer (0 without fences), a lease left in 0 … lease ms.
-  checkGrant (slot, fence, leaseLeft, top) {
+  // What is wrong with a grant the server answered, as the error that
+  // refuses it, or null: a slot below `top`, the slots the object handed
+  // out since it was last idle (1 for a Mutex; for a Sema at most the
+  // largest nr of its clients, which a deploy may change:
+  // lib/redis/scripts.js, take), a fence that is a positive integer (0
+  // without fences), a lease left in 0 … lease ms.
+  grantError (slot, fence, leaseLeft, top) {
+    let bad = null
     if (!Number.isSafeInteger(top) || top < 1 || top > MAX_SLOT || (this.nr === 1 && top !== 1)) {
-      return `a slot bound (top) of ${malformed(top)}`
+      bad = `a slot bound (top) of ${malformed(top)}`
+    } else if (!Number.isSafeInteger(slot) || slot < 0 || slot >= top) {
+      bad = `slot ${malformed(slot)}, outside 0 … ${top - 1}`
+    } else if (this.fencing ? !(Number.isSafeInteger(fence) && fence > 0) : fence !== 0) {
+      bad = `fence ${malformed(fence)}, not ${this.fencing ? 'a positive integer' : '0'}`
+    } else if (!Number.isSafeInteger(leaseLeft) || leaseLeft < 0 || leaseLeft > this.lease) {
+      bad = `a lease of ${malformed(leaseLeft)} ms left, outside 0 … ${this.lease}`
     }
-    if (!Number.isSafeInteger(slot) || slot < 0 || slot >= top) {
-      return `slot ${malformed(slot)}, outside 0 … ${top - 1}`
-    }
-    if (this.fencing ? !(Number.isSafeInteger(fence) && fence > 0) : fence !== 0) {
-      return `fence ${malformed(fence)}, not ${this.fencing ? 'a positive integer' : '0'}`
-    }
-    if (!Number.isSafeInteger(leaseLeft) || leaseLeft < 0 || leaseLeft > this.lease) {
-      return `a lease of ${malformed(leaseLeft)} ms left, outside 0 … ${this.lease}`
-    }
-    return null
+    return bad === null
+      ? null
+      : redisError(`sabsync: Redis granted ${this.tag} with ${bad}; ` +
+        'no grant was believed (another program wrote its keys, or this is not Redis)')
+  }
+
+  // The other errors of a take's reply, for #take and #takeFree alike: a
+  // reply that is no script's of ours, a connection that dropped while the
+  // take was unanswered.
+  replyError (r) {
+    return redisError(`sabsync: Redis answered a take on ${this.tag} with ${malformed(r)}, not the ` +
+      'reply of sabsync\'s script (another program wrote its keys, or this is not Redis)')
+  }
+
+  droppedError () {
+    return redisError(`sabsync: the connection to Redis dropped while the take on ${this.tag} was unanswered`)
   }
 
   // Give up id (held or queued) without waiting for the answer.
