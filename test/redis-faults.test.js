@@ -123,6 +123,24 @@ redisSuite(t, async s => {
     t.equal(await mb.unlock(), true)
   })
 
+  // An unlock of a lock taken while free is the one-key leaveFree, and, if
+  // someone queued meanwhile, leave after it: both under the one bound of
+  // commandTimeout, which a paused server must not stretch.
+  s.test('CLIENT PAUSE: an unlock of a lock taken while free rejects within commandTimeout', async t => {
+    const a = client()
+    const ma = new Mutex(a, 'pause-unlock', { lease: 5000, commandTimeout: 300 })
+    await ma.lockAsync() // the object's first take reads the policy: the general take
+    t.equal(await ma.unlock(), true)
+    await ma.lockAsync() // found free last time: the one-key take
+    await admin.client('PAUSE', 1500, 'ALL')
+    const r = await timed(ma.unlock().then(v => v, e => e))
+    t.equal(r.value.code, 'ERR_SABSYNC_REDIS', 'no reply while paused: ERR_SABSYNC_REDIS')
+    t.match(r.value.message, /no reply from Redis within 300 ms \(release on/, 'naming the bound and the call')
+    t.ok(r.ms >= 299 && r.ms < 300 + 1000, `within commandTimeout and slack for a loaded machine (${r.ms.toFixed(0)} ms)`)
+    t.equal(ma.isHeld, false, 'nothing is held after the unlock')
+    await tick(1500) // the pause ends; the lease runs out on the server
+  })
+
   s.test('a call that gives up on the eviction check does not pass its short bound to a call that shares it', async (t, { opts }) => {
     // The check (INFO memory) is one per client, shared by the calls made
     // while it runs. Its first asker here gives up after 20 ms while the
