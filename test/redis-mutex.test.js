@@ -382,5 +382,22 @@ redisSuite(t, async s => {
     await mb.lockAsync()
     t.equal(await ma.tryLock(), false, 'tryLock of a held lock, by a client that found it free last: false')
     t.equal(await mb.unlock(), true)
+    // The one-key take answers the fence alone; a fence another program
+    // wrote into the idle M is refused there as the general take refuses
+    // it (redis-trust), and the grant is given back.
+    t.ok(await ma.lockAsync() > 0, 'granted at once: the one-key path is on again')
+    t.equal(await ma.unlock(), true)
+    await admin.hset(M, 'fence', '1e300')
+    const takeFree = a.sabsync2TakeFree
+    let oneKey = 0
+    a.sabsync2TakeFree = function (...args) { oneKey++; return takeFree.apply(this, args) }
+    const err = await ma.lockAsync().catch(e => e)
+    a.sabsync2TakeFree = takeFree
+    t.equal(oneKey, 1, 'the take went by the one-key script')
+    t.equal(err.code, 'ERR_SABSYNC_REDIS', 'a fence that is not a safe positive integer: rejected')
+    t.match(err.message, /fence/, 'naming the fence')
+    t.equal(ma.isHeld, false)
+    t.equal(ma.fence, undefined)
+    await until(async () => (await admin.hget(M, 'h')) === '', 'the refused grant to be given back')
   })
 })

@@ -22,7 +22,7 @@ function mostInWindow (times, unitUs) {
 }
 
 redisSuite(t, async s => {
-  const { url, client } = s
+  const { url, client, until } = s
 
   s.test('arguments are checked, and named', async (t, { prefix, key: keyOf }) => {
     const r = client()
@@ -138,6 +138,25 @@ redisSuite(t, async s => {
       await r.del(key)
     }
     t.type(await RateLimit(r, 'wrongtype', 2, { prefix })(), 'number', 'once the keys are free, it works')
+  })
+
+  s.test('grant times another program wrote into the log: refused or too late, never a grant', async (t, { prefix }) => {
+    const r = client()
+    const log = `{${prefix}:rate:forged}:log`
+    // The newest grant at +inf, or at a time past what a reply can carry
+    // exactly (2^60 µs): the grant that would follow it is not believed.
+    for (const score of ['+inf', String(2 ** 60)]) {
+      await r.del(log)
+      await r.zadd(log, score, 'forged')
+      const limit = RateLimit(r, 'forged', 2, { prefix })
+      const err = await limit().catch(e => e)
+      t.equal(err.code, 'ERR_SABSYNC_REDIS', `newest grant at ${score}: rejected`)
+      t.match(err.message, /answered a rate limit call/, 'saying what the server answered')
+      await until(async () => (await r.zcard(log)) === 1, 'the reservation it made to be given back')
+      t.equal(await limit({ timeout: 100 }), undefined, 'with a timeout: too late for it')
+      t.same(await r.zrange(log, 0, -1), ['forged'], 'and nothing recorded')
+    }
+    await r.del(log)
   })
 
   s.test('4 processes: never more than rps in any window of server time, none early', async (t, { prefix, key: keyOf }) => {

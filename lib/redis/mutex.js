@@ -26,15 +26,25 @@ class Mutex {
    * lock, false when `timeout` ms passed first. Calls pending on one Mutex
    * are served in turn, with every other client's, in arrival order.
    */
-  async lockAsync (options) {
-    const h = await this.#q.take(true, options)
-    return h === undefined ? false : this.#adopt(h)
+  lockAsync (options) {
+    return this.#taken(true, options)
   }
 
   /** The lock's fence if it was free right now, else false. */
-  async tryLock () {
-    const h = await this.#q.take(false, undefined)
-    return h === undefined ? false : this.#adopt(h)
+  tryLock () {
+    return this.#taken(false, undefined)
+  }
+
+  // Not async functions: a free lock+unlock costs no promise and no
+  // microtask beyond the replies' own. Bad options reject, never throw.
+  #taken (queue, options) {
+    let p
+    try {
+      p = this.#q.take(queue, options)
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    return p.then(h => h === undefined ? false : this.#adopt(h))
   }
 
   #adopt (h) {
@@ -54,9 +64,11 @@ class Mutex {
    * commandTimeout (the lease is no longer renewed then, so the server
    * frees the lock when it runs out).
    */
-  async unlock () {
+  unlock () {
     const h = this.#holding
-    if (h === null) throw new SabsyncError('ERR_SABSYNC_NOT_OWNER', `sabsync: unlock() of ${this.#q.tag}, which this Mutex does not hold`)
+    if (h === null) {
+      return Promise.reject(new SabsyncError('ERR_SABSYNC_NOT_OWNER', `sabsync: unlock() of ${this.#q.tag}, which this Mutex does not hold`))
+    }
     this.#holding = null
     return h.release()
   }

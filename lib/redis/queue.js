@@ -59,6 +59,8 @@ class LeaseQueue {
     // a Sema's on sabsync:acquire.
     this.trace = { channel: kind === 'mutex' ? LOCK : ACQUIRE, kind: kind === 'mutex' ? 'Mutex' : 'Sema', key }
     this.keys = KEY_SUFFIXES.map(s => redisName(this.tag + ':' + s))
+    this.takeWhat = 'take on ' + this.tag // name a take and a release in their errors
+    this.releaseWhat = 'release on ' + this.tag
     this.nr = nr
     this.fencing = fencing
     this.lease = msOption(options, 'lease', 10000, 10)
@@ -271,9 +273,8 @@ class LeaseQueue {
     const hub = this.hub
     const wid = hub.nextId()
     const drops = hub.drops
-    const what = 'take on ' + this.tag
+    const what = this.takeWhat
     const limit = queue && timeout !== Infinity ? timeout : this.commandTimeout
-    const again = () => this.#take(queue, timeout === Infinity ? undefined : { timeout: Math.max(timeout - (performance.now() - began), 1) })
     return new Promise((resolve, reject) => {
       let done = false
       const fail = err => {
@@ -288,7 +289,7 @@ class LeaseQueue {
       })
       let sent
       try {
-        sent = this.redis.sabsync1TakeFree(this.keys[0], wid, this.lease, this.fencing ? 1 : 0)
+        sent = this.redis.sabsync2TakeFree(this.keys[0], wid, this.lease, this.fencing ? 1 : 0)
       } catch (err) { // a client that throws instead of rejecting
         stop()
         return fail(commandError(err, what))
@@ -298,18 +299,20 @@ class LeaseQueue {
         done = true
         stop()
         if (hub.drops !== drops) return fail(this.droppedError())
-        if (Array.isArray(r) && r.length === 1 && r[0] === 3) {
+        // The fence of a grant of slot 0 (of 1) with the whole lease, or
+        // -1: the object was not free after all.
+        if (r === -1) {
           this.free = false
-          return resolve(again())
+          return resolve(this.#again(queue, timeout, began))
         }
-        if (!Array.isArray(r) || r[0] !== 1) return fail(this.replyError(r))
-        const bad = this.grantError(r[1], r[2], r[3], r[4])
+        if (typeof r !== 'number') return fail(this.replyError(r))
+        const bad = this.grantError(0, r, this.lease, 1)
         if (bad !== null) return fail(bad)
-        const deadline = began + r[3]
-        if (performance.now() < deadline) return resolve(new Holding(this, wid, r[1], r[2], deadline, true))
+        const deadline = began + this.lease
+        if (performance.now() < deadline) return resolve(new Holding(this, wid, 0, r, deadline, true))
         // Lapsed on its way here: as #take, give it back and ask again.
         this.leaveQuietly(wid)
-        resolve(queue ? again() : undefined)
+        resolve(queue ? this.#again(queue, timeout, began) : undefined)
       }, err => {
         if (done) return
         done = true
@@ -319,6 +322,11 @@ class LeaseQueue {
         fail(e)
       })
     })
+  }
+
+  // #take with what is left of a timeout counted from `began`.
+  #again (queue, timeout, began) {
+    return this.#take(queue, timeout === Infinity ? undefined : { timeout: Math.max(timeout - (performance.now() - began), 1) })
   }
 
   // What is wrong with a grant the server answered, as the error that
@@ -556,20 +564,34 @@ class Holding {
     this.queue.hub.holdings.delete(this)
     this.unarm()
     const q = this.queue
-    const leave = () => q.redis.sabsync5Leave(...q.keys, 0, this.wid, q.lease)
-    let reply
-    try {
-      // leaveFree answers 3 when it cannot decide (someone queued since):
-      // leave then, within the same bound.
-      reply = this.free ? q.redis.sabsync1LeaveFree(q.keys[0], this.wid).then(r => r === 3 ? leave() : r) : leave()
-    } catch (err) {
-      reply = Promise.reject(err)
-    }
-    return within(reply, q.commandTimeout, 'release on ' + q.tag, q.redis).then(r => {
+    // leaveFree answers 3 when it cannot decide (someone queued since):
+    // leave then, within the same bound.
+    return within(this.free ? this.leaveFree() : this.leave(), q.commandTimeout, q.releaseWhat, q.redis).then(r => {
       if (r === 1) return true
       this.abort('it had run out on the server before it was released')
       return false
     })
+  }
+
+  // The replies of the release's scripts (a client that throws instead
+  // of rejecting rejects here).
+  leave () {
+    const q = this.queue
+    try {
+      return q.redis.sabsync5Leave(...q.keys, 0, this.wid, q.lease)
+    } catch (err) {
+      return Promise.reject(err)
+    }
+  }
+
+  leaveFree () {
+    let reply
+    try {
+      reply = this.queue.redis.sabsync2LeaveFree(this.queue.keys[0], this.wid)
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    return reply.then(r => r === 3 ? this.leave() : r)
   }
 }
 

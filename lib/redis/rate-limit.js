@@ -70,7 +70,9 @@ function RateLimit (redis, key, rps, options) {
   const { timeUnit, uniformDistribution } = parseOptions(options)
   const commandTimeout = msOption(options, 'commandTimeout', 5000, 1)
   const tag = `{${prefixOption(options)}:rate:${key}}`
-  const keys = [redisName(tag + ':log'), redisName(tag + ':m')]
+  const keys = [redisName(tag + ':log'), redisName(tag + ':m')] // R, and RM (scripts.js, rate)
+  const log = keys[0]
+  const what = 'rate limit on ' + tag // names a call in its errors
   const unitUs = Math.max(1, Math.round(timeUnit * 1000))
   const hub = hubOf(redis)
   const allowEviction = unsafeAllowEvictionOption(options)
@@ -128,11 +130,11 @@ function RateLimit (redis, key, rps, options) {
     try {
       let reply
       try {
-        reply = redis.sabsync4Rate(...keys, id, rps, unitUs, uniformDistribution ? 1 : 0, most, check ? 1 : 0)
+        reply = redis.sabsync5Rate(log, id, rps, unitUs, uniformDistribution ? 1 : 0, most, check ? 1 : 0)
       } catch (err) {
         reply = Promise.reject(err)
       }
-      r = await abortable(within(reply, bound, 'rate limit on ' + tag, redis), signal)
+      r = await abortable(within(reply, bound, what, redis), signal)
       if (check && asked > policyAt) policyAt = asked
     } catch (err) {
       if (isRefusal(err)) policyAt = -Infinity
@@ -140,14 +142,15 @@ function RateLimit (redis, key, rps, options) {
       if (ownDeadline && err.code === 'ERR_SABSYNC_REDIS' && err.cause && err.cause.noReply && connected(redis)) return undefined
       throw err
     }
-    if (!Array.isArray(r) || (r[0] !== 0 && r[0] !== 1) || (r[0] === 1 &&
-        (typeof r[1] !== 'string' || !/^[0-9]+$/.test(r[1]) || !Number.isSafeInteger(r[2]) || r[2] < 0))) {
+    // {t µs, wait µs} granted at t (> 0), {0, wait µs} not.
+    if (!Array.isArray(r) || r.length !== 2 || !Number.isSafeInteger(r[0]) || r[0] < 0 ||
+        (r[0] > 0 && !(Number.isSafeInteger(r[1]) && r[1] >= 0))) {
       giveBack(id)
       throw redisError(`sabsync: Redis answered a rate limit call on ${tag} with ${malformed(r)}, not the reply of ` +
         'sabsync\'s script (another program wrote its keys, or this is not Redis)')
     }
-    if (r[0] !== 1) return undefined
-    const waitMs = r[2] / 1000
+    if (r[0] === 0) return undefined
+    const waitMs = r[1] / 1000
     if (tidyTimer === null) tidyAfter(waitMs + timeUnit)
     // The server granted within `timeout` of its clock; a positive timeout
     // also bounds the whole call (0 means "room now", whatever the trip).
@@ -155,7 +158,7 @@ function RateLimit (redis, key, rps, options) {
       giveBack(id)
       return undefined
     }
-    const granted = Number(r[1]) / 1000
+    const granted = r[0] / 1000
     if (waitMs > 0) {
       // A call that sleeps is a wait, traced from its start.
       const traced = observed(ACQUIRE) ? traceWait(ACQUIRE, { tier: 'redis', kind: 'RateLimit', key, async: true, waitedMs: 0 }, sent) : null

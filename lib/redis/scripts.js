@@ -551,8 +551,10 @@ return r
 // leave itself, with the same id. Neither reads the eviction policy: a
 // client sends take when that is due.
 //
-// takeFree: ARGV id, lease ms, fencing (0/1). {1, 0, fence, lease, 1}
-// granted, as take answers; {3} unless the object is idle. Without M it is
+// takeFree: ARGV id, lease ms, fencing (0/1). The grant's fence (0
+// without fences) when granted, for slot 0 of 1 with the whole lease (what
+// take's {1, 0, fence, lease, 1} says, in an integer: a table reply costs
+// the server about a µs more); -1 unless the object is idle. Without M it is
 // made as take's fast path makes it (EXISTS, TIME, HSET); an idle M (held
 // by nobody, nobody queued: trimmed to its counters, with a TTL, after a
 // waiter once queued) is granted as take's general path grants it: the
@@ -564,7 +566,7 @@ local M = KEYS[1]
 local v = false
 if redis.call('EXISTS', M) == 1 then
   v = redis.call('HMGET', M, 'nr', 'fz', 'fence', 'held', 'nw', 'h', 'hf')
-  if v[1] ~= '1' or v[2] ~= ARGV[3] or (v[6] or '') ~= '' or (v[4] or '0') ~= '0' or (v[5] or '0') ~= '0' then return { 3 } end
+  if v[1] ~= '1' or v[2] ~= ARGV[3] or (v[6] or '') ~= '' or (v[4] or '0') ~= '0' or (v[5] or '0') ~= '0' then return -1 end
 end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -574,19 +576,19 @@ local fence, f = 0, '0'
 if not v then
   local ep = string.format('%.0f', nowUs)
   if ARGV[3] == '1' then fence, f = nowUs, ep end
-  redis.call('HSET', M, 'nr', 1, 'fz', ARGV[3], 'ep', ep, 'h', ARGV[1], 'hx', now + lease, 'hf', f)
-  return { 1, 0, fence, lease, 1 }
+  redis.call('HSET', M, 'nr', '1', 'fz', ARGV[3], 'ep', ep, 'h', ARGV[1], 'hx', now + lease, 'hf', f)
+  return fence
 end
 if ARGV[3] == '1' then
   fence = (tonumber(v[3] or v[7]) or 0) + 1
   if fence < nowUs then fence = nowUs end
   f = string.format('%.0f', fence)
-  redis.call('HSET', M, 'fence', f, 'held', 1, 'h', ARGV[1], 'hx', now + lease, 'hf', f)
+  redis.call('HSET', M, 'fence', f, 'held', '1', 'h', ARGV[1], 'hx', now + lease, 'hf', f)
 else
-  redis.call('HSET', M, 'held', 1, 'h', ARGV[1], 'hx', now + lease, 'hf', f)
+  redis.call('HSET', M, 'held', '1', 'h', ARGV[1], 'hx', now + lease, 'hf', f)
 end
 redis.call('PERSIST', M)
-return { 1, 0, fence, lease, 1 }
+return fence
 `
 
 // leaveFree: ARGV id. As leave answers (1: it held a lease that had not
@@ -612,8 +614,8 @@ if (v[5] or '0') == '0' and not (v[2] == '1' and fence >= nowUs) then
   redis.call('DEL', M)
   return r
 end
-redis.call('PEXPIRE', M, v[2] == '1' and 86400000 or 60000)
-redis.call('HSET', M, 'fence', string.format('%.0f', fence), 'held', 0, 'h', '', 'hx', 0, 'hf', '0')
+redis.call('PEXPIRE', M, v[2] == '1' and '86400000' or '60000')
+redis.call('HSET', M, 'fence', string.format('%.0f', fence), 'held', '0', 'h', '', 'hx', '0', 'hf', '0')
 return r
 `
 
@@ -726,8 +728,9 @@ return n
 `
 
 // The rate limiter: a log of the grant times of the last timeUnit, and of
-// those still to come (reservations). KEYS: R (zset id -> µs), RM (a hash
-// where an older version kept rps and unit: deleted with R, never read).
+// those still to come (reservations). KEYS: R (zset id -> µs). RM (a
+// hash where an older version kept rps and unit, beside R) is never read,
+// and goes with R (rateTidy).
 // A grant at t needs t >= now, t >= the newest (arrival order), t >= the
 // rps-th newest + unit (no window of unit holds more than rps grants) and,
 // with uniform spacing, t >= newest + unit/rps: the window semantics of
@@ -740,8 +743,10 @@ return n
 // that a caller of a longer one would still count).
 //
 // ARGV: id, rps, unit µs, uniform (0/1), most µs the caller will wait (-1:
-// any), check policy (0/1). Reply: {1, t µs as a string, wait µs}
-// reserved; {0, wait µs} too late for the caller. A call with room runs
+// any), check policy (0/1). Reply: {t µs, wait µs} reserved (t > 0);
+// {0, wait µs} too late for the caller. Integers alone, and one key: each
+// key, argument and reply element costs the server and the client time,
+// for the call a free limit makes most. A call with room runs
 // TIME, two ZRANGEs (the newest grant, and the rps-th newest, which an
 // index from the end reads without a ZCARD; one ZRANGE when rps = 1, where
 // they are the same) and ZADD: four commands, each a few µs of the server,
@@ -755,7 +760,7 @@ return n
 // pays no trim. What a log of fewer than rps keeps beyond the last unit
 // is taken off by the idle tidy (rateTidy, the granted clients' timers).
 const rate = evictionGuard(6) + `
-local R, RM = KEYS[1], KEYS[2]
+local R = KEYS[1]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local id, rps, unit, uniform, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1', tonumber(ARGV[5])
@@ -790,10 +795,11 @@ if most >= 0 and t - now > most then return { 0, t - now } end
 -- trim (see above) takes off only grants that no longer count: trimming to
 -- the last rps instead would drop one that counts again once a later
 -- reservation is given back.
-local at = string.format('%.0f', t)
-redis.call('ZADD', R, at, id)
+-- A score given as a number is sent in a form that reads back as the
+-- same double (Redis formats it with %.17g, or the shortest round trip).
+redis.call('ZADD', R, t, id)
 if trim then redis.call('ZREMRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit)) end
-return { 1, at, t - now }
+return { t, t - now }
 `
 
 // A RateLimit's idle tidy (a timer of each client that was granted, run
@@ -952,13 +958,13 @@ return math.max(tonumber(first) - now, 0)
 const commands = {
   sabsync5Take: { numberOfKeys: 5, lua: take },
   sabsync5Leave: { numberOfKeys: 5, lua: leave },
-  sabsync1TakeFree: { numberOfKeys: 1, lua: takeFree },
-  sabsync1LeaveFree: { numberOfKeys: 1, lua: leaveFree },
+  sabsync2TakeFree: { numberOfKeys: 1, lua: takeFree },
+  sabsync2LeaveFree: { numberOfKeys: 1, lua: leaveFree },
   sabsync6Renew: { numberOfKeys: 5, lua: renew },
   sabsync1Holder: { numberOfKeys: 1, lua: holder },
   sabsync5Beat: { numberOfKeys: 5, lua: beat },
   sabsync5Count: { numberOfKeys: 5, lua: count },
-  sabsync4Rate: { numberOfKeys: 2, lua: rate },
+  sabsync5Rate: { numberOfKeys: 1, lua: rate },
   sabsync2Unrate: { numberOfKeys: 1, lua: unrate },
   sabsync1RateTidy: { numberOfKeys: 2, lua: rateTidy },
   sabsync2RateWaiting: { numberOfKeys: 1, lua: rateWaiting },
