@@ -56,8 +56,12 @@
 //   goal line sets sabsync's hand-off against 2 × that PUBLISH (the
 //   release reaching the server, the wake-up reaching the waiter);
 // - RateLimit: one call with capacity free, against rate-limiter-flexible's
-//   Redis limiter (passes, server time and ratios as above), and the floor
-//   (one EVALSHA of a script that runs no command, a call's arguments); and the most grants any window of the time unit saw when
+//   Redis limiter (passes, server time and ratios as above), and two
+//   floors: one EVALSHA of a script that runs no command, a call's
+//   arguments; and the least script work an exact window needs (at most
+//   rps grants in any window, which rate-limiter-flexible's fixed window
+//   does not keep): TIME, the rps-th newest grant (ZRANGE), ZADD, on a
+//   sorted set of its own. And the most grants any window of the time unit saw when
 //   a caller calls once, then again from 100 ms before the limiter's window
 //   ends, as fast as it is let
 //   (sabsync's grant times are the server's, which it answers; the peer
@@ -113,11 +117,25 @@ const ours = before ? ['sabsync', 'sabsync-before'] : ['sabsync']
 const FLOOR_LOCK = 'EVALSHA × 2 (floor)'
 const FLOOR_LEASE = 'server-clock lease, no TTL (floor)'
 const FLOOR_RATE = 'EVALSHA × 1 (floor)'
+const FLOOR_WINDOW = 'exact window (floor)'
 
 function floorFns (redis, key) {
-  redis.defineCommand('benchFloorTake', { numberOfKeys: 1, lua: 'return { 1, 0, 1764780000000000, 10000, 1 }' })
+  redis.defineCommand('benchFloorTake', { numberOfKeys: 1, lua: 'return 1764780000000000' })
   redis.defineCommand('benchFloorLeave', { numberOfKeys: 1, lua: 'return 1' })
-  redis.defineCommand('benchFloorRate', { numberOfKeys: 2, lua: "return { 1, '1764780000000000', 0 }" })
+  redis.defineCommand('benchFloorRate', { numberOfKeys: 1, lua: 'return { 1764780000000000, 0 }' })
+  // The least an exact window (at most rps grants in any window of unit
+  // µs) needs on the server: the clock, the rps-th newest grant, the new
+  // one written; no arrival order, no reservations, no trim.
+  redis.defineCommand('benchWindow', {
+    numberOfKeys: 1,
+    lua: `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local rps = tonumber(ARGV[2])
+local kth = redis.call('ZRANGE', KEYS[1], -rps, -rps, 'WITHSCORES')[2]
+if kth and tonumber(kth) + tonumber(ARGV[3]) > now then return { 0, tonumber(kth) + tonumber(ARGV[3]) - now } end
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+return { now, 0 }`
+  })
   // The guarantees' floor: holder, expiry and fence from the server's
   // clock in one string, no TTL; given back only by its holder.
   const clock = `local t = redis.call('TIME')
@@ -153,7 +171,11 @@ return 0`
       if ((await redis.benchLeaseTake(keys[0], id, 10000))[0] !== 1) throw new Error('bench:redis: the floor lease was not free')
       if (await redis.benchLeaseLeave(keys[0], id) !== 1) throw new Error('bench:redis: the floor lease was not held')
     },
-    rate: () => redis.benchFloorRate(keys[0], keys[1], 'a1b2c3d4e5f60718:' + (++n).toString(36), 1e9, 1e9, 0, -1, 0)
+    rate: () => redis.benchFloorRate(keys[0], 'a1b2c3d4e5f60718:' + (++n).toString(36), 1e9, 1e6, 0, -1, 0),
+    window: async () => {
+      const r = await redis.benchWindow(keys[0], 'a1b2c3d4e5f60718:' + (++n).toString(36), 1e9, 1e6, 0, -1, 0)
+      if (!(r[0] > 0)) throw new Error('bench:redis: the floor window was full')
+    }
   }
 }
 
@@ -419,7 +441,7 @@ async function rate (Redis, url, admin, runs) {
   const { RateLimit } = require('../lib/redis')
   const { RateLimiterRedis } = require('rate-limiter-flexible')
   const client = new Redis(url)
-  const clients = { sabsync: new Redis(url), 'rate-limiter-flexible': new Redis(url), [FLOOR_RATE]: new Redis(url) }
+  const clients = { sabsync: new Redis(url), 'rate-limiter-flexible': new Redis(url), [FLOOR_RATE]: new Redis(url), [FLOOR_WINDOW]: new Redis(url) }
   const tag = `bench:${process.pid}`
   const fast = {
     sabsync: (() => { const limit = RateLimit(clients.sabsync, tag + ':rate', 1e9); return () => limit() })(),
@@ -427,7 +449,8 @@ async function rate (Redis, url, admin, runs) {
       const rl = new RateLimiterRedis({ storeClient: clients['rate-limiter-flexible'], keyPrefix: tag + ':rlf', points: 1e9, duration: 1 })
       return () => rl.consume('k')
     })(),
-    [FLOOR_RATE]: floorFns(clients[FLOOR_RATE], tag + ':floor').rate
+    [FLOOR_RATE]: floorFns(clients[FLOOR_RATE], tag + ':floor').rate,
+    [FLOOR_WINDOW]: floorFns(clients[FLOOR_WINDOW], tag + ':window').window
   }
   await passesOf(admin, clients, fast, runs)
   for (const c of Object.values(clients)) c.disconnect()
@@ -501,7 +524,7 @@ async function main () {
       rows.push(`| contended max wait, 4 processes | ${s} | ${stats(c[s].maxWaitMs)} | ms | ${s === 'sabsync' ? '' : ratio(c[s].maxWaitMs, c.sabsync.maxWaitMs)} | | | | |`)
     }
     for (const s of Object.keys(r)) {
-      rows.push(`| RateLimit call, capacity free | ${s} | ${stats(r[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(r[s].us, r.sabsync.us)} | ${median(r[s].commands).toFixed(2)} | ${median(r[s].server).toFixed(1)} | ${sus(r[s].serverUs)} | ${r[s].most === undefined ? 'no limit: the round trip alone' : `most in any ${unitMs} ms window at ${rps} per window: ${r[s].most}`} |`)
+      rows.push(`| RateLimit call, capacity free | ${s} | ${stats(r[s].us)} | µs | ${s === 'sabsync' ? '' : ratio(r[s].us, r.sabsync.us)} | ${median(r[s].commands).toFixed(2)} | ${median(r[s].server).toFixed(1)} | ${sus(r[s].serverUs)} | ${s === FLOOR_WINDOW ? 'TIME, ZRANGE, ZADD: the least work an exact window allows' : r[s].most === undefined ? 'no limit: the round trip alone' : `most in any ${unitMs} ms window at ${rps} per window: ${r[s].most}`} |`)
     }
 
     const peersPolling = ['redlock', 'redis-semaphore']
@@ -530,7 +553,9 @@ async function main () {
       `${f(median(u[FLOOR_LEASE].us))} µs, ${inPassOf(u[FLOOR_LEASE], u['redis-semaphore'])}× within a pass`
     const goals = [
       [`uncontended lock+unlock within 1.1× of redis-semaphore's (${lockLine}${floorOf(u[FLOOR_LOCK], u['redis-semaphore'], 'two')}${leaseFloor})`, lockMet],
-      [`a RateLimit call with capacity free within 1.1× of rate-limiter-flexible's (${rateLine}${floorOf(r[FLOOR_RATE], r['rate-limiter-flexible'], 'one')})`, rateMet],
+      [`a RateLimit call with capacity free within 1.1× of rate-limiter-flexible's (${rateLine}${floorOf(r[FLOOR_RATE], r['rate-limiter-flexible'], 'one')}` +
+        `; the least script work an exact window needs (${FLOOR_WINDOW}) ${f(median(r[FLOOR_WINDOW].us))} µs, ` +
+        `${inPassOf(r[FLOOR_WINDOW], r['rate-limiter-flexible'])}× within a pass)`, rateMet],
       [`one-waiter hand-off within 3× of the two-message floor (${f(median(p.sabsync))} µs vs 2 × ${f(median(p.publish))} µs ` +
         `PUBLISH between the same 2 processes: ${floorRatio.toFixed(2)}×; 4 processes: ${f(median(c.sabsync.handoffUs))} µs vs ` +
         `2 × ${f(median(floor))} µs, ${floorRatio4.toFixed(2)}×)`, floorRatio <= 3],
