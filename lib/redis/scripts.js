@@ -747,10 +747,11 @@ return n
 // {0, wait µs} too late for the caller. Integers alone, and one key: each
 // key, argument and reply element costs the server and the client time,
 // for the call a free limit makes most. A call with room runs
-// TIME, two ZRANGEs (the newest grant, and the rps-th newest, which an
-// index from the end reads without a ZCARD; one ZRANGE when rps = 1, where
-// they are the same) and ZADD: four commands, each a few µs of the server,
-// most of a call's cost there.
+// TIME, ZRANGE (the newest grant), ZCARD and ZADD; a call that finds rps
+// grants or more also reads the rps-th newest (a ZRANGE, which costs the
+// server more than a ZCARD: each score in a reply is formatted), and with
+// rps = 1 the newest is the rps-th. Each command is a µs or two of the
+// server, most of a call's cost there.
 //
 // The log is trimmed (grants at or before now - unit go, ZREMRANGEBYSCORE)
 // by a call that finds rps grants or more in it, or finds its newest one
@@ -783,7 +784,10 @@ if newest then
   if uniform and newest + math.floor(unit / rps) > t then t = newest + math.floor(unit / rps) end
   -- The rps-th newest, if the log holds rps grants or more.
   local kth = newest
-  if rps > 1 then kth = redis.call('ZRANGE', R, -rps, -rps, 'WITHSCORES')[2] end
+  if rps > 1 then
+    kth = nil
+    if redis.call('ZCARD', R) >= rps then kth = redis.call('ZRANGE', R, -rps, -rps, 'WITHSCORES')[2] end
+  end
   if kth then
     trim = true
     if tonumber(kth) + unit > t then t = tonumber(kth) + unit end
