@@ -41,7 +41,7 @@ const { evictionCheck } = require('./queue')
 const { commands } = require('./scripts')
 const { intOption, keyString, checkPoints, storeOf, mostIn } = require('../rate-limiter-common')
 
-const NAME = 'sabsync6KeyedRate' // a call (scripts.js, keyedRate)
+const NAME = 'sabsync7KeyedRate' // a call (scripts.js, keyedRate)
 const SWEEP = 'sabsync2KeyedSweep' // the idle sweep (scripts.js, keyedSweep)
 const MAX_LIMIT = 1e9
 const MAX_WINDOW = 0x7FFFFFFF
