@@ -4,7 +4,8 @@
 // redis-server of this file's own, so the others' is never disturbed.
 const t = require('tap')
 const { redisSuite, tick, until, timed } = require('./fixtures/redis/suite')
-const { Mutex, Sema, RateLimit } = require('../lib/redis')
+const { Mutex, Sema, RateLimit, RateLimiter } = require('../lib/redis')
+const { commands, direct } = require('../lib/redis/scripts')
 
 redisSuite(t, async s => {
   // Refused connections while the server is down are expected: the
@@ -139,6 +140,57 @@ redisSuite(t, async s => {
     t.ok(r.ms >= 299 && r.ms < 300 + 1000, `within commandTimeout and slack for a loaded machine (${r.ms.toFixed(0)} ms)`)
     t.equal(ma.isHeld, false, 'nothing is held after the unlock')
     await tick(1500) // the pause ends; the lease runs out on the server
+  })
+
+  // The calls made where nobody waits send their scripts as EVALSHA
+  // themselves (lib/redis/scripts.js, sendScript); a server that lost its
+  // scripts (SCRIPT FLUSH, a restart, a failover) answers NOSCRIPT, and
+  // the call goes again as EVAL.
+  s.test('SCRIPT FLUSH: a free lock, a RateLimit call and a RateLimiter call send their scripts again, and work', async t => {
+    const a = client()
+    const m = new Mutex(a, 'flush', { lease: 60000 })
+    const limit = RateLimit(a, 'flush', 1000)
+    const limiter = new RateLimiter(a, 'flush', { limit: 100, window: 60000 })
+    for (let i = 0; i < 2; i++) { // the first take reads the policy (the general take); the second is the one-key take
+      await m.lockAsync()
+      await m.unlock()
+    }
+    await limit()
+    await limiter.consume('k')
+    const names = ['sabsync2TakeFree', 'sabsync2LeaveFree', 'sabsync5Rate', 'sabsync7KeyedRate']
+    const shas = names.map(n => direct[n].sha)
+    t.same(await admin.script('EXISTS', ...shas), [1, 1, 1, 1], 'the four scripts are known to the server')
+    await admin.script('FLUSH')
+    t.same(await admin.script('EXISTS', ...shas), [0, 0, 0, 0], 'and forgotten')
+    t.ok(await m.lockAsync() > 0, 'a free lock is granted')
+    t.equal(await m.unlock(), true, 'and given back')
+    t.type(await limit(), 'number', 'a RateLimit call is granted')
+    t.equal((await limiter.consume('k')).allowed, true, 'a RateLimiter call is allowed')
+    t.same(await admin.script('EXISTS', ...shas), [1, 1, 1, 1], 'each went again as EVAL, which loaded it')
+  })
+
+  s.test('a take that gave up is not sent again (NOSCRIPT) after the leave it sent', async t => {
+    const a = client()
+    const m = new Mutex(a, 'noscript-late', { lease: 60000 })
+    for (let i = 0; i < 2; i++) { // as above: the next take is the one-key take
+      await m.lockAsync()
+      await m.unlock()
+    }
+    await admin.script('FLUSH')
+    // The leave's script is known, the take's is not: the server answers
+    // the take NOSCRIPT, then runs the leave. A take sent again after that
+    // would hold the lock for its lease, for a caller that has gone.
+    await admin.script('LOAD', commands.sabsync5Leave.lua)
+    await admin.client('PAUSE', 600, 'ALL')
+    const r = await timed(m.lockAsync({ timeout: 100 }))
+    t.equal(r.value, false, 'the timed lock gives up while the server is paused')
+    await until(async () => (await admin.script('EXISTS', direct.sabsync2TakeFree.sha))[0] === 0 &&
+      (await admin.ping()) === 'PONG', 'the pause to end')
+    await tick(200) // a take sent again would reach the server by now
+    const other = new Mutex(client(), 'noscript-late', { lease: 60000 })
+    t.type(await other.tryLock(), 'number', 'the lock is free: nobody holds it for the caller that gave up')
+    t.equal(await other.unlock(), true)
+    t.same(await admin.script('EXISTS', direct.sabsync2TakeFree.sha), [0], 'the take was not sent again as EVAL')
   })
 
   s.test('a call that gives up on the eviction check does not pass its short bound to a call that shares it', async (t, { opts }) => {

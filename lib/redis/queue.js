@@ -17,6 +17,7 @@
 // waiter queues again (or a try answers that nothing was free).
 
 const { hubOf, malformed } = require('./hub')
+const { direct, sendScript } = require('./scripts')
 const { LOCK, ACQUIRE, observed, traceWait } = require('../trace')
 const {
   msOption, prefixOption, unsafeAllowEvictionOption, waitOptions, within, bound, noReply, connected, commandError, redisError,
@@ -289,7 +290,9 @@ class LeaseQueue {
       })
       let sent
       try {
-        sent = this.redis.sabsync2TakeFree(this.keys[0], wid, this.lease, this.fencing ? 1 : 0)
+        // Sent again (NOSCRIPT) only while this call waits: once it gave
+        // up, its leave is on the wire, and the take must not follow it.
+        sent = sendScript(this.redis, direct.sabsync2TakeFree, [this.keys[0], wid, this.lease, this.fencing ? 1 : 0], () => !done)
       } catch (err) { // a client that throws instead of rejecting
         stop()
         return fail(commandError(err, what))
@@ -587,7 +590,7 @@ class Holding {
   leaveFree () {
     let reply
     try {
-      reply = this.queue.redis.sabsync2LeaveFree(this.queue.keys[0], this.wid)
+      reply = sendScript(this.queue.redis, direct.sabsync2LeaveFree, [this.queue.keys[0], this.wid])
     } catch (err) {
       return Promise.reject(err)
     }

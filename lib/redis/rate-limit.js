@@ -18,6 +18,7 @@
 // timeout also bounds the wait for the reply: a call never outlasts it.
 
 const { hubOf, malformed } = require('./hub')
+const { direct, sendScript } = require('./scripts')
 const { evictionCheck } = require('./queue')
 const { ACQUIRE, observed, traceWait } = require('../trace')
 const {
@@ -127,16 +128,18 @@ function RateLimit (redis, key, rps, options) {
     const most = timeout === Infinity ? -1 : Math.floor(timeout * 1000)
     const check = !allowEviction && asked - policyAt >= POLICY_RECHECK_MS
     let r
+    let waits = true // for the reply: a call sent again (NOSCRIPT) only while it does
     try {
       let reply
       try {
-        reply = redis.sabsync5Rate(log, id, rps, unitUs, uniformDistribution ? 1 : 0, most, check ? 1 : 0)
+        reply = sendScript(redis, direct.sabsync5Rate, [log, id, rps, unitUs, uniformDistribution ? 1 : 0, most, check ? 1 : 0], () => waits)
       } catch (err) {
         reply = Promise.reject(err)
       }
       r = await abortable(within(reply, bound, what, redis), signal)
       if (check && asked > policyAt) policyAt = asked
     } catch (err) {
+      waits = false
       if (isRefusal(err)) policyAt = -Infinity
       giveBack(id) // in case the script runs after all
       if (ownDeadline && err.code === 'ERR_SABSYNC_REDIS' && err.cause && err.cause.noReply && connected(redis)) return undefined

@@ -38,10 +38,10 @@ const {
 } = require('./common')
 const { hubOf } = require('./hub')
 const { evictionCheck } = require('./queue')
-const { commands } = require('./scripts')
+const { commands, direct, sendScript } = require('./scripts')
 const { intOption, keyString, checkPoints, storeOf, mostIn } = require('../rate-limiter-common')
 
-const NAME = 'sabsync7KeyedRate' // a call (scripts.js, keyedRate)
+const CALL = direct.sabsync7KeyedRate // a call (scripts.js, keyedRate), sent by sendScript
 const SWEEP = 'sabsync2KeyedSweep' // the idle sweep (scripts.js, keyedSweep)
 const MAX_LIMIT = 1e9
 const MAX_WINDOW = 0x7FFFFFFF
@@ -101,9 +101,7 @@ class RateLimiter {
   // the server (its eviction policy, say) belongs here too.
   async #prepare () {
     await evictionCheck(hubOf(this.#redis), this.#allowEviction, this.#timeout)
-    for (const name of [NAME, SWEEP]) {
-      if (typeof this.#redis[name] !== 'function') this.#redis.defineCommand(name, commands[name])
-    }
+    if (typeof this.#redis[SWEEP] !== 'function') this.#redis.defineCommand(SWEEP, commands[SWEEP])
   }
 
   get limit () { return this.#p.limit }
@@ -124,8 +122,9 @@ class RateLimiter {
     const asked = performance.now()
     const check = !this.#allowEviction && asked - this.#policyAt >= POLICY_RECHECK_MS
     let reply
+    let waits = true // for the reply: a call sent again (NOSCRIPT) only while it does
     try {
-      reply = this.#redis[NAME](this.#keys[1], op, this.#T, this.#tau, n, redisName(s), check ? 1 : 0)
+      reply = sendScript(this.#redis, CALL, [this.#keys[1], op, this.#T, this.#tau, n, redisName(s), check ? 1 : 0], () => waits)
     } catch (err) {
       reply = Promise.reject(err)
     }
@@ -133,6 +132,7 @@ class RateLimiter {
     try {
       r = await within(reply, this.#timeout, () => `RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}`, this.#redis)
     } catch (err) {
+      waits = false
       if (isRefusal(err)) this.#policyAt = -Infinity
       throw err
     }

@@ -106,6 +106,8 @@
 // may PUBLISH can send one; what the waiter believes is the beat's reply,
 // read from the state above.
 
+const { createHash } = require('crypto')
+
 const WAKE = 'sabsync:wake:' // + client id: where grants to its waiters are hinted
 const BATCH = 500 // the most lapsed holders one call reaps (a few batched commands for all)
 const WAITERS = 125 // the most waiters one call takes off a queue (three commands each)
@@ -979,4 +981,31 @@ const commands = {
   sabsync2KeyedSweep: { numberOfKeys: 2, lua: keyedSweep }
 }
 
-module.exports = { commands, WAKE, BATCH, WAITERS }
+// The scripts of the calls made where nobody waits (a free lock's take
+// and release, a RateLimit call, a RateLimiter call) are sent as EVALSHA
+// by sabsync itself (sendScript): ioredis's defineCommand sends the same
+// EVALSHA, but wraps each call in a command subclass that makes a
+// closure, looks its socket up in a WeakSet and copies the arguments
+// twice, 2-3 % of a free lock+unlock here (bench/README.md). A server
+// without the script (restarted, failed over, SCRIPT FLUSH, a Cluster
+// node that never ran it) answers NOSCRIPT having run nothing: the call
+// goes again as EVAL, which runs the script and keeps it for the next
+// EVALSHA, but only while live() says its caller still waits for it (a
+// take whose caller gave up has sent its leave, and must not run after
+// it; a RateLimit call that gave up has given its time back).
+const direct = {}
+for (const name of ['sabsync2TakeFree', 'sabsync2LeaveFree', 'sabsync5Rate', 'sabsync7KeyedRate']) {
+  const { numberOfKeys, lua } = commands[name]
+  direct[name] = { numberOfKeys, lua, sha: createHash('sha1').update(lua).digest('hex') }
+}
+
+const always = () => true
+
+function sendScript (redis, script, args, live = always) {
+  return redis.evalsha(script.sha, script.numberOfKeys, ...args).catch(err => {
+    if (!(err && typeof err.message === 'string' && err.message.startsWith('NOSCRIPT')) || !live()) throw err
+    return redis.eval(script.lua, script.numberOfKeys, ...args)
+  })
+}
+
+module.exports = { commands, direct, sendScript, WAKE, BATCH, WAITERS }
