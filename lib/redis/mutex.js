@@ -91,7 +91,9 @@ class Mutex {
     try {
       result = await fn({ fence, signal })
     } catch (err) {
-      if (this.#holding === h) this.unlock().catch(quiet)
+      // Given back before the rejection, as before the result: the next
+      // call, from any client, finds the lock free.
+      if (this.#holding === h) await this.unlock().catch(quiet)
       throw err
     }
     if (this.#holding === h) await this.unlock()
