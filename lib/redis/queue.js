@@ -288,16 +288,9 @@ class LeaseQueue {
         this.leaveQuietly(wid)
         resolve(undefined)
       })
-      let sent
-      try {
-        // Sent again (NOSCRIPT) only while this call waits: once it gave
-        // up, its leave is on the wire, and the take must not follow it.
-        sent = sendScript(this.redis, direct.sabsync2TakeFree, [this.keys[0], wid, this.lease, this.fencing ? 1 : 0], () => !done)
-      } catch (err) { // a client that throws instead of rejecting
-        stop()
-        return fail(commandError(err, what))
-      }
-      sent.then(r => {
+      // Sent again (NOSCRIPT) only while this call waits: once it gave
+      // up, its leave is on the wire, and the take must not follow it.
+      sendScript(this.redis, direct.sabsync2TakeFree, [this.keys[0], wid, this.lease, this.fencing ? 1 : 0], () => !done).then(r => {
         if (done) return
         done = true
         stop()
@@ -588,13 +581,7 @@ class Holding {
   }
 
   leaveFree () {
-    let reply
-    try {
-      reply = sendScript(this.queue.redis, direct.sabsync2LeaveFree, [this.queue.keys[0], this.wid])
-    } catch (err) {
-      return Promise.reject(err)
-    }
-    return reply.then(r => r === 3 ? this.leave() : r)
+    return sendScript(this.queue.redis, direct.sabsync2LeaveFree, [this.queue.keys[0], this.wid]).then(r => r === 3 ? this.leave() : r)
   }
 }
 

@@ -130,12 +130,7 @@ function RateLimit (redis, key, rps, options) {
     let r
     let waits = true // for the reply: a call sent again (NOSCRIPT) only while it does
     try {
-      let reply
-      try {
-        reply = sendScript(redis, direct.sabsync5Rate, [log, id, rps, unitUs, uniformDistribution ? 1 : 0, most, check ? 1 : 0], () => waits)
-      } catch (err) {
-        reply = Promise.reject(err)
-      }
+      const reply = sendScript(redis, direct.sabsync5Rate, [log, id, rps, unitUs, uniformDistribution ? 1 : 0, most, check ? 1 : 0], () => waits)
       r = await abortable(within(reply, bound, what, redis), signal)
       if (check && asked > policyAt) policyAt = asked
     } catch (err) {

@@ -121,13 +121,8 @@ class RateLimiter {
     }
     const asked = performance.now()
     const check = !this.#allowEviction && asked - this.#policyAt >= POLICY_RECHECK_MS
-    let reply
     let waits = true // for the reply: a call sent again (NOSCRIPT) only while it does
-    try {
-      reply = sendScript(this.#redis, CALL, [this.#keys[1], op, this.#T, this.#tau, n, redisName(s), check ? 1 : 0], () => waits)
-    } catch (err) {
-      reply = Promise.reject(err)
-    }
+    const reply = sendScript(this.#redis, CALL, [this.#keys[1], op, this.#T, this.#tau, n, redisName(s), check ? 1 : 0], () => waits)
     let r
     try {
       r = await within(reply, this.#timeout, () => `RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}`, this.#redis)

@@ -1001,8 +1001,15 @@ for (const name of ['sabsync2TakeFree', 'sabsync2LeaveFree', 'sabsync5Rate', 'sa
 
 const always = () => true
 
+// Never throws: a client that throws instead of rejecting rejects here.
 function sendScript (redis, script, args, live = always) {
-  return redis.evalsha(script.sha, script.numberOfKeys, ...args).catch(err => {
+  let sent
+  try {
+    sent = redis.evalsha(script.sha, script.numberOfKeys, ...args)
+  } catch (err) {
+    return Promise.reject(err)
+  }
+  return sent.catch(err => {
     if (!(err && typeof err.message === 'string' && err.message.startsWith('NOSCRIPT')) || !live()) throw err
     return redis.eval(script.lua, script.numberOfKeys, ...args)
   })
