@@ -14,7 +14,11 @@ redisSuite(t, async s => {
   const setPolicy = p => admin.config('SET', 'maxmemory-policy', p)
 
   s.test('allkeys-lru set while a lock is held: lost fires within a renewal, new and old objects refuse', async (t, { opts }) => {
-    const lease = 600
+    // Two seconds: a renewal sent late by a stalled event loop (a loaded
+    // machine) still has time for its reply, which names the policy; with
+    // 600 ms one was once left a 1 ms bound, and the lease was lost to the
+    // bound instead (the LockManager's, below, in CI's Node 18 run).
+    const lease = 2000
     const r = client()
     const holder = new Mutex(r, 'switch', opts({ lease }))
     const pool = new Sema(r, 'switch', 2, opts({ lease }))
@@ -78,7 +82,7 @@ redisSuite(t, async s => {
   })
 
   s.test('LockManager: allkeys-lru set while a lock is held: the holder loses it within a renewal, requests refuse', async (t, { prefix, opts }) => {
-    const lease = 600
+    const lease = 2000 // as above: time for a late renewal's reply
     const r = client()
     const locks = new LockManager(r, prefix + 'locks', opts({ lease }))
     t.teardown(() => locks.close())
