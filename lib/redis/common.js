@@ -321,6 +321,10 @@ function within (promise, ms, what, redis) {
     const stop = bound(ms, () => reject(noReply(ms, typeof what === 'function' ? what() : what, redis)))
     promise.then(v => { stop(); resolve(v) }, err => {
       stop()
+      // A refusal already said (an eviction check before the command, as a
+      // LockManager's renewal makes) stays one: its holders lose their
+      // locks now, not at the lease's end.
+      if (isRefusal(err)) return reject(err)
       const name = typeof what === 'function' ? what() : what
       reject(unreachable(err, redis) && !String(err && err.message).startsWith('SABSYNC_')
         ? unreachableError(err, name, redis)
