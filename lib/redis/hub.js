@@ -30,7 +30,7 @@
 // whose entry the server no longer has, fails with ERR_SABSYNC_REDIS.
 
 const { randomBytes } = require('crypto')
-const { commands, WAKE } = require('./scripts')
+const { commands, direct, WAKE } = require('./scripts')
 const { within, redisError, evictionError, noPolicyError, isRefusal, isUnreachable, quiet } = require('./common')
 
 const LINGER_MS = 5000 // how long the subscriber outlives its last waiter
@@ -64,8 +64,10 @@ class Hub {
     this.idleSince = 0
     this.eviction = null // the promise of the eviction check (checkEviction)
     this.holdings = new Set() // leases held through this client (queue.js Holding), for letGo()
+    // The scripts sabsync sends itself (scripts.js, sendScript) are not
+    // defined: a definition would cost a SHA-1 per client, never used.
     for (const [name, def] of Object.entries(commands)) {
-      if (typeof redis[name] !== 'function') redis.defineCommand(name, def)
+      if (!(name in direct) && typeof redis[name] !== 'function') redis.defineCommand(name, def)
     }
     // Connections this client lost: a take that was unanswered across one
     // may have been sent again by the client (queue.js).
