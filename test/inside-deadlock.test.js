@@ -33,8 +33,11 @@ t.test('two processes, ABBA: inspect(), the command and the channel name both', 
   const name = spaceName(t)
   const space = sabsync.openShared(name)
   t.teardown(() => space.close())
-  const p1 = spawn(t, name, abba('A', 'B', 4000))
-  const p2 = spawn(t, name, abba('B', 'A', 8000))
+  // The first's timeout ends the cycle, and the command must see it first:
+  // eight seconds leave room for a node that starts slowly on a loaded
+  // machine (at four, CI's uv build once saw exit code 0).
+  const p1 = spawn(t, name, abba('A', 'B', 8000))
+  const p2 = spawn(t, name, abba('B', 'A', 12000))
   await Promise.all([p1.message(m => m === 'holding'), p2.message(m => m === 'holding')])
   p1.send('go')
   p2.send('go')
