@@ -469,6 +469,7 @@ class Holding {
     } catch (err) {
       reply = Promise.reject(err)
     }
+    const byDeadline = this.deadline - sent < q.commandTimeout
     within(reply, Math.min(q.commandTimeout, this.deadline - sent), 'renew on ' + q.tag, q.redis).then(r => {
       if (check && (r === 0 || r === 1)) q.policyChecked(sent)
       if (this.checkDeadline()) return
@@ -486,7 +487,10 @@ class Holding {
         q.policyRefused()
         return this.lose(err.message, err)
       }
-      this.failure = err
+      // A renewal cut short by the lease's end says only that it ran out,
+      // which the loss says anyway: an earlier failure (an OOM, say) is
+      // what the holder is told.
+      if (!(byDeadline && err.cause && err.cause.noReply && this.failure !== undefined)) this.failure = err
       if (!this.checkDeadline()) this.arm(q.lease / 6)
     })
   }
