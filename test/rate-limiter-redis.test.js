@@ -158,6 +158,34 @@ redisSuite(t, async s => {
     t.throws(() => new RateLimiter(s.client(), '', { limit: 1, window: 1 }), { name: 'RangeError', message: /"prefix"/ })
   })
 
+  s.test('redis: an allowed consume answers in one integer, or a pair past 2^53; both read exactly', async (t, k) => {
+    const { direct } = require('../lib/redis/scripts')
+    const { zset } = keysOf(k.prefix)
+    // The script itself (scripts.js, keyedRate), as the client sends it:
+    // the operation (a consume of n points, no policy check), T and tau in
+    // µs, the client key.
+    const raw = (T, tau, n, key) => s.admin.evalsha(direct.sabsync9KeyedRate.sha, 1, zset, n === 1 ? 'c' : 'c' + n, T, tau, key)
+    const small = new RateLimiter(s.client(), k.prefix, { limit: 10, window: 1000 }) // T 100,000 µs, burst 10
+    const a = await small.consume('a', 3)
+    t.same(a, { allowed: true, remaining: 7, retryAfter: 0, resetAfter: 300, limit: 10 }, 'a fresh key: 7 left, full again in 3 T')
+    const one = await raw(100000, 1000000, 2, 'a2')
+    t.equal(one, 200000 * 11 + 8, 'the script answered resetAfter µs × (burst + 1) + remaining')
+    // A bucket of a billion points over ~24.8 days: T is 2,148 µs, and half
+    // the bucket's reset in µs times (burst + 1) is past 2^53.
+    const big = new RateLimiter(s.client(), k.prefix, { limit: 1e9, window: 0x7FFFFFFF })
+    const b = await big.consume('b', 5e8)
+    t.same(b, { allowed: true, remaining: 5e8, retryAfter: 0, resetAfter: 5e8 * 2148 / 1000, limit: 1e9 }, 'the pair, read as exactly')
+    t.same(await raw(2148, 1e9 * 2148, 5e8, 'b2'), [5e8, 5e8 * 2148], 'which the script answered as {remaining, resetAfter µs}')
+    const [sec, us] = await s.admin.time()
+    const score = Number(await s.admin.zscore(zset, 'b'))
+    const now = Number(sec) * 1e6 + Number(us)
+    t.ok(score > now && score <= now + 5e8 * 2148, 'its time is now + resetAfter')
+    const refused = await small.consume('a', 8)
+    t.equal(refused.allowed, false, 'a refusal is a triple')
+    t.equal(refused.remaining, 7)
+    t.ok(refused.retryAfter > 0 && refused.retryAfter <= 100, `one point short: retryAfter ${refused.retryAfter} ms, within a T`)
+  })
+
   s.test('redis: SIGKILL of a process mid-consume loses at most that call', async (t, k) => {
     const opts = { limit: 1, window: 1_000_000, burst: 1_000_000 }
     const countKey = `${k.prefix}:count`

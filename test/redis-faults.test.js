@@ -157,7 +157,7 @@ redisSuite(t, async s => {
     }
     await limit()
     await limiter.consume('k')
-    const names = ['sabsync2TakeFree', 'sabsync2LeaveFree', 'sabsync5Rate', 'sabsync7KeyedRate']
+    const names = ['sabsync2TakeFree', 'sabsync2LeaveFree', 'sabsync6Rate', 'sabsync9KeyedRate']
     const shas = names.map(n => direct[n].sha)
     t.same(await admin.script('EXISTS', ...shas), [1, 1, 1, 1], 'the four scripts are known to the server')
     await admin.script('FLUSH')

@@ -130,7 +130,7 @@ function RateLimit (redis, key, rps, options) {
     let r
     let waits = true // for the reply: a call sent again (NOSCRIPT) only while it does
     try {
-      const reply = sendScript(redis, direct.sabsync5Rate, [log, id, rps, unitUs, uniformDistribution ? 1 : 0, most, check ? 1 : 0], () => waits)
+      const reply = sendScript(redis, direct.sabsync6Rate, [log, id, rps, unitUs, uniformDistribution ? 1 : 0, most, check ? 1 : 0], () => waits)
       r = await abortable(within(reply, bound, what, redis), signal)
       if (check && asked > policyAt) policyAt = asked
     } catch (err) {
@@ -140,15 +140,18 @@ function RateLimit (redis, key, rps, options) {
       if (ownDeadline && err.code === 'ERR_SABSYNC_REDIS' && err.cause && err.cause.noReply && connected(redis)) return undefined
       throw err
     }
-    // {t µs, wait µs} granted at t (> 0), {0, wait µs} not.
-    if (!Array.isArray(r) || r.length !== 2 || !Number.isSafeInteger(r[0]) || r[0] < 0 ||
-        (r[0] > 0 && !(Number.isSafeInteger(r[1]) && r[1] >= 0))) {
+    // t µs granted now; {t µs, wait µs} granted at t (> 0); {0, wait µs} not.
+    let t
+    let wait = 0
+    if (typeof r === 'number') t = r
+    else if (Array.isArray(r) && r.length === 2) [t, wait] = r
+    if (!Number.isSafeInteger(t) || t < 0 || (typeof r === 'number' && t === 0) || (t > 0 && !(Number.isSafeInteger(wait) && wait >= 0))) {
       giveBack(id)
       throw redisError(`sabsync: Redis answered a rate limit call on ${tag} with ${malformed(r)}, not the reply of ` +
         'sabsync\'s script (another program wrote its keys, or this is not Redis)')
     }
-    if (r[0] === 0) return undefined
-    const waitMs = r[1] / 1000
+    if (t === 0) return undefined
+    const waitMs = wait / 1000
     if (tidyTimer === null) tidyAfter(waitMs + timeUnit)
     // The server granted within `timeout` of its clock; a positive timeout
     // also bounds the whole call (0 means "room now", whatever the trip).
@@ -156,7 +159,7 @@ function RateLimit (redis, key, rps, options) {
       giveBack(id)
       return undefined
     }
-    const granted = r[0] / 1000
+    const granted = t / 1000
     if (waitMs > 0) {
       // A call that sleeps is a wait, traced from its start.
       const traced = observed(ACQUIRE) ? traceWait(ACQUIRE, { tier: 'redis', kind: 'RateLimit', key, async: true, waitedMs: 0 }, sent) : null

@@ -41,7 +41,7 @@ const { evictionCheck } = require('./queue')
 const { commands, direct, sendScript } = require('./scripts')
 const { intOption, keyString, checkPoints, storeOf, mostIn } = require('../rate-limiter-common')
 
-const CALL = direct.sabsync7KeyedRate // a call (scripts.js, keyedRate), sent by sendScript
+const CALL = direct.sabsync9KeyedRate // a call (scripts.js, keyedRate), sent by sendScript
 const SWEEP = 'sabsync2KeyedSweep' // the idle sweep (scripts.js, keyedSweep)
 const MAX_LIMIT = 1e9
 const MAX_WINDOW = 0x7FFFFFFF
@@ -52,6 +52,9 @@ class RateLimiter {
   #prefix
   #T
   #tau
+  #m
+  #Ts
+  #taus
   #timeout
   #allowEviction
   #p
@@ -86,6 +89,9 @@ class RateLimiter {
     const per = exact ? limit - burst : limit
     this.#T = per > 0 ? Math.ceil(window * 1000 / per) : window * 1000 + 1
     this.#tau = burst * this.#T
+    this.#m = burst + 1 // an allowed consume's reply: resetAfter µs × m + remaining
+    this.#Ts = String(this.#T) // as sent (a number would be formatted on every call)
+    this.#taus = String(this.#tau)
     if (this.#tau > MAX_TAU) throw outOfRange('options.burst', 'such that burst × window / limit is below 2^50 µs', burst)
     this.#timeout = msOption(objectOptions(options), 'commandTimeout', 5000, 1)
     this.#allowEviction = unsafeAllowEvictionOption(options)
@@ -122,7 +128,11 @@ class RateLimiter {
     const asked = performance.now()
     const check = !this.#allowEviction && asked - this.#policyAt >= POLICY_RECHECK_MS
     let waits = true // for the reply: a call sent again (NOSCRIPT) only while it does
-    const reply = sendScript(this.#redis, CALL, [this.#keys[1], op, this.#T, this.#tau, n, redisName(s), check ? 1 : 0], () => waits)
+    // The operation in one argument (scripts.js, keyedRate): its letter,
+    // upper case to read the policy first, then the points when not 1.
+    const letter = check ? op.toUpperCase() : op
+    const code = n === 1 ? letter : letter + n
+    const reply = sendScript(this.#redis, CALL, [this.#keys[1], code, this.#Ts, this.#taus, redisName(s)], () => waits)
     let r
     try {
       r = await within(reply, this.#timeout, () => `RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}`, this.#redis)
@@ -132,22 +142,43 @@ class RateLimiter {
       throw err
     }
     if (check && asked > this.#policyAt) this.#policyAt = asked
-    // The reply is checked before it is believed: four integers in range (a
-    // time another client's deeper bucket wrote may stand up to MAX_TAU
-    // ahead: src/core/limiter.c, C1).
-    const ok = Array.isArray(r) && r.length === 4 && (r[0] === 0 || r[0] === 1) &&
-      r.every(x => Number.isSafeInteger(x) && x >= 0) && r[1] <= this.#p.burst &&
-      r[2] <= MAX_TAU + this.#T && r[3] <= MAX_TAU + this.#T
-    if (!ok) throw redisError(`sabsync: an unexpected reply from Redis (RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}): ${JSON.stringify(r)}`)
+    // The reply (scripts.js, keyedRate) is checked before it is believed:
+    // integers in range (a time another client's deeper bucket wrote may
+    // stand up to MAX_TAU ahead: src/core/limiter.c, C1).
+    let allowed = true
+    let remaining
+    let retry = 0
+    let reset
+    if (typeof r === 'number') {
+      // An allowed consume: resetAfter × (burst + 1) + remaining; 0 for a
+      // refund or reset.
+      if (!Number.isSafeInteger(r) || r < 0 || op === 'p' || (op !== 'c' && r !== 0)) return this.#malformed(s, r)
+      remaining = r % this.#m
+      reset = (r - remaining) / this.#m
+    } else if (Array.isArray(r) && r.length === 2 && (op === 'c' || op === 'p')) {
+      [remaining, reset] = r
+    } else if (Array.isArray(r) && r.length === 3 && (op === 'c' || op === 'p')) {
+      allowed = false;
+      [remaining, retry, reset] = r
+    } else {
+      return this.#malformed(s, r)
+    }
+    if (!Number.isSafeInteger(remaining) || remaining < 0 || remaining > this.#p.burst ||
+        !Number.isSafeInteger(retry) || retry < 0 || retry > MAX_TAU + this.#T ||
+        !Number.isSafeInteger(reset) || reset < 0 || reset > MAX_TAU + this.#T) return this.#malformed(s, r)
     // A write (a reset too, which may leave Z empty: P then goes).
-    if ((op === 'c' && r[0] === 1) || op === 'r' || op === 'x') this.#sweepAfter(r[3] / 1000)
+    if ((op === 'c' && allowed) || op === 'r' || op === 'x') this.#sweepAfter(reset / 1000)
     return {
-      allowed: r[0] === 1,
-      remaining: r[1],
-      retryAfter: r[2] / 1000,
-      resetAfter: r[3] / 1000,
+      allowed,
+      remaining,
+      retryAfter: retry / 1000,
+      resetAfter: reset / 1000,
       limit: this.#p.limit
     }
+  }
+
+  #malformed (s, r) {
+    throw redisError(`sabsync: an unexpected reply from Redis (RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}): ${JSON.stringify(r)}`)
   }
 
   // The idle sweep (scripts.js, keyedSweep): `ms` after a write, and then

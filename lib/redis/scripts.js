@@ -116,8 +116,11 @@ const WAITERS = 125 // the most waiters one call takes off a queue (three comman
 // anything else and fail the call if a key in use could be evicted
 // (allkeys-*) or the policy cannot be read. The client turns the two
 // errors into ERR_SABSYNC_REDIS naming the policy (lib/redis/common.js).
-const evictionGuard = i => `
-if ARGV[${i}] == '1' then
+const evictionGuard = i => policyCheck(`ARGV[${i}] == '1'`)
+
+// The same check, when the Lua condition `cond` holds.
+const policyCheck = cond => `
+if ${cond} then
   local ok, info = pcall(redis.call, 'INFO', 'memory')
   if not ok then
     return redis.error_reply('SABSYNC_NOPOLICY ' .. (type(info) == 'table' and tostring(info.err) or tostring(info)))
@@ -745,10 +748,11 @@ return n
 // that a caller of a longer one would still count).
 //
 // ARGV: id, rps, unit µs, uniform (0/1), most µs the caller will wait (-1:
-// any), check policy (0/1). Reply: {t µs, wait µs} reserved (t > 0);
-// {0, wait µs} too late for the caller. Integers alone, and one key: each
-// key, argument and reply element costs the server and the client time,
-// for the call a free limit makes most. A call with room runs
+// any), check policy (0/1). Reply: t µs, granted now (a free limit's
+// call); {t µs, wait µs} reserved for later (t > 0); {0, wait µs} too
+// late for the caller. Integers alone, as few as say it, and one key:
+// each key, argument and reply element costs the server and the client
+// time, for the call a free limit makes most. A call with room runs
 // TIME, ZRANGE (the newest grant), ZCARD and ZADD; a call that finds rps
 // grants or more also reads the rps-th newest (a ZRANGE, which costs the
 // server more than a ZCARD: each score in a reply is formatted), and with
@@ -805,6 +809,7 @@ if most >= 0 and t - now > most then return { 0, t - now } end
 -- same double (Redis formats it with %.17g, or the shortest round trip).
 redis.call('ZADD', R, t, id)
 if trim then redis.call('ZREMRANGEBYSCORE', R, '-inf', now - unit) end
+if t == now then return t end
 return { t, t - now }
 `
 
@@ -881,7 +886,13 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // measured 6 % faster a call than the two keys and nine arguments this
 // script took before). ARGV: op ('c' consume, 'p' peek, 'r' refund, 'x'
 // reset), T µs, tau µs, points, client key, check policy (0/1).
-// Reply: {allowed (0/1), remaining, retryAfter µs, resetAfter µs}.
+// Reply, in as few integers as say it (a reply's every integer costs the
+// server about half a µs: a table of four measured 2 µs a call more than
+// one integer): an allowed consume answers one integer, resetAfter µs ×
+// (burst + 1) + remaining, where burst is tau / T (its pair {remaining,
+// resetAfter µs} when that reaches 2^53); an allowed peek that pair; a
+// refused consume or peek {remaining, retryAfter µs, resetAfter µs}; a
+// refund or reset 0.
 // A wrong type of Z fails the script at its first command on it (ZSCORE),
 // before any write; peek only reads. A consume runs TIME, ZSCORE and ZADD;
 // a sweeping one also ZRANGEBYSCORE and, when it finds entries, one ZREM.
@@ -890,11 +901,15 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // server 1-3 µs a call more (INFO commandstats).
 const KEYED_SWEEP = 24
 const KEYED_EVERY = 8
-const keyedRate = evictionGuard(6) + `
-local Z = KEYS[1]
-local op, T, tau, n, key = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+const keyedRate = `
+local op = string.byte(ARGV[1])
+` + policyCheck('op < 97') + `
+if op < 97 then op = op + 32 end
+local n = 1
+if #ARGV[1] > 1 then n = tonumber(string.sub(ARGV[1], 2)) end
+local Z, key = KEYS[1], ARGV[4]
 local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local now = clock[1] * 1000000 + clock[2]
 local v = redis.call('ZSCORE', Z, key)
 local tat = 0
 if v then
@@ -903,37 +918,38 @@ if v then
     return redis.error_reply('SABSYNC_MISMATCH sabsync: ' .. Z .. ' holds ' .. v .. ' for a client key: not a RateLimiter time')
   end
 end
+local T, tau = tonumber(ARGV[2]), tonumber(ARGV[3])
 local base = tat
 if base < now then base = now end
-local left = math.max(math.floor((now + tau - base) / T), 0)
-if op == 'p' then
-  local nxt = base + T
-  if nxt - now > tau then
-    return { 0, left, nxt - tau - now, base - now }
-  end
-  return { 1, math.floor((now + tau - base) / T), 0, base - now }
-end
 -- Writes from here on: the call's own entry first (so that on a full
 -- server under noeviction a consume that would grant fails, OOM, before
 -- anything is written), then entries whose time has passed, oldest first,
 -- by one call in KEYED_EVERY.
-local reply = { 1, 0, 0, 0 }
-if op == 'c' then
+local reply = 0
+if op == 99 then
   local nxt = base + n * T
   if nxt - now > tau then
-    reply = { 0, left, nxt - tau - now, base - now }
+    reply = { math.max(math.floor((now + tau - base) / T), 0), nxt - tau - now, base - now }
   else
     redis.call('ZADD', Z, nxt, key)
-    reply = { 1, math.floor((now + tau - nxt) / T), 0, nxt - now }
+    local room = math.floor((now + tau - nxt) / T)
+    reply = (nxt - now) * (tau / T + 1) + room
+    if reply >= 9007199254740992 then reply = { room, nxt - now } end
   end
-elseif op == 'r' and tat > now then
+elseif op == 112 then
+  local nxt = base + T
+  if nxt - now > tau then
+    return { math.max(math.floor((now + tau - base) / T), 0), nxt - tau - now, base - now }
+  end
+  return { math.floor((now + tau - base) / T), base - now }
+elseif op == 114 and tat > now then
   local nxt = tat - n * T
   if nxt > now then
     redis.call('ZADD', Z, nxt, key)
   else
     redis.call('ZREM', Z, key)
   end
-elseif op == 'x' and v then
+elseif op == 120 and v then
   redis.call('ZREM', Z, key)
 end
 if now % ${KEYED_EVERY} == 0 then
@@ -973,11 +989,11 @@ const commands = {
   sabsync1Holder: { numberOfKeys: 1, lua: holder },
   sabsync5Beat: { numberOfKeys: 5, lua: beat },
   sabsync5Count: { numberOfKeys: 5, lua: count },
-  sabsync5Rate: { numberOfKeys: 1, lua: rate },
+  sabsync6Rate: { numberOfKeys: 1, lua: rate },
   sabsync2Unrate: { numberOfKeys: 1, lua: unrate },
   sabsync1RateTidy: { numberOfKeys: 2, lua: rateTidy },
   sabsync2RateWaiting: { numberOfKeys: 1, lua: rateWaiting },
-  sabsync7KeyedRate: { numberOfKeys: 1, lua: keyedRate },
+  sabsync9KeyedRate: { numberOfKeys: 1, lua: keyedRate },
   sabsync2KeyedSweep: { numberOfKeys: 2, lua: keyedSweep }
 }
 
@@ -994,7 +1010,7 @@ const commands = {
 // take whose caller gave up has sent its leave, and must not run after
 // it; a RateLimit call that gave up has given its time back).
 const direct = {}
-for (const name of ['sabsync2TakeFree', 'sabsync2LeaveFree', 'sabsync5Rate', 'sabsync7KeyedRate']) {
+for (const name of ['sabsync2TakeFree', 'sabsync2LeaveFree', 'sabsync6Rate', 'sabsync9KeyedRate']) {
   const { numberOfKeys, lua } = commands[name]
   direct[name] = { numberOfKeys, lua, sha: createHash('sha1').update(lua).digest('hex') }
 }
