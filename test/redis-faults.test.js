@@ -193,6 +193,31 @@ redisSuite(t, async s => {
     t.same(await admin.script('EXISTS', direct.sabsync2TakeFree.sha), [0], 'the take was not sent again as EVAL')
   })
 
+  s.test('a RateLimit call aborted and a RateLimiter call that ran out are not sent again (NOSCRIPT) once they gave up', async t => {
+    const a = client()
+    const limit = RateLimit(a, 'noscript-gone', 1000)
+    const limiter = new RateLimiter(a, 'noscript-gone', { limit: 2, window: 60000, commandTimeout: 100 }) // a consume adds 30 s
+    await limit() // the first calls read the policy: the next are the scripts alone
+    await limiter.consume('k')
+    const [log] = await admin.keys('*rate:noscript-gone}:log')
+    const [zset] = await admin.keys('{noscript-gone}:rlz')
+    const grants = await admin.zcard(log)
+    const tat = await admin.zscore(zset, 'k')
+    await admin.script('FLUSH')
+    await admin.client('PAUSE', 600, 'ALL')
+    const ac = new AbortController()
+    setTimeout(() => ac.abort(new Error('gave up')), 100)
+    await t.rejects(limit({ signal: ac.signal }), /gave up/, 'the RateLimit call is aborted while the server is paused')
+    await t.rejects(limiter.consume('k'), { code: 'ERR_SABSYNC_REDIS', message: /no reply from Redis within 100 ms/ },
+      'the RateLimiter call runs out of its commandTimeout')
+    const shas = [direct.sabsync6Rate.sha, direct.sabsync9KeyedRate.sha]
+    await until(async () => (await admin.ping()) === 'PONG', 'the pause to end')
+    await tick(200) // a call sent again as EVAL would have run by now
+    t.same(await admin.script('EXISTS', ...shas), [0, 0], 'neither was sent again as EVAL')
+    t.equal(await admin.zcard(log), grants, 'the RateLimit log holds no grant for the call that gave up')
+    t.equal(await admin.zscore(zset, 'k'), tat, 'the RateLimiter bucket is as the last answered call left it')
+  })
+
   s.test('a call that gives up on the eviction check does not pass its short bound to a call that shares it', async (t, { opts }) => {
     // The check (INFO memory) is one per client, shared by the calls made
     // while it runs. Its first asker here gives up after 20 ms while the

@@ -7,7 +7,10 @@
 // through a table of 100,000 (the time per call over the last 100,000 keys
 // against keys 400,000-499,999, once the JIT is warm: flat). Every call is an allowed consume of one of
 // 1,000 keys in turn; each scenario runs in fresh processes
-// (bench/support/limiter.js) and checks that every call was allowed.
+// (bench/support/limiter.js) and checks that every call was allowed. On
+// Redis two floors: a PING (the round trip alone), and the least script a
+// bucket per key on the server's clock without a TTL needs (TIME, ZSCORE,
+// ZADD, one integer back), sent with sabsync's key and arguments.
 const { runScenario } = require('../support/scenario')
 
 const run = (...args) => runScenario('limiter.js', ...args)
@@ -42,7 +45,8 @@ module.exports = [
     subjects: {
       sabsync: async ({ quick }) => run('redis', 'sabsync', quick ? 3000 : 20000),
       'rate-limiter-flexible redis': async ({ quick }) => run('redis', 'rlf', quick ? 3000 : 20000),
-      'floor: PING': async ({ quick }) => run('redis', 'floor', quick ? 3000 : 20000)
+      'floor: PING': async ({ quick }) => run('redis', 'floor', quick ? 3000 : 20000),
+      'floor: TIME, ZSCORE, ZADD': async ({ quick }) => run('redis', 'least', quick ? 3000 : 20000)
     }
   },
   {
@@ -53,7 +57,8 @@ module.exports = [
     subjects: {
       sabsync: async ({ quick }) => run('redis64', 'sabsync', quick ? 10000 : 50000),
       'rate-limiter-flexible redis': async ({ quick }) => run('redis64', 'rlf', quick ? 10000 : 50000),
-      'floor: PING': async ({ quick }) => run('redis64', 'floor', quick ? 10000 : 50000)
+      'floor: PING': async ({ quick }) => run('redis64', 'floor', quick ? 10000 : 50000),
+      'floor: TIME, ZSCORE, ZADD': async ({ quick }) => run('redis64', 'least', quick ? 10000 : 50000)
     }
   },
   {

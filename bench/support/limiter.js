@@ -6,8 +6,13 @@
 //   node bench/support/limiter.js cluster sabsync|rlf|floor N   4 cluster workers, N calls each
 //   node bench/support/limiter.js keys    first|last N    N distinct keys through 100,000 slots
 //                                                         (first: keys 400,000-499,999; last: the last 100,000)
-//   node bench/support/limiter.js redis   sabsync|rlf|floor N   one client, 1,000 keys in turn
-//   node bench/support/limiter.js redis64 sabsync|rlf|floor N   the same, 64 calls in flight
+//   node bench/support/limiter.js redis   sabsync|rlf|floor|least|script N   one client, 1,000 keys in turn
+//   node bench/support/limiter.js redis64 sabsync|rlf|floor|least|script N   the same, 64 calls in flight
+//
+// On Redis, `least` is the least script a bucket per key needs (below),
+// and `script` sabsync's own script sent with a bare EVALSHA: against
+// `sabsync`, what sabsync's JavaScript costs a call. `extra` gives the
+// CPU a call took, of the client and of the server.
 //
 // The limit is never reached (memory, cluster, redis): every call is one
 // allowed consume, and `check` says every one was. sabsync's limiter is a
@@ -190,18 +195,60 @@ async function redis (inFlight = 1) {
   } else if (impl === 'floor') {
     // One round trip and nothing else: what any one-call limiter pays.
     consume = () => client.ping().then(() => ({ allowed: true }))
+  } else if (impl === 'least') {
+    // The least script a bucket per client key, kept on the server's clock
+    // without a TTL (sabsync's rules: lib/redis/scripts.js, keyedRate),
+    // needs: TIME, ZSCORE and ZADD, and one integer back, sent with the
+    // key and arguments sabsync's call sends. No decision, no sweep, no
+    // validation: what the server and ioredis take before any of them.
+    const sha = await client.script('LOAD', LEAST)
+    const T = String(60e6 / LIMIT)
+    const tau = String(60e6 - 60e6 / LIMIT)
+    const Z = `{${prefix}}:rlz`
+    consume = key => client.evalsha(sha, 1, Z, 'c', T, tau, key).then(() => ({ allowed: true }))
+  } else if (impl === 'script') {
+    // sabsync's script, without sabsync's JavaScript around it.
+    const { direct } = require(path.join(root, 'lib', 'redis', 'scripts'))
+    const sc = direct.sabsync9KeyedRate
+    await client.script('LOAD', sc.lua)
+    const Z = `{${prefix}}:rlz`
+    const T = String(60e6 / LIMIT)
+    const tau = String(60e6 - 60e6 / LIMIT)
+    consume = key => client.evalsha(sc.sha, 1, Z, 'c', T, tau, key).then(() => ({ allowed: true }))
   } else {
     const { RateLimiterRedis } = require('rate-limiter-flexible')
     const l = new RateLimiterRedis({ storeClient: client, keyPrefix: prefix, points: LIMIT, duration: 60 })
     consume = key => l.consume(key).then(r => ({ allowed: r.remainingPoints >= 0 }))
   }
+  // The CPU a call took, of this process and of the server (INFO's
+  // used_cpu_*: its main thread), over the timed loop and its warm-up.
+  const serverCpu = async () => {
+    const info = await client.info('cpu')
+    const f = name => Number((info.match(new RegExp(name + ':([0-9.]+)')) || [])[1])
+    return f('used_cpu_user') + f('used_cpu_sys')
+  }
+  const s0 = await serverCpu()
+  const c0 = process.cpuUsage()
   const r = await timed(consume, n, inFlight)
+  const c1 = process.cpuUsage(c0)
+  const s1 = await serverCpu()
+  const perCall = n + Math.min(n, 20000)
+  const cpu = `CPU µs a call: client ${((c1.user + c1.system) / perCall).toFixed(1)}, server ${((s1 - s0) * 1e6 / perCall).toFixed(1)}`
   const keys = await client.keys('*' + prefix + '*') // sabsync's are {prefix}:…, rate-limiter-flexible's prefix:…
   if (keys.length > 0) await client.del(...keys)
   client.disconnect()
   if (server) await server.stop()
-  out({ value: r.ns / 1000, check: r.ok === n })
+  out({ value: r.ns / 1000, check: r.ok === n, extra: cpu })
 }
+
+const LEAST = `
+local clock = redis.call('TIME')
+local now = clock[1] * 1000000 + clock[2]
+local tat = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[4])) or 0
+if tat < now then tat = now end
+redis.call('ZADD', KEYS[1], tat + tonumber(ARGV[2]), ARGV[4])
+return 1
+`
 
 const scenarios = { memory, cluster: inCluster, keys, redis, redis64: () => redis(64) }
 Promise.resolve(scenarios[scenario]()).catch(err => { console.error(err); process.exit(1) })

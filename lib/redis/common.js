@@ -321,16 +321,22 @@ function within (promise, ms, what, redis) {
     const stop = bound(ms, () => reject(noReply(ms, typeof what === 'function' ? what() : what, redis)))
     promise.then(v => { stop(); resolve(v) }, err => {
       stop()
-      // A refusal already said (an eviction check before the command, as a
-      // LockManager's renewal makes) stays one: its holders lose their
-      // locks now, not at the lease's end.
-      if (isRefusal(err)) return reject(err)
-      const name = typeof what === 'function' ? what() : what
-      reject(unreachable(err, redis) && !String(err && err.message).startsWith('SABSYNC_')
-        ? unreachableError(err, name, redis)
-        : commandError(err, name))
+      reject(failure(err, what, redis))
     })
   })
+}
+
+// The error of a call `what` (a string, or a function that makes it)
+// that failed with `err`, as its caller sees it.
+function failure (err, what, redis) {
+  // A refusal already said (an eviction check before the command, as a
+  // LockManager's renewal makes) stays one: its holders lose their locks
+  // now, not at the lease's end.
+  if (isRefusal(err)) return err
+  const name = typeof what === 'function' ? what() : what
+  return unreachable(err, redis) && !String(err && err.message).startsWith('SABSYNC_')
+    ? unreachableError(err, name, redis)
+    : commandError(err, name)
 }
 
 const quiet = () => {}
@@ -355,6 +361,7 @@ module.exports = {
   redisError,
   commandError,
   within,
+  failure,
   bound,
   Deadlines,
   noReply,

@@ -17,7 +17,7 @@
 // waiter queues again (or a try answers that nothing was free).
 
 const { hubOf, malformed } = require('./hub')
-const { direct, sendScript } = require('./scripts')
+const { direct, sendScript, callScript } = require('./scripts')
 const { LOCK, ACQUIRE, observed, traceWait } = require('../trace')
 const {
   msOption, prefixOption, unsafeAllowEvictionOption, waitOptions, within, bound, noReply, connected, commandError, redisError,
@@ -290,7 +290,7 @@ class LeaseQueue {
       })
       // Sent again (NOSCRIPT) only while this call waits: once it gave
       // up, its leave is on the wire, and the take must not follow it.
-      sendScript(this.redis, direct.sabsync2TakeFree, [this.keys[0], wid, this.lease, this.fencing ? 1 : 0], () => !done).then(r => {
+      sendScript(this.redis, direct.sabsync2TakeFree, [this.keys[0], wid, this.lease, this.fencing ? 1 : 0], r => {
         if (done) return
         done = true
         stop()
@@ -316,7 +316,7 @@ class LeaseQueue {
         const e = commandError(err, what)
         if (isRefusal(e)) this.policyRefused()
         fail(e)
-      })
+      }, () => !done)
     })
   }
 
@@ -564,17 +564,28 @@ class Holding {
     this.queue.hub.holdings.delete(this)
     this.unarm()
     const q = this.queue
+    if (!this.free) return within(this.leave(), q.commandTimeout, q.releaseWhat, q.redis).then(r => this.#left(r))
     // leaveFree answers 3 when it cannot decide (someone queued since):
-    // leave then, within the same bound.
-    return within(this.free ? this.leaveFree() : this.leave(), q.commandTimeout, q.releaseWhat, q.redis).then(r => {
-      if (r === 1) return true
-      this.abort('it had run out on the server before it was released')
-      return false
+    // leave then, within what is left of the same bound. A release that
+    // ran out is not sent again (NOSCRIPT): the lease ends by itself.
+    const sent = performance.now()
+    return callScript(q.redis, direct.sabsync2LeaveFree, [q.keys[0], this.wid], q.commandTimeout, q.releaseWhat, (err, r) => {
+      if (err !== null) throw err
+      if (r !== 3) return this.#left(r)
+      const left = Math.max(q.commandTimeout - (performance.now() - sent), 1)
+      return within(this.leave(), left, q.releaseWhat, q.redis).then(r => this.#left(r))
     })
   }
 
-  // The replies of the release's scripts (a client that throws instead
-  // of rejecting rejects here).
+  // What a release answers for the reply of its script.
+  #left (r) {
+    if (r === 1) return true
+    this.abort('it had run out on the server before it was released')
+    return false
+  }
+
+  // The reply of the release's general script (a client that throws
+  // instead of rejecting rejects here).
   leave () {
     const q = this.queue
     try {
@@ -582,10 +593,6 @@ class Holding {
     } catch (err) {
       return Promise.reject(err)
     }
-  }
-
-  leaveFree () {
-    return sendScript(this.queue.redis, direct.sabsync2LeaveFree, [this.queue.keys[0], this.wid]).then(r => r === 3 ? this.leave() : r)
   }
 }
 

@@ -18,7 +18,7 @@
 // timeout also bounds the wait for the reply: a call never outlasts it.
 
 const { hubOf, malformed } = require('./hub')
-const { direct, sendScript } = require('./scripts')
+const { direct, callScript } = require('./scripts')
 const { evictionCheck } = require('./queue')
 const { ACQUIRE, observed, traceWait } = require('../trace')
 const {
@@ -130,8 +130,8 @@ function RateLimit (redis, key, rps, options) {
     let r
     let waits = true // for the reply: a call sent again (NOSCRIPT) only while it does
     try {
-      const reply = sendScript(redis, direct.sabsync6Rate, [log, id, rps, unitUs, uniformDistribution ? 1 : 0, most, check ? 1 : 0], () => waits)
-      r = await abortable(within(reply, bound, what, redis), signal)
+      const reply = callScript(redis, direct.sabsync6Rate, [log, id, rps, unitUs, uniformDistribution ? 1 : 0, most, check ? 1 : 0], bound, what, answer, () => waits)
+      r = await abortable(reply, signal)
       if (check && asked > policyAt) policyAt = asked
     } catch (err) {
       waits = false
@@ -195,6 +195,12 @@ function RateLimit (redis, key, rps, options) {
 }
 
 // `promise`, or signal.reason as soon as the signal aborts.
+// The reply or the error of a call, as callScript's answer.
+function answer (err, r) {
+  if (err !== null) throw err
+  return r
+}
+
 function abortable (promise, signal) {
   if (signal === undefined) return promise
   return new Promise((resolve, reject) => {

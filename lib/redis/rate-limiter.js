@@ -38,10 +38,10 @@ const {
 } = require('./common')
 const { hubOf } = require('./hub')
 const { evictionCheck } = require('./queue')
-const { commands, direct, sendScript } = require('./scripts')
+const { commands, direct, callScript } = require('./scripts')
 const { intOption, keyString, checkPoints, storeOf, mostIn } = require('../rate-limiter-common')
 
-const CALL = direct.sabsync9KeyedRate // a call (scripts.js, keyedRate), sent by sendScript
+const CALL = direct.sabsync9KeyedRate // a call (scripts.js, keyedRate), sent by callScript
 const SWEEP = 'sabsync2KeyedSweep' // the idle sweep (scripts.js, keyedSweep)
 const MAX_LIMIT = 1e9
 const MAX_WINDOW = 0x7FFFFFFF
@@ -118,33 +118,44 @@ class RateLimiter {
   mostIn (ms) { return mostIn(this.#p, ms, 1000, this.#T) }
   get prefix () { return this.#prefix }
 
-  async #call (op, key, points) {
-    const s = keyString(key)
-    const n = checkPoints(points, this.#p.burst)
+  // Bad arguments reject, as every call of this promise API does.
+  #call (op, key, points) {
+    let s, n
+    try {
+      s = keyString(key)
+      n = checkPoints(points, this.#p.burst)
+    } catch (err) {
+      return Promise.reject(err)
+    }
     if (this.#ready !== true) {
       this.#ready ??= this.#prepare().then(() => { this.#ready = true }, err => { this.#ready = null; throw err })
-      await this.#ready
+      return this.#ready.then(() => this.#send(op, s, n))
     }
+    return this.#send(op, s, n)
+  }
+
+  #send (op, s, n) {
     const asked = performance.now()
     const check = !this.#allowEviction && asked - this.#policyAt >= POLICY_RECHECK_MS
-    let waits = true // for the reply: a call sent again (NOSCRIPT) only while it does
     // The operation in one argument (scripts.js, keyedRate): its letter,
     // upper case to read the policy first, then the points when not 1.
     const letter = check ? op.toUpperCase() : op
     const code = n === 1 ? letter : letter + n
-    const reply = sendScript(this.#redis, CALL, [this.#keys[1], code, this.#Ts, this.#taus, redisName(s)], () => waits)
-    let r
-    try {
-      r = await within(reply, this.#timeout, () => `RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}`, this.#redis)
-    } catch (err) {
-      waits = false
-      if (isRefusal(err)) this.#policyAt = -Infinity
-      throw err
-    }
-    if (check && asked > this.#policyAt) this.#policyAt = asked
-    // The reply (scripts.js, keyedRate) is checked before it is believed:
-    // integers in range (a time another client's deeper bucket wrote may
-    // stand up to MAX_TAU ahead: src/core/limiter.c, C1).
+    return callScript(this.#redis, CALL, [this.#keys[1], code, this.#Ts, this.#taus, redisName(s)], this.#timeout,
+      () => `RateLimiter on ${this.#prefix} key ${JSON.stringify(s)}`, (err, r) => {
+        if (err !== null) {
+          if (isRefusal(err)) this.#policyAt = -Infinity
+          throw err
+        }
+        if (check && asked > this.#policyAt) this.#policyAt = asked
+        return this.#answer(op, s, r)
+      })
+  }
+
+  // The reply (scripts.js, keyedRate) is checked before it is believed:
+  // integers in range (a time another client's deeper bucket wrote may
+  // stand up to MAX_TAU ahead: src/core/limiter.c, C1).
+  #answer (op, s, r) {
     let allowed = true
     let remaining
     let retry = 0

@@ -107,6 +107,7 @@
 // read from the state above.
 
 const { createHash } = require('crypto')
+const { bound, noReply, failure } = require('./common')
 
 const WAKE = 'sabsync:wake:' // + client id: where grants to its waiters are hinted
 const BATCH = 500 // the most lapsed holders one call reaps (a few batched commands for all)
@@ -1018,19 +1019,53 @@ for (const name of ['sabsync2TakeFree', 'sabsync2LeaveFree', 'sabsync6Rate', 'sa
 }
 
 const always = () => true
+const isNoscript = err => err !== null && typeof err === 'object' && typeof err.message === 'string' && err.message.startsWith('NOSCRIPT')
 
-// Never throws: a client that throws instead of rejecting rejects here.
-function sendScript (redis, script, args, live = always) {
+// Sends `script` and hands its reply to ok(reply), or its failure to
+// fail(err), once: callbacks on the client's own promise, no promise of
+// its own (each is a turn of the microtask queue and garbage, on the
+// calls where nobody waits). A client that throws instead of rejecting
+// fails here.
+function sendScript (redis, script, args, ok, fail, live = always) {
   let sent
   try {
     sent = redis.evalsha(script.sha, script.numberOfKeys, ...args)
   } catch (err) {
-    return Promise.reject(err)
+    return fail(err)
   }
-  return sent.catch(err => {
-    if (!(err && typeof err.message === 'string' && err.message.startsWith('NOSCRIPT')) || !live()) throw err
-    return redis.eval(script.lua, script.numberOfKeys, ...args)
+  sent.then(ok, err => {
+    if (!isNoscript(err) || !live()) return fail(err)
+    let again
+    try {
+      again = redis.eval(script.lua, script.numberOfKeys, ...args)
+    } catch (e) {
+      return fail(e)
+    }
+    again.then(ok, fail)
   })
 }
 
-module.exports = { commands, direct, sendScript, WAKE, BATCH, WAITERS }
+// A script call bounded as within() bounds one: the promise of what
+// answer(err, reply) returns (or throws) once the reply, the failure
+// (worded as within() words it) or the deadline's error came; a call
+// that gave up, or whose live() turned false, is not sent again
+// (NOSCRIPT). One promise a call.
+function callScript (redis, script, args, ms, what, answer, live = always) {
+  return new Promise((resolve, reject) => {
+    let waits = true
+    const end = (err, r) => {
+      if (!waits) return
+      waits = false
+      stop()
+      try {
+        resolve(answer(err, r))
+      } catch (e) {
+        reject(e)
+      }
+    }
+    const stop = bound(ms, () => end(noReply(ms, typeof what === 'function' ? what() : what, redis)))
+    sendScript(redis, script, args, r => end(null, r), err => end(failure(err, what, redis)), () => waits && live())
+  })
+}
+
+module.exports = { commands, direct, sendScript, callScript, WAKE, BATCH, WAITERS }
