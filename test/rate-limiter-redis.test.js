@@ -164,7 +164,7 @@ redisSuite(t, async s => {
     // The script itself (scripts.js, keyedRate), as the client sends it:
     // the operation (a consume of n points, no policy check), T and tau in
     // µs, the client key.
-    const raw = (T, tau, n, key) => s.admin.evalsha(direct.sabsync9KeyedRate.sha, 1, zset, n === 1 ? 'c' : 'c' + n, T, tau, key)
+    const raw = (T, tau, n, key) => s.admin.evalsha(direct.sabsync10KeyedRate.sha, 1, zset, n === 1 ? 'c' : 'c' + n, T, tau, key)
     const small = new RateLimiter(s.client(), k.prefix, { limit: 10, window: 1000 }) // T 100,000 µs, burst 10
     const a = await small.consume('a', 3)
     t.same(a, { allowed: true, remaining: 7, retryAfter: 0, resetAfter: 300, limit: 10 }, 'a fresh key: 7 left, full again in 3 T')

@@ -157,7 +157,7 @@ redisSuite(t, async s => {
     }
     await limit()
     await limiter.consume('k')
-    const names = ['sabsync2TakeFree', 'sabsync2LeaveFree', 'sabsync6Rate', 'sabsync9KeyedRate']
+    const names = ['sabsync2TakeFree', 'sabsync2LeaveFree', 'sabsync6Rate', 'sabsync10KeyedRate']
     const shas = names.map(n => direct[n].sha)
     t.same(await admin.script('EXISTS', ...shas), [1, 1, 1, 1], 'the four scripts are known to the server')
     await admin.script('FLUSH')
@@ -210,7 +210,7 @@ redisSuite(t, async s => {
     await t.rejects(limit({ signal: ac.signal }), /gave up/, 'the RateLimit call is aborted while the server is paused')
     await t.rejects(limiter.consume('k'), { code: 'ERR_SABSYNC_REDIS', message: /no reply from Redis within 100 ms/ },
       'the RateLimiter call runs out of its commandTimeout')
-    const shas = [direct.sabsync6Rate.sha, direct.sabsync9KeyedRate.sha]
+    const shas = [direct.sabsync6Rate.sha, direct.sabsync10KeyedRate.sha]
     await until(async () => (await admin.ping()) === 'PONG', 'the pause to end')
     await tick(200) // a call sent again as EVAL would have run by now
     t.same(await admin.script('EXISTS', ...shas), [0, 0], 'neither was sent again as EVAL')

@@ -209,7 +209,7 @@ async function redis (inFlight = 1) {
   } else if (impl === 'script') {
     // sabsync's script, without sabsync's JavaScript around it.
     const { direct } = require(path.join(root, 'lib', 'redis', 'scripts'))
-    const sc = direct.sabsync9KeyedRate
+    const sc = direct.sabsync10KeyedRate
     await client.script('LOAD', sc.lua)
     const Z = `{${prefix}}:rlz`
     const T = String(60e6 / LIMIT)

@@ -91,7 +91,7 @@ function RateLimit (redis, key, rps, options) {
     tidyTimer = null
     let reply
     try {
-      reply = redis.sabsync1RateTidy(...keys, unitUs)
+      reply = redis.sabsync2RateTidy(...keys, unitUs)
     } catch {
       return
     }

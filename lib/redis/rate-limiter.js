@@ -41,8 +41,8 @@ const { evictionCheck } = require('./queue')
 const { commands, direct, callScript } = require('./scripts')
 const { intOption, keyString, checkPoints, storeOf, mostIn } = require('../rate-limiter-common')
 
-const CALL = direct.sabsync9KeyedRate // a call (scripts.js, keyedRate), sent by callScript
-const SWEEP = 'sabsync2KeyedSweep' // the idle sweep (scripts.js, keyedSweep)
+const CALL = direct.sabsync10KeyedRate // a call (scripts.js, keyedRate), sent by callScript
+const SWEEP = 'sabsync3KeyedSweep' // the idle sweep (scripts.js, keyedSweep)
 const MAX_LIMIT = 1e9
 const MAX_WINDOW = 0x7FFFFFFF
 const MAX_TAU = 2 ** 50 // µs (~35 years): sums stay exact in Lua's doubles

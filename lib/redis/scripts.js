@@ -819,16 +819,19 @@ return { t, t - now }
 // key without later calls): takes off up to BATCH grants at or before
 // now - unit, and both keys when the log is empty. KEYS: R, RM. ARGV: unit
 // µs. Reply: µs until the newest grant stops counting (0: more to take
-// off now), or -1 once both keys are gone. A key of another type fails
-// the ZRANGEBYSCORE, before any write.
+// off now), or -1 once both keys are gone. The grants taken off are the
+// oldest: counted (ZCOUNT) and removed by rank (ZREMRANGEBYRANK), which
+// costs the server a third of reading them and removing each by name (a
+// batch of 500: 120-160 µs against 370). A key of another type fails the
+// ZCOUNT, before any write.
 const rateTidy = `
 local R, RM = KEYS[1], KEYS[2]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local unit = tonumber(ARGV[1])
-local old = redis.call('ZRANGEBYSCORE', R, '-inf', string.format('%.0f', now - unit), 'LIMIT', 0, ${BATCH})
-if #old > 0 then redis.call('ZREM', R, unpack(old)) end
-if #old == ${BATCH} then return 0 end
+local n = math.min(redis.call('ZCOUNT', R, '-inf', now - unit), ${BATCH})
+if n > 0 then redis.call('ZREMRANGEBYRANK', R, 0, n - 1) end
+if n == ${BATCH} then return 0 end
 local newest = redis.call('ZRANGE', R, -1, -1, 'WITHSCORES')[2]
 if not newest then
   redis.call('DEL', RM)
@@ -874,8 +877,8 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // at any time. One consume, refund or reset in KEYED_EVERY (those whose
 // `now`, in µs, is a multiple of it: one in KEYED_EVERY on average, by the
 // clock's low digits) takes off up to KEYED_SWEEP entries of Z whose time
-// has passed (the oldest first, one ZREM), so the entries kept are the
-// active ones and a backlog that later calls shrink (KEYED_SWEEP /
+// has passed (the oldest first, one ZREMRANGEBYRANK), so the entries kept
+// are the active ones and a backlog that later calls shrink (KEYED_SWEEP /
 // KEYED_EVERY entries a call on average, more than the one a call adds).
 // The sweep's two commands are thus paid by one call in KEYED_EVERY, not
 // by each: a script's cost on the server is mostly its calls into Redis
@@ -898,7 +901,8 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // refund or reset 0.
 // A wrong type of Z fails the script at its first command on it (ZSCORE),
 // before any write; peek only reads. A consume runs TIME, ZSCORE and ZADD;
-// a sweeping one also ZRANGEBYSCORE and, when it finds entries, one ZREM.
+// a sweeping one also ZCOUNT and, when it finds entries, one
+// ZREMRANGEBYRANK (the oldest are the lowest ranks; see rateTidy).
 // Scores go to Redis as Lua numbers, which it formats so that they read
 // back as the same double: a string.format('%.0f') of each cost the
 // server 1-3 µs a call more (INFO commandstats).
@@ -956,23 +960,24 @@ elseif op == 120 and v then
   redis.call('ZREM', Z, key)
 end
 if now % ${KEYED_EVERY} == 0 then
-  local old = redis.call('ZRANGEBYSCORE', Z, '-inf', now, 'LIMIT', 0, ${KEYED_SWEEP})
-  if #old > 0 then redis.call('ZREM', Z, unpack(old)) end
+  local old = math.min(redis.call('ZCOUNT', Z, '-inf', now), ${KEYED_SWEEP})
+  if old > 0 then redis.call('ZREMRANGEBYRANK', Z, 0, old - 1) end
 end
 return reply
 `
 
 // keyedSweep: a limiter's idle sweep (a timer of each client that wrote,
 // so that state is reclaimed without later calls): up to BATCH entries
-// whose time has passed, then P if nothing is left. KEYS: P, Z. Reply: µs
-// to the earliest entry's time while entries remain, -1 when none do. A
-// key of another type fails the ZRANGEBYSCORE, before any write.
+// whose time has passed (by rank, as rateTidy), then P if nothing is
+// left. KEYS: P, Z. Reply: µs to the earliest entry's time while entries
+// remain, -1 when none do. A key of another type fails the ZCOUNT, before
+// any write.
 const keyedSweep = `
 local P, Z = KEYS[1], KEYS[2]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-local old = redis.call('ZRANGEBYSCORE', Z, '-inf', string.format('%.0f', now), 'LIMIT', 0, ${BATCH})
-if #old > 0 then redis.call('ZREM', Z, unpack(old)) end
+local old = math.min(redis.call('ZCOUNT', Z, '-inf', now), ${BATCH})
+if old > 0 then redis.call('ZREMRANGEBYRANK', Z, 0, old - 1) end
 local first = redis.call('ZRANGE', Z, 0, 0, 'WITHSCORES')[2]
 if not first then
   redis.call('DEL', P)
@@ -994,10 +999,10 @@ const commands = {
   sabsync5Count: { numberOfKeys: 5, lua: count },
   sabsync6Rate: { numberOfKeys: 1, lua: rate },
   sabsync2Unrate: { numberOfKeys: 1, lua: unrate },
-  sabsync1RateTidy: { numberOfKeys: 2, lua: rateTidy },
+  sabsync2RateTidy: { numberOfKeys: 2, lua: rateTidy },
   sabsync2RateWaiting: { numberOfKeys: 1, lua: rateWaiting },
-  sabsync9KeyedRate: { numberOfKeys: 1, lua: keyedRate },
-  sabsync2KeyedSweep: { numberOfKeys: 2, lua: keyedSweep }
+  sabsync10KeyedRate: { numberOfKeys: 1, lua: keyedRate },
+  sabsync3KeyedSweep: { numberOfKeys: 2, lua: keyedSweep }
 }
 
 // The scripts of the calls made where nobody waits (a free lock's take
@@ -1013,7 +1018,7 @@ const commands = {
 // take whose caller gave up has sent its leave, and must not run after
 // it; a RateLimit call that gave up has given its time back).
 const direct = {}
-for (const name of ['sabsync2TakeFree', 'sabsync2LeaveFree', 'sabsync6Rate', 'sabsync9KeyedRate']) {
+for (const name of ['sabsync2TakeFree', 'sabsync2LeaveFree', 'sabsync6Rate', 'sabsync10KeyedRate']) {
   const { numberOfKeys, lua } = commands[name]
   direct[name] = { numberOfKeys, lua, sha: createHash('sha1').update(lua).digest('hex') }
 }
