@@ -821,9 +821,10 @@ return { t, t - now }
 // µs. Reply: µs until the newest grant stops counting (0: more to take
 // off now), or -1 once both keys are gone. The grants taken off are the
 // oldest: counted (ZCOUNT) and removed by rank (ZREMRANGEBYRANK), which
-// costs the server a third of reading them and removing each by name (a
-// batch of 500: 120-160 µs against 370). A key of another type fails the
-// ZCOUNT, before any write.
+// costs the server about half of reading them and removing each by name
+// (a batch of 500: 120-180 µs against 230-370, bench/support/
+// redis-sweep.js). A key of another type fails the ZCOUNT, before any
+// write.
 const rateTidy = `
 local R, RM = KEYS[1], KEYS[2]
 local clock = redis.call('TIME')
