@@ -1,0 +1,93 @@
+'use strict'
+// The keyed RateLimiter on Redis against RateLimiterRedis in one process:
+// each subject on a connection of its own, rounds of calls taking turns
+// (the order reversed every round), so that a change of the machine's
+// speed falls on all of them; prints each subject's median µs a call and
+// the median of its time over RateLimiterRedis's within a round.
+//
+//   SABSYNC_REDIS_URL=redis://... node bench/support/redis-turns.js [inFlight] [calls] [rounds]
+//
+// inFlight: callers each awaiting one call at a time (default 1); calls
+// per subject a round (default 500); rounds (default 40). Subjects:
+// sabsync (this tree), rlf (RateLimiterRedis), script (sabsync's script
+// sent as a bare EVALSHA with the same arguments: against sabsync, what
+// its JavaScript costs), least (the least script a bucket per key without
+// a TTL needs: bench/support/limiter.js), and "before" when
+// SABSYNC_BENCH_BEFORE names another checkout's lib/redis. LIMIT (env,
+// default 100) calls a minute per key, 10,000 keys: every call is allowed.
+// Writes keys under {turns-*} and turns-rlf:*, deleted at the end.
+const path = require('path')
+const Redis = require('ioredis')
+const { RateLimiterRedis } = require('rate-limiter-flexible')
+const { RateLimiter } = require(path.join(__dirname, '..', '..', 'lib', 'redis'))
+const { direct } = require(path.join(__dirname, '..', '..', 'lib', 'redis', 'scripts'))
+
+const inFlight = Number(process.argv[2]) || 1
+const per = Number(process.argv[3]) || 500
+const rounds = Number(process.argv[4]) || 40
+const LIMIT = Number(process.env.LIMIT) || 100
+const KEYS = Array.from({ length: 10000 }, (_, i) => `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`)
+const LEAST = `
+local clock = redis.call('TIME')
+local now = clock[1] * 1000000 + clock[2]
+local tat = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[4])) or 0
+if tat < now then tat = now end
+redis.call('ZADD', KEYS[1], tat + tonumber(ARGV[2]), ARGV[4])
+return 1
+`
+
+const median = xs => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1] }
+
+async function main () {
+  const url = process.env.SABSYNC_REDIS_URL
+  if (!url) throw new Error('set SABSYNC_REDIS_URL')
+  const clients = []
+  const client = () => { const c = new Redis(url); clients.push(c); return c }
+  const T = String(Math.ceil(60e6 / LIMIT))
+  const tau = String(Math.ceil(60e6 / LIMIT) * LIMIT)
+  const subjects = {}
+  const ours = new RateLimiter(client(), 'turns-sabsync', { limit: LIMIT, window: 60000 })
+  subjects.sabsync = k => ours.consume(k)
+  if (process.env.SABSYNC_BENCH_BEFORE) {
+    const Before = require(path.resolve(process.env.SABSYNC_BENCH_BEFORE)).RateLimiter
+    const before = new Before(client(), 'turns-before', { limit: LIMIT, window: 60000 })
+    subjects.before = k => before.consume(k)
+  }
+  const rlf = new RateLimiterRedis({ storeClient: client(), keyPrefix: 'turns-rlf', points: LIMIT, duration: 60 })
+  subjects.rlf = k => rlf.consume(k)
+  const bare = client()
+  const ownScript = direct.sabsync10KeyedRate
+  await bare.script('LOAD', ownScript.lua)
+  subjects.script = k => bare.evalsha(ownScript.sha, 1, '{turns-script}:rlz', 'c', T, tau, k)
+  const least = client()
+  const leastSha = await least.script('LOAD', LEAST)
+  subjects.least = k => least.evalsha(leastSha, 1, '{turns-least}:rlz', 'c', T, tau, k)
+
+  const names = Object.keys(subjects)
+  const us = Object.fromEntries(names.map(n => [n, []]))
+  let key = 0
+  const run = async (f, n) => {
+    let left = n
+    const caller = async () => { while (left-- > 0) await f(KEYS[key++ % KEYS.length]) }
+    const t0 = process.hrtime.bigint()
+    await Promise.all(Array.from({ length: inFlight }, caller))
+    return Number(process.hrtime.bigint() - t0) / 1e3 / n
+  }
+  for (const n of names) await run(subjects[n], per * 2) // warm up
+  for (let r = 0; r < rounds; r++) {
+    for (const n of r % 2 ? [...names].reverse() : names) us[n].push(await run(subjects[n], per))
+  }
+  console.log(`${inFlight} in flight, ${rounds} rounds of ${per} calls a subject, limit ${LIMIT} a minute`)
+  for (const n of names) {
+    const inRound = median(us[n].map((x, i) => x / us.rlf[i]))
+    console.log(`${n.padEnd(8)} ${median(us[n]).toFixed(2)} µs a call, ${inRound.toFixed(3)}× RateLimiterRedis's time within a round`)
+  }
+  const admin = clients[0]
+  for (const pattern of ['{turns-*', 'turns-rlf:*']) {
+    const keys = await admin.keys(pattern)
+    for (let i = 0; i < keys.length; i += 1000) await admin.del(...keys.slice(i, i + 1000))
+  }
+  for (const c of clients) c.disconnect()
+}
+
+main().catch(err => { console.error(err); process.exit(1) })
