@@ -19,6 +19,7 @@
 // space's (openShared): the one every process of a host can share.
 const cluster = require('cluster')
 const path = require('path')
+const LEAST = require('./keyed-floor')
 
 const root = path.join(__dirname, '..', '..')
 const sabsync = require(root)
@@ -196,11 +197,8 @@ async function redis (inFlight = 1) {
     // One round trip and nothing else: what any one-call limiter pays.
     consume = () => client.ping().then(() => ({ allowed: true }))
   } else if (impl === 'least') {
-    // The least script a bucket per client key, kept on the server's clock
-    // without a TTL (sabsync's rules: lib/redis/scripts.js, keyedRate),
-    // needs: TIME, ZSCORE and ZADD, and one integer back, sent with the
-    // key and arguments sabsync's call sends. No decision, no sweep, no
-    // validation: what the server and ioredis take before any of them.
+    // The least script a bucket per key needs (./keyed-floor.js), sent
+    // with the key and arguments sabsync's call sends.
     const sha = await client.script('LOAD', LEAST)
     const T = String(60e6 / LIMIT)
     const tau = String(60e6 - 60e6 / LIMIT)
@@ -240,15 +238,6 @@ async function redis (inFlight = 1) {
   if (server) await server.stop()
   out({ value: r.ns / 1000, check: r.ok === n, extra: cpu })
 }
-
-const LEAST = `
-local clock = redis.call('TIME')
-local now = clock[1] * 1000000 + clock[2]
-local tat = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[4])) or 0
-if tat < now then tat = now end
-redis.call('ZADD', KEYS[1], tat + tonumber(ARGV[2]), ARGV[4])
-return 1
-`
 
 const scenarios = { memory, cluster: inCluster, keys, redis, redis64: () => redis(64) }
 Promise.resolve(scenarios[scenario]()).catch(err => { console.error(err); process.exit(1) })

@@ -12,7 +12,7 @@
 // sabsync (this tree), rlf (RateLimiterRedis), script (sabsync's script
 // sent as a bare EVALSHA with the same arguments: against sabsync, what
 // its JavaScript costs), least (the least script a bucket per key without
-// a TTL needs: bench/support/limiter.js), and "before" when
+// a TTL needs: ./keyed-floor.js), and "before" when
 // SABSYNC_BENCH_BEFORE names another checkout's lib/redis. LIMIT (env,
 // default 100) calls a minute per key, 10,000 keys: every call is allowed.
 // Writes keys under {turns-*} and turns-rlf:*, deleted at the end.
@@ -27,14 +27,7 @@ const per = Number(process.argv[3]) || 500
 const rounds = Number(process.argv[4]) || 40
 const LIMIT = Number(process.env.LIMIT) || 100
 const KEYS = Array.from({ length: 10000 }, (_, i) => `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`)
-const LEAST = `
-local clock = redis.call('TIME')
-local now = clock[1] * 1000000 + clock[2]
-local tat = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[4])) or 0
-if tat < now then tat = now end
-redis.call('ZADD', KEYS[1], tat + tonumber(ARGV[2]), ARGV[4])
-return 1
-`
+const LEAST = require('./keyed-floor')
 
 const median = xs => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1] }
 
