@@ -17,7 +17,7 @@
 // waiter queues again (or a try answers that nothing was free).
 
 const { hubOf, malformed } = require('./hub')
-const { direct, sendScript, callScript } = require('./scripts')
+const { direct, sendScript } = require('./scripts')
 const { LOCK, ACQUIRE, observed, traceWait } = require('../trace')
 const {
   msOption, prefixOption, unsafeAllowEvictionOption, waitOptions, within, bound, noReply, connected, commandError, redisError,
@@ -564,24 +564,19 @@ class Holding {
     this.queue.hub.holdings.delete(this)
     this.unarm()
     const q = this.queue
-    if (!this.free) return within(this.leave(), q.commandTimeout, q.releaseWhat, q.redis).then(r => this.#left(r))
     // leaveFree answers 3 when it cannot decide (someone queued since):
-    // leave then, within what is left of the same bound. A release that
-    // ran out is not sent again (NOSCRIPT): the lease ends by itself.
-    const sent = performance.now()
-    return callScript(q.redis, direct.sabsync2LeaveFree, [q.keys[0], this.wid], q.commandTimeout, q.releaseWhat, (err, r) => {
-      if (err !== null) throw err
-      if (r !== 3) return this.#left(r)
-      const left = Math.max(q.commandTimeout - (performance.now() - sent), 1)
-      return within(this.leave(), left, q.releaseWhat, q.redis).then(r => this.#left(r))
+    // leave then, within the same bound. A release goes on once its
+    // caller's bound has passed (after a NOSCRIPT too): the sooner the
+    // server has the lock back, the sooner a waiter gets it.
+    const reply = this.free
+      ? new Promise((resolve, reject) => sendScript(q.redis, direct.sabsync2LeaveFree, [q.keys[0], this.wid],
+        r => resolve(r === 3 ? this.leave() : r), reject))
+      : this.leave()
+    return within(reply, q.commandTimeout, q.releaseWhat, q.redis).then(r => {
+      if (r === 1) return true
+      this.abort('it had run out on the server before it was released')
+      return false
     })
-  }
-
-  // What a release answers for the reply of its script.
-  #left (r) {
-    if (r === 1) return true
-    this.abort('it had run out on the server before it was released')
-    return false
   }
 
   // The reply of the release's general script (a client that throws

@@ -194,13 +194,13 @@ function RateLimit (redis, key, rps, options) {
   return limit
 }
 
-// `promise`, or signal.reason as soon as the signal aborts.
 // The reply or the error of a call, as callScript's answer.
 function answer (err, r) {
   if (err !== null) throw err
   return r
 }
 
+// `promise`, or signal.reason as soon as the signal aborts.
 function abortable (promise, signal) {
   if (signal === undefined) return promise
   return new Promise((resolve, reject) => {
