@@ -35,6 +35,32 @@ redisSuite(t, async s => {
     }
   })
 
+  // After a first call, a take goes without the policy check, on the
+  // free path (takeFree) or the general one (take): each says the same.
+  s.test('a client closed after its first calls: the connection is closed', async (t, k) => {
+    const r = new Redis(s.url)
+    const mutex = new Mutex(r, 'later', k.opts())
+    const busy = new Mutex(r, 'later-busy', k.opts())
+    const sema = new Sema(r, 'later', 2, k.opts())
+    t.ok(await mutex.lockAsync(), 'granted while connected')
+    await mutex.unlock()
+    t.ok(await busy.lockAsync(), 'granted while connected')
+    t.equal(await busy.tryLock(), false, 'busy: its next take is the general one')
+    t.equal(await sema.acquire(), 0)
+    await sema.release()
+    await busy.unlock().catch(() => {})
+    await r.quit()
+    const calls = {
+      'mutex.lockAsync() on the free path': () => mutex.lockAsync(),
+      'mutex.tryLock() on the general path': () => busy.tryLock(),
+      'sema.acquire()': () => sema.acquire({ timeout: 5000 })
+    }
+    for (const [what, call] of Object.entries(calls)) {
+      const err = await call().then(() => null, e => e)
+      t.match(err, { code: 'ERR_SABSYNC_REDIS', message: /^sabsync: cannot reach Redis \(take on .*\): the client's connection is closed/ }, what)
+    }
+  })
+
   s.test('a server that does not answer: says the client cannot reach it', async (t, k) => {
     const r = new Redis({ port: await deadPort(), host: '127.0.0.1', maxRetriesPerRequest: 1, retryStrategy: () => 50 })
     r.on('error', () => {})

@@ -102,8 +102,11 @@ function unsafeAllowEvictionOption (options) {
 }
 
 // { timeout, signal } of a waiting call. timeout: ms, Infinity when left out.
+// No options: no limit, no signal (one object for every such call).
+const UNBOUNDED = Object.freeze({ timeout: Infinity, signal: undefined })
+
 function waitOptions (options) {
-  if (options === undefined) return { timeout: Infinity, signal: undefined }
+  if (options === undefined) return UNBOUNDED
   if (options === null || typeof options !== 'object') throw notCallOptions(options)
   const { timeout, signal } = options
   let t = Infinity

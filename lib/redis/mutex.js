@@ -36,16 +36,17 @@ class Mutex {
   }
 
   // Not async functions: a free lock+unlock costs no promise and no
-  // microtask beyond the replies' own. Bad options reject, never throw.
+  // microtask beyond the replies' own (the queue answers with #granted's
+  // value where the reply comes). Bad options reject, never throw.
   #taken (queue, options) {
-    let p
     try {
-      p = this.#q.take(queue, options)
+      return this.#q.take(queue, options, this.#granted)
     } catch (err) {
       return Promise.reject(err)
     }
-    return p.then(h => h === undefined ? false : this.#adopt(h))
   }
+
+  #granted = h => h === undefined ? false : this.#adopt(h)
 
   #adopt (h) {
     // Only a server that lost its state grants again while a grant is

@@ -20,7 +20,7 @@ const { hubOf, malformed } = require('./hub')
 const { direct, sendScript } = require('./scripts')
 const { LOCK, ACQUIRE, observed, traceWait } = require('../trace')
 const {
-  msOption, prefixOption, unsafeAllowEvictionOption, waitOptions, within, bound, noReply, connected, commandError, redisError,
+  msOption, prefixOption, unsafeAllowEvictionOption, waitOptions, within, bound, noReply, connected, failure, redisError,
   quiet, redisName, isRefusal, Deadlines, SabsyncError
 } = require('./common')
 
@@ -103,10 +103,13 @@ class LeaseQueue {
     this.policyAt = -Infinity
   }
 
-  // A Holding, or undefined when the slot was not free (try) or not
-  // granted within the timeout. `queue` false: take only a free slot.
-  take (queue, options) {
-    if (this.evictionChecked) return this.#take(queue, options)
+  // What adopt(h) makes of h: a Holding, or undefined when the slot was
+  // not free (try) or not granted within the timeout. `queue` false: take
+  // only a free slot. adopt runs where the answer comes, so the caller's
+  // answer costs no promise of its own (a turn of the microtask queue
+  // between a reply and the next request, where nobody waits).
+  take (queue, options, adopt) {
+    if (this.evictionChecked) return this.#take(queue, options, adopt)
     // Parsed first: bad options reject as they would after the check.
     const { timeout, signal } = waitOptions(options)
     if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
@@ -115,23 +118,23 @@ class LeaseQueue {
     const started = performance.now()
     return evictionCheck(this.hub, this.allowEviction, bound, signal, this.commandTimeout).then(() => {
       this.evictionChecked = true
-      if (timeout === Infinity || timeout === 0) return this.#take(queue, options)
+      if (timeout === Infinity || timeout === 0) return this.#take(queue, options, adopt)
       const left = Math.max(1, timeout - (performance.now() - started))
-      return this.#take(queue, signal === undefined ? { timeout: left } : { timeout: left, signal })
+      return this.#take(queue, signal === undefined ? { timeout: left } : { timeout: left, signal }, adopt)
     }, err => {
       // Late from a connected client, within the caller's own timeout: a
       // timeout (see connected()).
-      if (bound === timeout && err.cause && err.cause.noReply && connected(this.redis)) return undefined
+      if (bound === timeout && err.cause && err.cause.noReply && connected(this.redis)) return adopt(undefined)
       throw err
     })
   }
 
-  #take (queue, options) {
+  #take (queue, options, adopt) {
     const { timeout, signal } = waitOptions(options)
     if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
     if (timeout === 0) queue = false
     const began = performance.now()
-    if (this.free && signal === undefined && !this.policyDue(began)) return this.#takeFree(queue, timeout, began)
+    if (this.free && signal === undefined && !this.policyDue(began)) return this.#takeFree(queue, timeout, began, adopt)
     const hub = this.hub
     const wid = hub.nextId()
     return new Promise((_resolve, _reject) => {
@@ -139,7 +142,7 @@ class LeaseQueue {
       let traced = null
       const resolve = h => {
         if (traced !== null) traced(true, h === undefined ? false : this.fencing ? h.fence : h.slot)
-        _resolve(h)
+        _resolve(adopt(h))
       }
       const reject = err => {
         if (traced !== null) traced(false, err)
@@ -224,7 +227,7 @@ class LeaseQueue {
           sent = this.redis.sabsync5Take(...this.keys, check ? 1 : 0, wid, hub.id, this.lease, this.heartbeat, queue ? 1 : 0,
             this.nr, this.fencing ? 1 : 0)
         } catch (err) { // a client that throws instead of rejecting
-          return w.failed(commandError(err, 'take on ' + this.tag))
+          return w.failed(failure(err, this.takeWhat, this.redis))
         }
         sent.then(r => {
           replied = true
@@ -254,7 +257,7 @@ class LeaseQueue {
           hub.join(w, r[1], started)
         }, err => {
           replied = true
-          const e = commandError(err, 'take on ' + this.tag)
+          const e = failure(err, this.takeWhat, this.redis)
           if (isRefusal(e)) this.policyRefused()
           w.failed(e)
         })
@@ -270,7 +273,7 @@ class LeaseQueue {
   // Where #take would send again (the object was not free after all, or
   // the grant arrived lapsed), #take goes on with what is left of the
   // caller's timeout.
-  #takeFree (queue, timeout, began) {
+  #takeFree (queue, timeout, began, adopt) {
     const hub = this.hub
     const wid = hub.nextId()
     const drops = hub.drops
@@ -286,7 +289,7 @@ class LeaseQueue {
         done = true
         if (timeout === Infinity || !queue || !connected(this.redis)) return fail(noReply(limit, what, this.redis))
         this.leaveQuietly(wid)
-        resolve(undefined)
+        resolve(adopt(undefined))
       })
       // Sent again (NOSCRIPT) only while this call waits: once it gave
       // up, its leave is on the wire, and the take must not follow it.
@@ -299,21 +302,21 @@ class LeaseQueue {
         // -1: the object was not free after all.
         if (r === -1) {
           this.free = false
-          return resolve(this.#again(queue, timeout, began))
+          return resolve(this.#again(queue, timeout, began, adopt))
         }
         if (typeof r !== 'number') return fail(this.replyError(r))
         const bad = this.grantError(0, r, this.lease, 1)
         if (bad !== null) return fail(bad)
         const deadline = began + this.lease
-        if (performance.now() < deadline) return resolve(new Holding(this, wid, 0, r, deadline, true))
+        if (performance.now() < deadline) return resolve(adopt(new Holding(this, wid, 0, r, deadline, true)))
         // Lapsed on its way here: as #take, give it back and ask again.
         this.leaveQuietly(wid)
-        resolve(queue ? this.#again(queue, timeout, began) : undefined)
+        resolve(queue ? this.#again(queue, timeout, began, adopt) : adopt(undefined))
       }, err => {
         if (done) return
         done = true
         stop()
-        const e = commandError(err, what)
+        const e = failure(err, what, this.redis)
         if (isRefusal(e)) this.policyRefused()
         fail(e)
       }, () => !done)
@@ -321,8 +324,8 @@ class LeaseQueue {
   }
 
   // #take with what is left of a timeout counted from `began`.
-  #again (queue, timeout, began) {
-    return this.#take(queue, timeout === Infinity ? undefined : { timeout: Math.max(timeout - (performance.now() - began), 1) })
+  #again (queue, timeout, began, adopt) {
+    return this.#take(queue, timeout === Infinity ? undefined : { timeout: Math.max(timeout - (performance.now() - began), 1) }, adopt)
   }
 
   // What is wrong with a grant the server answered, as the error that
@@ -564,18 +567,36 @@ class Holding {
     this.queue.hub.holdings.delete(this)
     this.unarm()
     const q = this.queue
-    // leaveFree answers 3 when it cannot decide (someone queued since):
-    // leave then, within the same bound. A release goes on once its
-    // caller's bound has passed (after a NOSCRIPT too): the sooner the
-    // server has the lock back, the sooner a waiter gets it.
-    const reply = this.free
-      ? new Promise((resolve, reject) => sendScript(q.redis, direct.sabsync2LeaveFree, [q.keys[0], this.wid],
-        r => resolve(r === 3 ? this.leave() : r), reject))
-      : this.leave()
-    return within(reply, q.commandTimeout, q.releaseWhat, q.redis).then(r => {
-      if (r === 1) return true
-      this.abort('it had run out on the server before it was released')
-      return false
+    // One promise, settled by the first of the reply, the failure and the
+    // bound (the reply's error worded as within() words it). leaveFree
+    // answers 3 when it cannot decide (someone queued since): leave then,
+    // within the same bound. A release goes on once its caller's bound has
+    // passed (after a NOSCRIPT too): the sooner the server has the lock
+    // back, the sooner a waiter gets it.
+    return new Promise((resolve, reject) => {
+      let waits = true
+      const ms = q.commandTimeout
+      const stop = bound(ms, () => {
+        waits = false
+        reject(noReply(ms, q.releaseWhat, q.redis))
+      })
+      const answered = r => {
+        if (!waits) return
+        waits = false
+        stop()
+        if (r === 1) return resolve(true)
+        this.abort('it had run out on the server before it was released')
+        resolve(false)
+      }
+      const failed = err => {
+        if (!waits) return
+        waits = false
+        stop()
+        reject(failure(err, q.releaseWhat, q.redis))
+      }
+      const general = () => this.leave().then(answered, failed)
+      if (this.free) sendScript(q.redis, direct.sabsync2LeaveFree, [q.keys[0], this.wid], r => r === 3 ? general() : answered(r), failed)
+      else general()
     })
   }
 

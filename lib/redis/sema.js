@@ -21,16 +21,25 @@ class Sema {
   }
 
   /** A token once one is free for this caller, undefined on timeout. */
-  async acquire (options) {
-    const h = await this.#q.take(true, options)
-    return h === undefined ? undefined : this.#adopt(h)
+  acquire (options) {
+    return this.#taken(true, options)
   }
 
   /** A token if one is free right now (and nobody waits), else undefined. */
-  async tryAcquire () {
-    const h = await this.#q.take(false, undefined)
-    return h === undefined ? undefined : this.#adopt(h)
+  tryAcquire () {
+    return this.#taken(false, undefined)
   }
+
+  // Not async functions, as Mutex's: bad options reject, never throw.
+  #taken (queue, options) {
+    try {
+      return this.#q.take(queue, options, this.#granted)
+    } catch (err) {
+      return Promise.reject(err)
+    }
+  }
+
+  #granted = h => h === undefined ? undefined : this.#adopt(h)
 
   #adopt (h) {
     const old = this.#held.get(h.slot)
