@@ -138,26 +138,9 @@ return { now, 0 }`
   })
   // The guarantees' floor: holder, expiry and fence from the server's
   // clock in one string, no TTL; given back only by its holder.
-  const clock = `local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local nowUs = tonumber(t[1]) * 1000000 + tonumber(t[2])
-`
-  redis.defineCommand('benchLeaseTake', {
-    numberOfKeys: 1,
-    lua: clock + `local f = string.format('%.0f', nowUs)
-if redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. (now + tonumber(ARGV[2])) .. ' ' .. f, 'NX') then return { 1, 0, nowUs, tonumber(ARGV[2]), 1 } end
-return { 0 }`
-  })
-  redis.defineCommand('benchLeaseLeave', {
-    numberOfKeys: 1,
-    lua: `local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local h, hx, hf = string.match(v, '^(%S+) (%d+) (%d+)$')
-if h ~= ARGV[1] then return 0 end
-` + clock + `redis.call('DEL', KEYS[1])
-if tonumber(hx) > now and tonumber(hf) < nowUs then return 1 end
-return 0`
-  })
+  const lease = require('./support/lease-floor')
+  redis.defineCommand('benchLeaseTake', { numberOfKeys: 1, lua: lease.take })
+  redis.defineCommand('benchLeaseLeave', { numberOfKeys: 1, lua: lease.leave })
   const keys = ['m', 'q', 'b', 'l', 'f'].map(s => `{${key}}:${s}`)
   let n = 0
   return {

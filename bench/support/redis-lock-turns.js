@@ -1,0 +1,104 @@
+'use strict'
+// Uncontended lock+unlock on Redis, sabsync's Mutex against
+// redis-semaphore's, in one process: each subject on a connection of its
+// own, rounds of pairs taking turns (the order reversed every round), so
+// that a change of the machine's speed falls on all of them; prints each
+// subject's median µs a pair, the median of its time over
+// redis-semaphore's within a round, and this process's CPU time a pair
+// (user and system, all threads) while it ran.
+//
+//   SABSYNC_REDIS_URL=redis://... node bench/support/redis-lock-turns.js [pairs] [rounds]
+//
+// pairs per subject a round (default 500); rounds (default 30). Subjects:
+// sabsync (this tree), script (sabsync's two scripts for a free lock sent
+// as bare EVALSHA with the same key and arguments: against sabsync, what
+// its JavaScript costs), lease (./lease-floor.js: the least script work a
+// lease on the server's clock without a TTL needs), redis-semaphore (a
+// SET NX PX, then a script that deletes the key if it still holds its
+// id), and "before" when SABSYNC_BENCH_BEFORE names another checkout's
+// lib/redis. Writes keys under {lock-turns-*} and lock-turns-*, deleted
+// at the end.
+const path = require('path')
+const Redis = require('ioredis')
+const RedisSemaphore = require('redis-semaphore')
+const { Mutex } = require(path.join(__dirname, '..', '..', 'lib', 'redis'))
+const { direct } = require(path.join(__dirname, '..', '..', 'lib', 'redis', 'scripts'))
+const lease = require('./lease-floor')
+
+const per = Number(process.argv[2]) || 500
+const rounds = Number(process.argv[3]) || 30
+
+const median = xs => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1] }
+
+async function main () {
+  const url = process.env.SABSYNC_REDIS_URL
+  if (!url) throw new Error('set SABSYNC_REDIS_URL')
+  const clients = []
+  const client = () => { const c = new Redis(url); clients.push(c); return c }
+  const subjects = {}
+  const ours = new Mutex(client(), 'lock-turns-sabsync')
+  subjects.sabsync = async () => { await ours.lockAsync(); await ours.unlock() }
+  if (process.env.SABSYNC_BENCH_BEFORE) {
+    const Before = require(path.resolve(process.env.SABSYNC_BENCH_BEFORE)).Mutex
+    const before = new Before(client(), 'lock-turns-before')
+    subjects.before = async () => { await before.lockAsync(); await before.unlock() }
+  }
+  // Ids shaped as sabsync's ("<16 hex digits>:<base 36 count>").
+  let n = 0
+  const id = () => 'a1b2c3d4e5f60718:' + (++n).toString(36)
+  const bare = client()
+  const take = direct.sabsync2TakeFree
+  const leave = direct.sabsync2LeaveFree
+  await bare.script('LOAD', take.lua)
+  await bare.script('LOAD', leave.lua)
+  subjects.script = async () => {
+    const me = id()
+    await bare.evalsha(take.sha, 1, '{lock-turns-script}:m', me, 10000, 1)
+    await bare.evalsha(leave.sha, 1, '{lock-turns-script}:m', me)
+  }
+  const floor = client()
+  const floorTake = await floor.script('LOAD', lease.take)
+  const floorLeave = await floor.script('LOAD', lease.leave)
+  subjects.lease = async () => {
+    const me = id()
+    await floor.evalsha(floorTake, 1, '{lock-turns-lease}:m', me, 10000)
+    await floor.evalsha(floorLeave, 1, '{lock-turns-lease}:m', me)
+  }
+  const theirs = new RedisSemaphore.Mutex(client(), 'lock-turns-rs', { lockTimeout: 10000 })
+  subjects['redis-semaphore'] = async () => { await theirs.acquire(); await theirs.release() }
+
+  const names = Object.keys(subjects)
+  const us = Object.fromEntries(names.map(s => [s, []]))
+  const cpu = Object.fromEntries(names.map(s => [s, []]))
+  const run = async (s, k) => {
+    const f = subjects[s]
+    const c0 = process.cpuUsage()
+    const t0 = process.hrtime.bigint()
+    for (let i = 0; i < k; i++) await f()
+    const t = Number(process.hrtime.bigint() - t0) / 1e3 / k
+    const c = process.cpuUsage(c0)
+    return [t, (c.user + c.system) / k]
+  }
+  for (const s of names) await run(s, per) // connect, load, warm up
+  for (let r = 0; r < rounds; r++) {
+    for (const s of r % 2 ? [...names].reverse() : names) {
+      const [t, c] = await run(s, per)
+      us[s].push(t)
+      cpu[s].push(c)
+    }
+  }
+  console.log(`${rounds} rounds of ${per} lock+unlock pairs a subject`)
+  for (const s of names) {
+    const inRound = median(us[s].map((x, i) => x / us['redis-semaphore'][i]))
+    console.log(`${s.padEnd(16)} ${median(us[s]).toFixed(1)} µs a pair, ${inRound.toFixed(3)}× redis-semaphore's time within a round, ` +
+      `CPU ${median(cpu[s]).toFixed(1)} µs a pair`)
+  }
+  const admin = clients[0]
+  for (const pattern of ['{lock-turns-*', 'lock-turns-*']) {
+    const keys = await admin.keys(pattern)
+    for (let i = 0; i < keys.length; i += 1000) await admin.del(...keys.slice(i, i + 1000))
+  }
+  for (const c of clients) c.disconnect()
+}
+
+main().catch(err => { console.error(err); process.exit(1) })
