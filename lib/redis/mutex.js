@@ -27,25 +27,17 @@ class Mutex {
    * are served in turn, with every other client's, in arrival order.
    */
   lockAsync (options) {
-    return this.#taken(true, options)
+    return this.#q.take(true, options, this.#granted)
   }
 
   /** The lock's fence if it was free right now, else false. */
   tryLock () {
-    return this.#taken(false, undefined)
+    return this.#q.take(false, undefined, this.#granted)
   }
 
-  // Not async functions: a free lock+unlock costs no promise and no
-  // microtask beyond the replies' own (the queue answers with #granted's
-  // value where the reply comes). Bad options reject, never throw.
-  #taken (queue, options) {
-    try {
-      return this.#q.take(queue, options, this.#granted)
-    } catch (err) {
-      return Promise.reject(err)
-    }
-  }
-
+  // A take's answer as lockAsync() and tryLock() give it, made where the
+  // reply is handled: a free lock+unlock costs no promise and no microtask
+  // beyond the replies' own (neither is an async function either).
   #granted = h => h === undefined ? false : this.#adopt(h)
 
   #adopt (h) {

@@ -107,9 +107,18 @@ class LeaseQueue {
   // not free (try) or not granted within the timeout. `queue` false: take
   // only a free slot. adopt runs where the answer comes, so the caller's
   // answer costs no promise of its own (a turn of the microtask queue
-  // between a reply and the next request, where nobody waits).
+  // between a reply and the next request, where nobody waits). Bad
+  // options reject, never throw.
   take (queue, options, adopt) {
-    if (this.evictionChecked) return this.#take(queue, options, adopt)
+    try {
+      return this.evictionChecked ? this.#take(queue, options, adopt) : this.#checked(queue, options, adopt)
+    } catch (err) {
+      return Promise.reject(err)
+    }
+  }
+
+  // take() with the client's first eviction check.
+  #checked (queue, options, adopt) {
     // Parsed first: bad options reject as they would after the check.
     const { timeout, signal } = waitOptions(options)
     if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)

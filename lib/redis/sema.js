@@ -22,23 +22,15 @@ class Sema {
 
   /** A token once one is free for this caller, undefined on timeout. */
   acquire (options) {
-    return this.#taken(true, options)
+    return this.#q.take(true, options, this.#granted)
   }
 
   /** A token if one is free right now (and nobody waits), else undefined. */
   tryAcquire () {
-    return this.#taken(false, undefined)
+    return this.#q.take(false, undefined, this.#granted)
   }
 
-  // Not async functions, as Mutex's: bad options reject, never throw.
-  #taken (queue, options) {
-    try {
-      return this.#q.take(queue, options, this.#granted)
-    } catch (err) {
-      return Promise.reject(err)
-    }
-  }
-
+  // A take's answer as acquire() and tryAcquire() give it (as Mutex's).
   #granted = h => h === undefined ? undefined : this.#adopt(h)
 
   #adopt (h) {
