@@ -4,8 +4,10 @@
 // own, rounds of pairs taking turns (the order reversed every round), so
 // that a change of the machine's speed falls on all of them; prints each
 // subject's median µs a pair, the median of its time over
-// redis-semaphore's within a round, and this process's CPU time a pair
-// (user and system, all threads) while it ran.
+// redis-semaphore's within a round, this process's CPU time a pair (user
+// and system, all threads) while it ran, and the server's: the time INFO
+// commandstats adds to the commands the subject sends itself (EVALSHA,
+// and redis-semaphore's SET; a script's includes the calls inside it).
 //
 //   SABSYNC_REDIS_URL=redis://... node bench/support/redis-lock-turns.js [pairs] [rounds]
 //
@@ -67,33 +69,46 @@ async function main () {
   const theirs = new RedisSemaphore.Mutex(client(), 'lock-turns-rs', { lockTimeout: 10000 })
   subjects['redis-semaphore'] = async () => { await theirs.acquire(); await theirs.release() }
 
+  const sends = s => s === 'redis-semaphore' ? ['evalsha', 'eval', 'set'] : ['evalsha', 'eval']
+  const admin = client()
+  const serverUs = async s => {
+    const info = await admin.info('commandstats')
+    let us = 0
+    for (const cmd of sends(s)) {
+      const m = new RegExp(`^cmdstat_${cmd}:calls=\\d+,usec=(\\d+)`, 'm').exec(info)
+      if (m) us += Number(m[1])
+    }
+    return us
+  }
   const names = Object.keys(subjects)
   const us = Object.fromEntries(names.map(s => [s, []]))
   const cpu = Object.fromEntries(names.map(s => [s, []]))
+  const server = Object.fromEntries(names.map(s => [s, []]))
   const run = async (s, k) => {
     const f = subjects[s]
+    const s0 = await serverUs(s)
     const c0 = process.cpuUsage()
     const t0 = process.hrtime.bigint()
     for (let i = 0; i < k; i++) await f()
     const t = Number(process.hrtime.bigint() - t0) / 1e3 / k
     const c = process.cpuUsage(c0)
-    return [t, (c.user + c.system) / k]
+    return [t, (c.user + c.system) / k, ((await serverUs(s)) - s0) / k]
   }
   for (const s of names) await run(s, per) // connect, load, warm up
   for (let r = 0; r < rounds; r++) {
     for (const s of r % 2 ? [...names].reverse() : names) {
-      const [t, c] = await run(s, per)
+      const [t, c, on] = await run(s, per)
       us[s].push(t)
       cpu[s].push(c)
+      server[s].push(on)
     }
   }
   console.log(`${rounds} rounds of ${per} lock+unlock pairs a subject`)
   for (const s of names) {
     const inRound = median(us[s].map((x, i) => x / us['redis-semaphore'][i]))
     console.log(`${s.padEnd(16)} ${median(us[s]).toFixed(1)} µs a pair, ${inRound.toFixed(3)}× redis-semaphore's time within a round, ` +
-      `CPU ${median(cpu[s]).toFixed(1)} µs a pair`)
+      `CPU ${median(cpu[s]).toFixed(1)} µs a pair, the server's ${median(server[s]).toFixed(1)}`)
   }
-  const admin = clients[0]
   for (const pattern of ['{lock-turns-*', 'lock-turns-*']) {
     const keys = await admin.keys(pattern)
     for (let i = 0; i < keys.length; i += 1000) await admin.del(...keys.slice(i, i + 1000))
