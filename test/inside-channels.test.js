@@ -33,8 +33,11 @@ function listen (t, name) {
   return messages
 }
 
-// A worker that locks the Mutex of `handle`, says so, and holds it for
-// `ms` (or until terminated, for Infinity).
+// A worker that locks the Mutex of `handle`, says so, and holds it until
+// terminated (ms = Infinity), or until a call waits for it and `ms` more:
+// however late the message reaches this thread, the call it makes next
+// finds the lock held (a holder that let go after a fixed time raced a
+// loaded machine's message delivery).
 function holder (m, ms) {
   const w = new Worker(`
     const { parentPort, workerData } = require('worker_threads')
@@ -43,7 +46,11 @@ function holder (m, ms) {
     m.lock()
     parentPort.postMessage('locked')
     if (${ms === Infinity}) setInterval(() => {}, 1e6)
-    else setTimeout(() => m.unlock(), ${ms === Infinity ? 0 : ms})
+    else {
+      const nap = new Int32Array(new SharedArrayBuffer(4))
+      while (m.nrWaiting() === 0) Atomics.wait(nap, 0, 0, 1)
+      setTimeout(() => m.unlock(), ${ms === Infinity ? 0 : ms})
+    }
   `, { eval: true, workerData: { buffer: m.buffer, byteOffset: m.byteOffset } })
   w.locked = new Promise(resolve => w.once('message', resolve))
   return w
