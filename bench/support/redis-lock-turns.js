@@ -21,22 +21,17 @@
 // lib/redis. Writes keys under {lock-turns-*} and lock-turns-*, deleted
 // at the end.
 const path = require('path')
-const Redis = require('ioredis')
 const RedisSemaphore = require('redis-semaphore')
 const { Mutex } = require(path.join(__dirname, '..', '..', 'lib', 'redis'))
 const { direct } = require(path.join(__dirname, '..', '..', 'lib', 'redis', 'scripts'))
 const lease = require('./lease-floor')
+const { median, connections } = require('./turns')
 
 const per = Number(process.argv[2]) || 500
 const rounds = Number(process.argv[3]) || 30
 
-const median = xs => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1] }
-
 async function main () {
-  const url = process.env.SABSYNC_REDIS_URL
-  if (!url) throw new Error('set SABSYNC_REDIS_URL')
-  const clients = []
-  const client = () => { const c = new Redis(url); clients.push(c); return c }
+  const { client, end } = connections()
   const subjects = {}
   const ours = new Mutex(client(), 'lock-turns-sabsync')
   subjects.sabsync = async () => { await ours.lockAsync(); await ours.unlock() }
@@ -109,11 +104,7 @@ async function main () {
     console.log(`${s.padEnd(16)} ${median(us[s]).toFixed(1)} µs a pair, ${inRound.toFixed(3)}× redis-semaphore's time within a round, ` +
       `CPU ${median(cpu[s]).toFixed(1)} µs a pair, the server's ${median(server[s]).toFixed(1)}`)
   }
-  for (const pattern of ['{lock-turns-*', 'lock-turns-*']) {
-    const keys = await admin.keys(pattern)
-    for (let i = 0; i < keys.length; i += 1000) await admin.del(...keys.slice(i, i + 1000))
-  }
-  for (const c of clients) c.disconnect()
+  await end(['{lock-turns-*', 'lock-turns-*'])
 }
 
 main().catch(err => { console.error(err); process.exit(1) })

@@ -17,7 +17,6 @@
 // default 100) calls a minute per key, 10,000 keys: every call is allowed.
 // Writes keys under {turns-*} and turns-rlf:*, deleted at the end.
 const path = require('path')
-const Redis = require('ioredis')
 const { RateLimiterRedis } = require('rate-limiter-flexible')
 const { RateLimiter } = require(path.join(__dirname, '..', '..', 'lib', 'redis'))
 const { direct } = require(path.join(__dirname, '..', '..', 'lib', 'redis', 'scripts'))
@@ -28,14 +27,10 @@ const rounds = Number(process.argv[4]) || 40
 const LIMIT = Number(process.env.LIMIT) || 100
 const KEYS = Array.from({ length: 10000 }, (_, i) => `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`)
 const LEAST = require('./keyed-floor')
-
-const median = xs => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1] }
+const { median, connections } = require('./turns')
 
 async function main () {
-  const url = process.env.SABSYNC_REDIS_URL
-  if (!url) throw new Error('set SABSYNC_REDIS_URL')
-  const clients = []
-  const client = () => { const c = new Redis(url); clients.push(c); return c }
+  const { client, end } = connections()
   const T = String(Math.ceil(60e6 / LIMIT))
   const tau = String(Math.ceil(60e6 / LIMIT) * LIMIT)
   const subjects = {}
@@ -75,12 +70,7 @@ async function main () {
     const inRound = median(us[n].map((x, i) => x / us.rlf[i]))
     console.log(`${n.padEnd(8)} ${median(us[n]).toFixed(2)} µs a call, ${inRound.toFixed(3)}× RateLimiterRedis's time within a round`)
   }
-  const admin = clients[0]
-  for (const pattern of ['{turns-*', 'turns-rlf:*']) {
-    const keys = await admin.keys(pattern)
-    for (let i = 0; i < keys.length; i += 1000) await admin.del(...keys.slice(i, i + 1000))
-  }
-  for (const c of clients) c.disconnect()
+  await end(['{turns-*', 'turns-rlf:*'])
 }
 
 main().catch(err => { console.error(err); process.exit(1) })
