@@ -49,7 +49,8 @@ const checks = {
       // Wake one at a time: each notify counts exactly 1 and wakes the oldest.
       for (let k = 1; k <= pattern.length; k++) {
         t.equal(sabsync.notify(cells, 0, 1), 1, `${pattern}: notify ${k} wakes one`)
-        await until(() => logged() === k, 60000, `wake ${k} logged`)
+        // A waiter counts itself (cell 1), then writes its id: wait for both.
+        await until(() => logged() === k && Atomics.load(cells, 2 + k - 1) !== 0, 60000, `wake ${k} logged`)
         t.equal(Atomics.load(cells, 2 + k - 1), k, `${pattern}: wake ${k} went to waiter ${k}`)
       }
       t.equal(sabsync.notify(cells, 0), 0, 'nobody left')
