@@ -386,7 +386,14 @@ class RedisLockBackend {
     const bound = held ? Math.max(1, Math.min(this.commandTimeout, this.#okAt + this.lease - sent)) : this.commandTimeout
     this.#syncing = true
     let reply
-    const call = () => this.#redis.sabsync1LockSync(...this.#keys, this.tag, this.#hub.id, this.id, this.lease, last ? 1 : 0, ...args)
+    // Never sent once its bound has passed (its policy check can take
+    // that long): this manager has given up on it and may have left T:a
+    // since, and a renewal sent after that leave would put it back with
+    // nobody to take it out.
+    const call = () => {
+      if (performance.now() - sent >= bound) throw new Error('not sent: its bound passed during the policy check')
+      return this.#redis.sabsync1LockSync(...this.#keys, this.tag, this.#hub.id, this.id, this.lease, last ? 1 : 0, ...args)
+    }
     try {
       const policy = list.length > 0 ? this.#policy() : undefined
       reply = policy === undefined ? call() : policy.then(call)
