@@ -305,14 +305,40 @@ function boundsOf (ms) {
 // A bound of `ms` on something pending: expire() runs if stop() is not
 // called within ms. Returns stop().
 function bound (ms, expire) {
+  const entry = { due: 0, prev: null, next: null, timer: null, expire }
+  const d = bind(ms, entry, performance.now())
+  return () => unbind(d, entry)
+}
+
+// bound() on an entry the caller made, { due, prev, next, timer,
+// expire () }, counted from `now` (performance.now() at this call, or
+// earlier in the same turn: entries fall due in the order they were
+// added): a call in flight that is its own entry costs no closure and no
+// object of the bound's. Returns what unbind() needs: the Deadlines the
+// entry is listed in, or null when it got a timer of its own (its timer
+// field).
+function bind (ms, entry, now) {
   const d = boundsOf(ms)
-  if (d === undefined) {
-    const timer = setTimeout(expire, Math.min(Math.max(ms, 1), MAX_MS))
-    return () => clearTimeout(timer)
+  if (d !== undefined) {
+    d.add(entry, now)
+    return d
   }
-  const entry = { due: 0, prev: null, next: null, expire }
-  d.add(entry, performance.now())
-  return () => d.delete(entry)
+  entry.timer = setTimeout(expireEntry, Math.min(Math.max(ms, 1), MAX_MS), entry)
+  return null
+}
+
+function unbind (d, entry) {
+  if (d !== null) {
+    d.delete(entry)
+  } else if (entry.timer !== null) {
+    clearTimeout(entry.timer)
+    entry.timer = null
+  }
+}
+
+function expireEntry (entry) {
+  entry.timer = null
+  entry.expire()
 }
 
 // The reply of `promise` (a command), or ERR_SABSYNC_REDIS when none came
@@ -366,6 +392,8 @@ module.exports = {
   within,
   failure,
   bound,
+  bind,
+  unbind,
   Deadlines,
   noReply,
   connected,

@@ -20,7 +20,7 @@ const { hubOf, malformed } = require('./hub')
 const { direct, sendScript } = require('./scripts')
 const { LOCK, ACQUIRE, observed, traceWait } = require('../trace')
 const {
-  msOption, prefixOption, unsafeAllowEvictionOption, waitOptions, within, bound, noReply, connected, failure, redisError,
+  msOption, prefixOption, unsafeAllowEvictionOption, waitOptions, within, bound, bind, unbind, noReply, connected, failure, redisError,
   quiet, redisName, isRefusal, Deadlines, SabsyncError
 } = require('./common')
 
@@ -177,7 +177,8 @@ class LeaseQueue {
         const bad = this.grantError(slot, fence, leaseLeft, top)
         if (bad !== null) return w.failed(bad)
         const deadline = at + leaseLeft
-        if (performance.now() >= deadline) {
+        const now = performance.now()
+        if (now >= deadline) {
           // It reached this process after its lease ran out (a stall, a
           // late reply): not a grant. Give it back in case the server
           // still counts it, and ask again.
@@ -185,7 +186,7 @@ class LeaseQueue {
           return w.lapsed()
         }
         settle()
-        resolve(new Holding(this, wid, slot, fence, deadline, false))
+        resolve(new Holding(this, wid, slot, fence, deadline, false, now))
       }
       w.lapsed = () => {
         if (settled) return
@@ -283,57 +284,11 @@ class LeaseQueue {
   // the grant arrived lapsed), #take goes on with what is left of the
   // caller's timeout.
   #takeFree (queue, timeout, began, adopt) {
-    const hub = this.hub
-    const wid = hub.nextId()
-    const drops = hub.drops
-    const what = this.takeWhat
-    const limit = queue && timeout !== Infinity ? timeout : this.commandTimeout
-    return new Promise((resolve, reject) => {
-      let done = false
-      const fail = err => {
-        this.leaveQuietly(wid)
-        reject(err)
-      }
-      const stop = bound(limit, () => {
-        done = true
-        if (timeout === Infinity || !queue || !connected(this.redis)) return fail(noReply(limit, what, this.redis))
-        this.leaveQuietly(wid)
-        resolve(adopt(undefined))
-      })
-      // Sent again (NOSCRIPT) only while this call waits: once it gave
-      // up, its leave is on the wire, and the take must not follow it.
-      sendScript(this.redis, direct.sabsync2TakeFree, [this.keys[0], wid, this.lease, this.fencing ? 1 : 0], r => {
-        if (done) return
-        done = true
-        stop()
-        if (hub.drops !== drops) return fail(this.droppedError())
-        // The fence of a grant of slot 0 (of 1) with the whole lease, or
-        // -1: the object was not free after all.
-        if (r === -1) {
-          this.free = false
-          return resolve(this.#again(queue, timeout, began, adopt))
-        }
-        if (typeof r !== 'number') return fail(this.replyError(r))
-        const bad = this.grantError(0, r, this.lease, 1)
-        if (bad !== null) return fail(bad)
-        const deadline = began + this.lease
-        if (performance.now() < deadline) return resolve(adopt(new Holding(this, wid, 0, r, deadline, true)))
-        // Lapsed on its way here: as #take, give it back and ask again.
-        this.leaveQuietly(wid)
-        resolve(queue ? this.#again(queue, timeout, began, adopt) : adopt(undefined))
-      }, err => {
-        if (done) return
-        done = true
-        stop()
-        const e = failure(err, what, this.redis)
-        if (isRefusal(e)) this.policyRefused()
-        fail(e)
-      }, () => !done)
-    })
+    return new Promise((resolve, reject) => new FreeTake(this, queue, timeout, began, adopt, resolve, reject))
   }
 
   // #take with what is left of a timeout counted from `began`.
-  #again (queue, timeout, began, adopt) {
+  again (queue, timeout, began, adopt) {
     return this.#take(queue, timeout === Infinity ? undefined : { timeout: Math.max(timeout - (performance.now() - began), 1) }, adopt)
   }
 
@@ -413,6 +368,85 @@ class LeaseQueue {
   }
 }
 
+// A free take in flight (LeaseQueue #takeFree): the caller's promise,
+// the entry of the bound on its reply (common.js, bind) and the handler of
+// that reply (scripts.js, sendScript), in one object; a closure for each
+// cost more, between real replies, than the rest of the take's code. It
+// is sent again (NOSCRIPT) only while it waits: once it gave up, its
+// leave is on the wire, and the take must not follow it.
+class FreeTake {
+  constructor (q, queue, timeout, began, adopt, resolve, reject) {
+    this.q = q
+    this.queue = queue
+    this.timeout = timeout
+    this.began = began
+    this.adopt = adopt
+    this.resolve = resolve
+    this.reject = reject
+    this.wid = q.hub.nextId()
+    this.drops = q.hub.drops
+    this.limit = queue && timeout !== Infinity ? timeout : q.commandTimeout
+    this.done = false
+    this.due = 0 // the bound's entry
+    this.prev = null
+    this.next = null
+    this.timer = null
+    this.d = bind(this.limit, this, began)
+    sendScript(q.redis, direct.sabsync2TakeFree, [q.keys[0], this.wid, q.lease, q.fencing ? 1 : 0], this)
+  }
+
+  // No reply within the bound.
+  expire () {
+    this.done = true
+    const q = this.q
+    if (this.timeout === Infinity || !this.queue || !connected(q.redis)) return this.fail(noReply(this.limit, q.takeWhat, q.redis))
+    q.leaveQuietly(this.wid)
+    this.resolve(this.adopt(undefined))
+  }
+
+  fail (err) {
+    this.q.leaveQuietly(this.wid)
+    this.reject(err)
+  }
+
+  live () {
+    return !this.done
+  }
+
+  // The fence of a grant of slot 0 (of 1) with the whole lease, or -1:
+  // the object was not free after all.
+  reply (r) {
+    if (this.done) return
+    this.done = true
+    unbind(this.d, this)
+    const q = this.q
+    if (q.hub.drops !== this.drops) return this.fail(q.droppedError())
+    if (r === -1) {
+      q.free = false
+      return this.resolve(q.again(this.queue, this.timeout, this.began, this.adopt))
+    }
+    if (typeof r !== 'number') return this.fail(q.replyError(r))
+    const bad = q.grantError(0, r, q.lease, 1)
+    if (bad !== null) return this.fail(bad)
+    const deadline = this.began + q.lease
+    const now = performance.now()
+    if (now < deadline) return this.resolve(this.adopt(new Holding(q, this.wid, 0, r, deadline, true, now)))
+    // Lapsed on its way here: as #take, give it back and ask again.
+    q.leaveQuietly(this.wid)
+    this.resolve(this.queue ? q.again(this.queue, this.timeout, this.began, this.adopt) : this.adopt(undefined))
+  }
+
+  failed (err) {
+    if (this.done) return
+    this.done = true
+    unbind(this.d, this)
+    const q = this.q
+    const e = failure(err, q.takeWhat, q.redis)
+    if (isRefusal(e)) q.policyRefused()
+    this.fail(e)
+  }
+}
+
 // A slot held under a lease. The lease is renewed every lease/3 ms; it is
 // lost when the server says so, or when a renewal could not be confirmed
 // before `deadline` (a lower bound of the expiry the server keeps: lease
@@ -421,7 +455,8 @@ class LeaseQueue {
 // server still counts it. The renewal timer never rejects anything.
 // `lost` tells whether the lease is known to be lost.
 class Holding {
-  constructor (queue, wid, slot, fence, deadline, free) {
+  // `now`: performance.now() when the grant was believed.
+  constructor (queue, wid, slot, fence, deadline, free, now) {
     this.queue = queue
     this.free = free // granted by takeFree: released by leaveFree first
     this.wid = wid
@@ -436,7 +471,11 @@ class Holding {
     this.due = 0 // in queue.renewals (common.js, Deadlines): when the renewal is due,
     this.prev = null // and its neighbours there
     this.next = null
-    this.arm(queue.lease / 3)
+    this.d = null // a release in flight (leaveNow): its bound's list,
+    this.waits = false // whether it waits for its reply,
+    this.settle = null // and its promise's settlers
+    this.refuse = null
+    this.arm(queue.lease / 3, now)
     queue.hub.holdings.add(this)
   }
 
@@ -444,9 +483,8 @@ class Holding {
   // period (lease/3) goes in the queue's renewals, whose entries are due in
   // the order they were added; a retry (lease/6), or a deadline sooner than
   // the period, gets a timer of its own.
-  arm (delay) {
+  arm (delay, now = performance.now()) {
     this.unarm()
-    const now = performance.now()
     const r = this.queue.renewals
     if (delay === r.ms && now + delay <= this.deadline) return r.add(this, now)
     this.timer = setTimeout(() => { this.timer = null; this.renew() }, Math.max(0, Math.min(delay, this.deadline - now)))
@@ -462,9 +500,14 @@ class Holding {
     }
   }
 
-  // Due in queue.renewals (common.js, Deadlines).
+  // Due in queue.renewals (common.js, Deadlines) while held; else the
+  // bound on a release in flight ran out.
   expire () {
-    this.renew()
+    if (this.state === 'held') return this.renew()
+    if (!this.waits) return
+    this.waits = false
+    const q = this.queue
+    this.refuse(noReply(q.commandTimeout, q.releaseWhat, q.redis))
   }
 
   renew () {
@@ -510,8 +553,8 @@ class Holding {
   // Whether the lease is lost, by the local deadline too: a lease whose
   // deadline passed is lost the moment anyone looks (isHeld, lost), not
   // when the renewal timer runs next, which a blocked event loop delays.
-  checkDeadline () {
-    if (this.state === 'held' && performance.now() >= this.deadline) {
+  checkDeadline (now = performance.now()) {
+    if (this.state === 'held' && now >= this.deadline) {
       const f = this.failure
       this.lose(`its lease (${this.queue.lease} ms) ran out before a renewal was confirmed` +
         (f === undefined ? '' : ` (the last renewal failed: ${f.message})`), f)
@@ -566,8 +609,13 @@ class Holding {
   }
 
   // true: it was still held, and is released; false: it had been lost.
+  // A release in flight is its own entry of its bound (common.js, bind)
+  // and the handler of its reply (scripts.js, sendScript): it left the
+  // renewals (unarm) before, and as it is no longer held, nothing arms it
+  // again; expire() tells the two lists apart by the state.
   release () {
-    this.checkDeadline()
+    const now = performance.now()
+    this.checkDeadline(now)
     if (this.state !== 'held') {
       this.state = 'released'
       return Promise.resolve(false)
@@ -575,38 +623,54 @@ class Holding {
     this.state = 'released'
     this.queue.hub.holdings.delete(this)
     this.unarm()
+    return new Promise((resolve, reject) => this.leaveNow(now, resolve, reject))
+  }
+
+  // One promise, settled by the first of the reply, the failure and the
+  // bound (the reply's error worded as within() words it). leaveFree
+  // answers 3 when it cannot decide (someone queued since): leave then,
+  // within the same bound. A release goes on once its caller's bound has
+  // passed (after a NOSCRIPT too): the sooner the server has the lock
+  // back, the sooner a waiter gets it.
+  leaveNow (now, resolve, reject) {
     const q = this.queue
-    // One promise, settled by the first of the reply, the failure and the
-    // bound (the reply's error worded as within() words it). leaveFree
-    // answers 3 when it cannot decide (someone queued since): leave then,
-    // within the same bound. A release goes on once its caller's bound has
-    // passed (after a NOSCRIPT too): the sooner the server has the lock
-    // back, the sooner a waiter gets it.
-    return new Promise((resolve, reject) => {
-      let waits = true
-      const ms = q.commandTimeout
-      const stop = bound(ms, () => {
-        waits = false
-        reject(noReply(ms, q.releaseWhat, q.redis))
-      })
-      const answered = r => {
-        if (!waits) return
-        waits = false
-        stop()
-        if (r === 1) return resolve(true)
-        this.abort('it had run out on the server before it was released')
-        resolve(false)
-      }
-      const failed = err => {
-        if (!waits) return
-        waits = false
-        stop()
-        reject(failure(err, q.releaseWhat, q.redis))
-      }
-      const general = () => this.leave().then(answered, failed)
-      if (this.free) sendScript(q.redis, direct.sabsync2LeaveFree, [q.keys[0], this.wid], r => r === 3 ? general() : answered(r), failed)
-      else general()
-    })
+    this.settle = resolve
+    this.refuse = reject
+    this.waits = true
+    this.d = bind(q.commandTimeout, this, now)
+    if (this.free) sendScript(q.redis, direct.sabsync2LeaveFree, [q.keys[0], this.wid], this)
+    else this.general()
+  }
+
+  general () {
+    this.leave().then(r => this.answered(r), err => this.failed(err))
+  }
+
+  // leaveFree's reply (sendScript).
+  reply (r) {
+    if (r === 3) this.general()
+    else this.answered(r)
+  }
+
+  live () {
+    return true
+  }
+
+  answered (r) {
+    if (!this.waits) return
+    this.waits = false
+    unbind(this.d, this)
+    if (r === 1) return this.settle(true)
+    this.abort('it had run out on the server before it was released')
+    this.settle(false)
+  }
+
+  failed (err) {
+    if (!this.waits) return
+    this.waits = false
+    unbind(this.d, this)
+    const q = this.queue
+    this.refuse(failure(err, q.releaseWhat, q.redis))
   }
 
   // The reply of the release's general script (a client that throws

@@ -107,7 +107,7 @@
 // read from the state above.
 
 const { createHash } = require('crypto')
-const { bound, noReply, failure } = require('./common')
+const { bind, unbind, noReply, failure } = require('./common')
 
 const WAKE = 'sabsync:wake:' // + client id: where grants to its waiters are hinted
 const BATCH = 500 // the most lapsed holders one call reaps (a few batched commands for all)
@@ -1024,30 +1024,31 @@ for (const name of ['sabsync2TakeFree', 'sabsync2LeaveFree', 'sabsync6Rate', 'sa
   direct[name] = { numberOfKeys, lua, sha: createHash('sha1').update(lua).digest('hex') }
 }
 
-const always = () => true
 const isNoscript = err => err !== null && typeof err === 'object' && typeof err.message === 'string' && err.message.startsWith('NOSCRIPT')
 
-// Sends `script` and hands its reply to ok(reply), or its failure to
-// fail(err), once: callbacks on the client's own promise, no promise of
-// its own (each is a turn of the microtask queue and garbage, on the
-// calls where nobody waits). A client that throws instead of rejecting
-// fails here.
-function sendScript (redis, script, args, ok, fail, live = always) {
+// Sends `script` and hands its reply to h.reply(reply), or its failure to
+// h.failed(err), once; a NOSCRIPT is answered by sending the script
+// itself, while h.live() (a call that gave up is not sent again). `h` is
+// the call's own object: no promise of sendScript's own and no closure
+// but the client promise's callbacks (each promise is a turn of the
+// microtask queue, and each is garbage, on the calls where nobody waits).
+// A client that throws instead of rejecting fails here.
+function sendScript (redis, script, args, h) {
   let sent
   try {
     sent = redis.evalsha(script.sha, script.numberOfKeys, ...args)
   } catch (err) {
-    return fail(err)
+    return h.failed(err)
   }
-  sent.then(ok, err => {
-    if (!isNoscript(err) || !live()) return fail(err)
+  sent.then(r => h.reply(r), err => {
+    if (!isNoscript(err) || !h.live()) return h.failed(err)
     let again
     try {
       again = redis.eval(script.lua, script.numberOfKeys, ...args)
     } catch (e) {
-      return fail(e)
+      return h.failed(e)
     }
-    again.then(ok, fail)
+    again.then(r => h.reply(r), e => h.failed(e))
   })
 }
 
@@ -1055,23 +1056,59 @@ function sendScript (redis, script, args, ok, fail, live = always) {
 // answer(err, reply) returns (or throws) once the reply, the failure
 // (worded as within() words it) or the deadline's error came; a call
 // that gave up, or whose live() turned false, is not sent again
-// (NOSCRIPT). One promise a call.
-function callScript (redis, script, args, ms, what, answer, live = always) {
+// (NOSCRIPT). One promise a call, and one object (ScriptCall).
+function callScript (redis, script, args, ms, what, answer, live) {
   return new Promise((resolve, reject) => {
-    let waits = true
-    const end = (err, r) => {
-      if (!waits) return
-      waits = false
-      stop()
-      try {
-        resolve(answer(err, r))
-      } catch (e) {
-        reject(e)
-      }
-    }
-    const stop = bound(ms, () => end(noReply(ms, typeof what === 'function' ? what() : what, redis)))
-    sendScript(redis, script, args, r => end(null, r), err => end(failure(err, what, redis)), () => waits && live())
+    const c = new ScriptCall(redis, ms, what, answer, live, resolve, reject)
+    sendScript(redis, script, args, c)
   })
+}
+
+// callScript's call in flight: the entry of its bound (common.js, bind)
+// and the handler of its reply (sendScript).
+class ScriptCall {
+  constructor (redis, ms, what, answer, live, resolve, reject) {
+    this.redis = redis
+    this.ms = ms
+    this.what = what
+    this.answer = answer
+    this.liveFn = live
+    this.resolve = resolve
+    this.reject = reject
+    this.waits = true
+    this.due = 0
+    this.prev = null
+    this.next = null
+    this.timer = null
+    this.d = bind(ms, this, performance.now())
+  }
+
+  end (err, r) {
+    if (!this.waits) return
+    this.waits = false
+    unbind(this.d, this)
+    try {
+      this.resolve(this.answer(err, r))
+    } catch (e) {
+      this.reject(e)
+    }
+  }
+
+  expire () {
+    this.end(noReply(this.ms, typeof this.what === 'function' ? this.what() : this.what, this.redis))
+  }
+
+  reply (r) {
+    this.end(null, r)
+  }
+
+  failed (err) {
+    if (this.waits) this.end(failure(err, this.what, this.redis))
+  }
+
+  live () {
+    return this.waits && (this.liveFn === undefined || this.liveFn())
+  }
 }
 
 module.exports = { commands, direct, sendScript, callScript, WAKE, BATCH, WAITERS }
