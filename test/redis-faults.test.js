@@ -6,6 +6,7 @@ const t = require('tap')
 const { redisSuite, tick, until, timed } = require('./fixtures/redis/suite')
 const { Mutex, Sema, RateLimit, RateLimiter } = require('../lib/redis')
 const { commands, direct } = require('../lib/redis/scripts')
+const { RedisLockBackend } = require('../lib/redis/locks')
 
 redisSuite(t, async s => {
   // Refused connections while the server is down are expected: the
@@ -168,6 +169,37 @@ redisSuite(t, async s => {
   // themselves (lib/redis/scripts.js, sendScript); a server that lost its
   // scripts (SCRIPT FLUSH, a restart, a failover) answers NOSCRIPT, and
   // the call goes again as EVAL.
+  s.test('CLIENT PAUSE past a lock manager\'s lease: its renewal, held up by its policy check, is not sent after its leave', async (t, { prefix }) => {
+    // The renewal reads the eviction policy first (INFO memory, due every
+    // lease/3); the pause holds that up past the lease, the manager loses
+    // its lock and sends its leave behind the INFO. When INFO answers, the
+    // renewal, whose bound has passed, must not go out: it would follow
+    // the leave and put the manager back in T:a, with nobody to take it
+    // out. (A stopped and continued holder did so on CI.)
+    const lease = 400
+    const m = new RedisLockBackend(client(), prefix, { lease })
+    t.teardown(() => m.close())
+    const stolen = new Promise(resolve => m.watch((ticket, why) => resolve({ ticket, why })))
+    const ticket = await m.request('late', true, 0)
+    t.ok(ticket > 0, 'granted')
+    await admin.client('PAUSE', 1500, 'ALL')
+    const s = await stolen
+    t.equal(s.ticket, ticket, 'the lock is lost')
+    t.match(s.why, /no renewal of the lease \(400 ms\) was confirmed in time/, 'for want of a renewal: ' + s.why)
+    // Settled once the pause ended: the leave, then the renewal's INFO.
+    const keys = async () => (await admin.keys(`*${prefix}*`)).sort()
+    await until(async () => (await keys()).length === 1, 'no key but the counter', 5000).catch(async err => {
+      const dump = {}
+      for (const k of await keys()) dump[k] = await admin.type(k) === 'zset' ? await admin.zrange(k, 0, -1, 'WITHSCORES') : await admin.type(k)
+      throw new Error(err.message + ': ' + JSON.stringify(dump))
+    })
+    t.same(await keys(), [`{${prefix}:locks}:f`], 'the leave was served: the fence counter alone')
+    // The renewal would go out as soon as INFO answered, right after the
+    // leave; without the check it was back within milliseconds.
+    await new Promise(resolve => setTimeout(resolve, 2 * lease))
+    t.same(await keys(), [`{${prefix}:locks}:f`], 'two leases later too: the manager is not back in T:a')
+  })
+
   s.test('SCRIPT FLUSH: a free lock, a RateLimit call and a RateLimiter call send their scripts again, and work', async t => {
     const a = client()
     const m = new Mutex(a, 'flush', { lease: 60000 })
