@@ -46,6 +46,37 @@ function hubOf (redis) {
   return hub
 }
 
+// The leases held through one client (queue.js Holding), for letGo() and
+// holder(): a list through the holdings' own fields (before, after,
+// listed), so that taking and giving back a lease costs a few writes, not
+// a Set's hashing, on the calls where nobody waits.
+class Leases {
+  constructor () {
+    this.first = null
+  }
+
+  add (h) {
+    h.before = null
+    h.after = this.first
+    if (this.first !== null) this.first.before = h
+    this.first = h
+    h.listed = true
+  }
+
+  delete (h) {
+    if (!h.listed) return
+    h.listed = false
+    if (h.before === null) this.first = h.after
+    else h.before.after = h.after
+    if (h.after !== null) h.after.before = h.before
+    h.before = h.after = null
+  }
+
+  * [Symbol.iterator] () {
+    for (let h = this.first; h !== null; h = h.after) yield h
+  }
+}
+
 class Hub {
   constructor (redis) {
     this.redis = redis
@@ -63,7 +94,8 @@ class Hub {
     this.linger = null
     this.idleSince = 0
     this.eviction = null // the promise of the eviction check (checkEviction)
-    this.holdings = new Set() // leases held through this client (queue.js Holding), for letGo()
+    this.holdings = new Set() // LockManager tickets held through this client (locks.js), for letGo()
+    this.leases = new Leases() // Mutex and Sema leases held through it (queue.js Holding), for letGo()
     // The scripts sabsync sends itself (scripts.js, sendScript) are not
     // defined: a definition would cost a SHA-1 per client, never used.
     for (const [name, def] of Object.entries(commands)) {

@@ -19,7 +19,7 @@ const { checkClient } = require('./common')
 async function letGo (redis) {
   checkClient(redis)
   const hub = hubOf(redis)
-  const held = [...hub.holdings]
+  const held = [...hub.holdings, ...hub.leases]
   const answers = await Promise.allSettled(held.map(h => h.giveUp()))
   const failed = answers.find(a => a.status === 'rejected')
   if (failed !== undefined) throw failed.reason

@@ -356,7 +356,7 @@ class LeaseQueue {
     }
     const out = { host: null, pid: null, threadId: null, fence: Number(fence), leaseLeftMs: left }
     let mine = false
-    for (const h of this.hub.holdings) if (h.wid === wid) mine = true
+    for (const h of this.hub.leases) if (h.wid === wid) mine = true
     const parts = mine ? [wid, HOST, String(process.pid), String(threadId)] : who.split(' ')
     if (parts.length === 4 && parts[0] === wid && parts[1].length > 0 && parts[1].length <= 255 &&
         /^[0-9]{1,10}$/.test(parts[2]) && /^[0-9]{1,10}$/.test(parts[3])) {
@@ -471,12 +471,15 @@ class Holding {
     this.due = 0 // in queue.renewals (common.js, Deadlines): when the renewal is due,
     this.prev = null // and its neighbours there
     this.next = null
+    this.before = null // in queue.hub.leases (hub.js): its neighbours there,
+    this.after = null
+    this.listed = false // and whether it is listed
     this.d = null // a release in flight (leaveNow): its bound's list,
     this.waits = false // whether it waits for its reply,
     this.settle = null // and its promise's settlers
     this.refuse = null
     this.arm(queue.lease / 3, now)
-    queue.hub.holdings.add(this)
+    queue.hub.leases.add(this)
   }
 
   // Renew in `delay` ms, or at the deadline if that is sooner. The regular
@@ -570,7 +573,7 @@ class Holding {
   lose (why, cause) {
     if (this.state !== 'held') return
     this.state = 'lost'
-    this.queue.hub.holdings.delete(this)
+    this.queue.hub.leases.delete(this)
     this.unarm()
     this.abort(why, cause)
     this.queue.leaveQuietly(this.wid)
@@ -621,7 +624,7 @@ class Holding {
       return Promise.resolve(false)
     }
     this.state = 'released'
-    this.queue.hub.holdings.delete(this)
+    this.queue.hub.leases.delete(this)
     this.unarm()
     return new Promise((resolve, reject) => this.leaveNow(now, resolve, reject))
   }
